@@ -1,0 +1,316 @@
+/* alloc.c - hugify_alloc/free: the fallback chain 1G -> 2M hugetlb -> THP -> 4K. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "os.h"
+#include "procfs.h"
+#include "units.h"
+
+const char *hugify_version(void) { return HUGIFY_VERSION_STRING; }
+
+static const char *const kind_names[HUGIFY_PAGE_KIND_COUNT] = {"4K", "THP", "2M", "1G"};
+
+const char *hugify_page_kind_name(enum hugify_page_kind kind) {
+  return (unsigned)kind < HUGIFY_PAGE_KIND_COUNT ? kind_names[kind] : "?";
+}
+
+int hugify_page_kind_parse(const char *text, enum hugify_page_kind *kind) {
+  static const struct { const char *name; enum hugify_page_kind kind; } names[] = {
+      {"4K", HUGIFY_PAGE_4K}, {"4KB", HUGIFY_PAGE_4K}, {"THP", HUGIFY_PAGE_THP}, {"2M", HUGIFY_PAGE_2M},
+      {"2MB", HUGIFY_PAGE_2M}, {"1G", HUGIFY_PAGE_1G}, {"1GB", HUGIFY_PAGE_1G},
+  };
+  if (!text || !kind) return -EINVAL;
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (strcasecmp(text, names[i].name) == 0) { *kind = names[i].kind; return 0; }
+  return -EINVAL;
+}
+
+uint64_t page_kind_size(enum hugify_page_kind kind) {
+  switch (kind) {
+  case HUGIFY_PAGE_1G: return OS_HUGE_1G;
+  case HUGIFY_PAGE_2M: return OS_HUGE_2M;
+  case HUGIFY_PAGE_THP: {
+    static uint64_t pmd;
+    if (!pmd && (os_read_u64(OS_SYSFS_THP "/hpage_pmd_size", &pmd) != 0 || pmd == 0)) pmd = OS_HUGE_2M;
+    return pmd;
+  }
+  default: return (uint64_t)sysconf(_SC_PAGESIZE);
+  }
+}
+
+/* ---- the block registry: address -> mapped length, so hugify_free unmaps exactly what was mapped ---- */
+
+struct block { uintptr_t address; size_t mapped, requested; };
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct block *registry; /* open addressing; address 0 = empty, 1 = deleted */
+static size_t registry_cap, registry_used, registry_live;
+#define SLOT_EMPTY ((uintptr_t)0)
+#define SLOT_DELETED ((uintptr_t)1)
+
+static size_t slot_of(uintptr_t address, size_t cap) {
+  uint64_t h = (uint64_t)address * UINT64_C(0x9e3779b97f4a7c15);
+  return (size_t)(h >> 20) & (cap - 1);
+}
+
+static bool registry_grow(void) {
+  size_t cap = registry_cap ? registry_cap * 2 : 256;
+  struct block *table = calloc(cap, sizeof *table);
+  if (!table) return false;
+  for (size_t i = 0; i < registry_cap; i++) {
+    if (registry[i].address <= SLOT_DELETED) continue;
+    size_t s = slot_of(registry[i].address, cap);
+    while (table[s].address != SLOT_EMPTY) s = (s + 1) & (cap - 1);
+    table[s] = registry[i];
+  }
+  free(registry);
+  registry = table;
+  registry_cap = cap;
+  registry_used = registry_live;
+  return true;
+}
+
+static bool registry_insert(uintptr_t address, size_t mapped, size_t requested) {
+  pthread_mutex_lock(&registry_lock);
+  bool ok = (registry_used + 1) * 2 <= registry_cap || registry_grow();
+  if (ok) {
+    size_t s = slot_of(address, registry_cap);
+    while (registry[s].address > SLOT_DELETED) s = (s + 1) & (registry_cap - 1);
+    if (registry[s].address == SLOT_EMPTY) registry_used++;
+    registry[s] = (struct block){address, mapped, requested};
+    registry_live++;
+  }
+  pthread_mutex_unlock(&registry_lock);
+  return ok;
+}
+
+/* Removes the block when it is live and was asked for with `requested` bytes; returns its mapped length. */
+static size_t registry_remove(uintptr_t address, size_t requested) {
+  size_t mapped = 0;
+  pthread_mutex_lock(&registry_lock);
+  if (registry_cap) {
+    for (size_t s = slot_of(address, registry_cap); registry[s].address != SLOT_EMPTY; s = (s + 1) & (registry_cap - 1)) {
+      if (registry[s].address != address) continue;
+      if (registry[s].requested == requested) {
+        mapped = registry[s].mapped;
+        registry[s].address = SLOT_DELETED;
+        registry_live--;
+      }
+      break;
+    }
+  }
+  pthread_mutex_unlock(&registry_lock);
+  return mapped;
+}
+
+size_t hugify_live_blocks(void) {
+  pthread_mutex_lock(&registry_lock);
+  size_t live = registry_live;
+  pthread_mutex_unlock(&registry_lock);
+  return live;
+}
+
+/* ---- mapping one kind ----------------------------------------------------------------------------- */
+
+struct attempt {
+  enum hugify_page_kind kind;
+  size_t size, mapped;
+  unsigned flags;
+  char *reason;
+  size_t reason_cap;
+};
+
+static size_t round_up(size_t size, uint64_t page) { return (size + page - 1) & ~(size_t)(page - 1); }
+
+/* The smallest hugetlb limit of the caller's cgroup v2 and its ancestors, minus what is charged: a
+ * fault-time limit below the request would mean SIGBUS later, so such a request falls back instead. */
+static bool cgroup_hugetlb_room(uint64_t page_size, uint64_t want, char *why, size_t cap) {
+  char *self = os_read_file("/proc/self/cgroup", NULL);
+  if (!self) return true;
+  char *line = strstr(self, "0::");
+  char group[4096];
+  snprintf(group, sizeof group, "%s", line ? line + 3 : "");
+  free(self);
+  char *nl = strchr(group, '\n');
+  if (nl) *nl = '\0';
+  char label[16];
+  format_page_size(page_size, label, sizeof label);
+  strcat(label, "B");
+  for (;;) {
+    char path[4300];
+    uint64_t max, current;
+    snprintf(path, sizeof path, "/sys/fs/cgroup%s/hugetlb.%s.max", group, label);
+    char text[64];
+    if (os_read_small(path, text, sizeof text) > 0 && parse_u64(text, &max)) {
+      snprintf(path, sizeof path, "/sys/fs/cgroup%s/hugetlb.%s.current", group, label);
+      if (os_read_u64(path, &current) != 0) current = 0;
+      if (current + want > max) {
+        snprintf(why, cap, "cgroup %s allows %llu more bytes of %s pages (hugetlb.%s.max)", group[0] ? group : "/",
+                 (unsigned long long)(max > current ? max - current : 0), label, label);
+        return false;
+      }
+    }
+    char *slash = strrchr(group, '/');
+    if (!slash || group[0] == '\0') break;
+    *slash = '\0';
+  }
+  return true;
+}
+
+static void *map_hugetlb(struct attempt *a) {
+  uint64_t page = page_kind_size(a->kind);
+  const char *name = hugify_page_kind_name(a->kind);
+  struct hugify_hugetlb_size pool;
+  if (os_hugetlb_read(page, &pool) != 0) {
+    os_reason_add(a->reason, a->reason_cap, "%s: this kernel has no %s hugetlb pages", name, name);
+    return MAP_FAILED;
+  }
+  a->mapped = round_up(a->size, page);
+  uint64_t pages = a->mapped / page, available = pool.free > pool.reserved ? pool.free - pool.reserved : 0;
+  char why[512];
+  if (!cgroup_hugetlb_room(page, a->mapped, why, sizeof why)) {
+    os_reason_add(a->reason, a->reason_cap, "%s: %s", name, why);
+    return MAP_FAILED;
+  }
+  /* Never MAP_NORESERVE: the mmap reserves the pool pages, or fails here instead of SIGBUS later. */
+  void *p = mmap(NULL, a->mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | os_map_hugetlb_flags(page),
+                 -1, 0);
+  if (p == MAP_FAILED) {
+    if (errno == ENOMEM && pool.overcommit == 0)
+      os_reason_add(a->reason, a->reason_cap, "%s: pool has %llu free pages, %llu needed (hugify pool set %s=N)",
+                    name, (unsigned long long)available, (unsigned long long)pages, name);
+    else
+      os_reason_add(a->reason, a->reason_cap, "%s: mmap failed (%s)", name, strerror(errno));
+  }
+  return p;
+}
+
+static void *map_anonymous(struct attempt *a) {
+  bool thp = a->kind == HUGIFY_PAGE_THP;
+  uint64_t page = page_kind_size(a->kind);
+  if (thp) {
+    char mode[16];
+    os_thp_setting("enabled", mode, sizeof mode);
+    if (!mode[0] || strcmp(mode, "never") == 0) {
+      os_reason_add(a->reason, a->reason_cap, "THP: %s (echo madvise > %s/enabled)",
+                    mode[0] ? "disabled system-wide (never)" : "not in this kernel", OS_SYSFS_THP);
+      return MAP_FAILED;
+    }
+  }
+  a->mapped = round_up(a->size, page);
+  size_t slack = thp ? page : 0;
+  if (a->mapped + slack < a->mapped) { errno = ENOMEM; return MAP_FAILED; }
+  char *raw = mmap(NULL, a->mapped + slack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) {
+    os_reason_add(a->reason, a->reason_cap, "%s: mmap failed (%s)", hugify_page_kind_name(a->kind), strerror(errno));
+    return MAP_FAILED;
+  }
+  char *p = raw;
+  if (thp) { /* align to the PMD so every 2 MiB window can be one huge page */
+    p = (char *)(((uintptr_t)raw + page - 1) & ~(uintptr_t)(page - 1));
+    if (p > raw) munmap(raw, (size_t)(p - raw));
+    if (raw + slack > p) munmap(p + a->mapped, (size_t)(raw + slack - p));
+  }
+  if (madvise(p, a->mapped, thp ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) != 0 && thp) {
+    os_reason_add(a->reason, a->reason_cap, "THP: madvise(MADV_HUGEPAGE) failed (%s)", strerror(errno));
+    munmap(p, a->mapped);
+    return MAP_FAILED;
+  }
+  return p;
+}
+
+static void populate(void *p, size_t length, uint64_t page) {
+  if (madvise(p, length, MADV_POPULATE_WRITE) == 0) return;
+  for (size_t off = 0; off < length; off += page) ((volatile char *)p)[off] = 0; /* before Linux 5.14 */
+}
+
+/* THP after populate: collapse what the fault path did not give huge pages, then measure. A THP block
+ * that is not fully huge reports the kind it really has (4K) and why. */
+static bool settle_thp(void *p, struct attempt *a, struct hugify_backing *b) {
+  backing_measure_mapping(p, a->mapped, HUGIFY_PAGE_THP, b);
+  if (b->resident_thp < b->resident && os_probe_madv_collapse(NULL, 0) == HUGIFY_FEATURE_YES) {
+    madvise(p, a->mapped, MADV_COLLAPSE);
+    backing_measure_mapping(p, a->mapped, HUGIFY_PAGE_THP, b);
+  }
+  if (b->resident_thp == b->resident && b->resident > 0) return true;
+  os_reason_add(a->reason, a->reason_cap, "THP: only %.1f%% of the block got huge pages after populate%s",
+                100.0 * hugify_backing_huge_fraction(b),
+                os_probe_madv_collapse(NULL, 0) == HUGIFY_FEATURE_YES ? " and MADV_COLLAPSE" : "");
+  return false;
+}
+
+/* ---- hugify_alloc / hugify_free ------------------------------------------------------------------- */
+
+static bool valid_opts(const struct hugify_opts *opts) {
+  if (!opts) return true;
+  if (opts->flags & ~HUGIFY_FLAGS_ALL || opts->kind_count > HUGIFY_PAGE_KIND_COUNT) return false;
+  for (unsigned i = 0; i < opts->kind_count; i++)
+    if ((unsigned)opts->kinds[i] >= HUGIFY_PAGE_KIND_COUNT) return false;
+  return true;
+}
+
+void *hugify_alloc(size_t size, const struct hugify_opts *opts, struct hugify_info *info) {
+  struct hugify_info scratch;
+  if (!info) info = &scratch;
+  memset(info, 0, sizeof *info);
+  info->requested = size;
+  if (size == 0 || size > SIZE_MAX - OS_HUGE_1G * 2 || !valid_opts(opts)) {
+    snprintf(info->reason, sizeof info->reason, "invalid request: %s",
+             size == 0 ? "size 0" : !valid_opts(opts) ? "unknown flags or page kinds" : "size overflows when rounded");
+    errno = EINVAL;
+    return NULL;
+  }
+  static const enum hugify_page_kind default_chain[] = {HUGIFY_PAGE_1G, HUGIFY_PAGE_2M, HUGIFY_PAGE_THP,
+                                                        HUGIFY_PAGE_4K};
+  bool explicit_chain = opts && opts->kind_count > 0;
+  const enum hugify_page_kind *chain = explicit_chain ? opts->kinds : default_chain;
+  unsigned count = explicit_chain ? opts->kind_count : HUGIFY_PAGE_KIND_COUNT;
+  unsigned flags = opts ? opts->flags : 0;
+  if (flags & HUGIFY_STRICT) count = 1;
+
+  for (unsigned i = 0; i < count; i++) {
+    struct attempt a = {chain[i], size, 0, flags, info->reason, sizeof info->reason};
+    bool hugetlb = a.kind == HUGIFY_PAGE_2M || a.kind == HUGIFY_PAGE_1G;
+    if (hugetlb && !explicit_chain && size < page_kind_size(a.kind)) {
+      os_reason_add(info->reason, sizeof info->reason, "%s: request smaller than one page",
+                    hugify_page_kind_name(a.kind));
+      continue;
+    }
+    void *p = hugetlb ? map_hugetlb(&a) : map_anonymous(&a);
+    if (p == MAP_FAILED) continue;
+    info->kind = a.kind;
+    info->mapped = a.mapped;
+    if (flags & HUGIFY_POPULATE) {
+      populate(p, a.mapped, page_kind_size(a.kind));
+      bool full = a.kind == HUGIFY_PAGE_THP ? settle_thp(p, &a, &info->backing)
+                                            : backing_measure_mapping(p, a.mapped, a.kind, &info->backing) == 0;
+      info->measured = 1;
+      if (!full) {
+        if (flags & HUGIFY_STRICT) { munmap(p, a.mapped); break; }
+        if (hugify_backing_huge_fraction(&info->backing) < 0.5) info->kind = HUGIFY_PAGE_4K; /* the majority */
+      }
+    }
+    if (!registry_insert((uintptr_t)p, a.mapped, size)) {
+      munmap(p, a.mapped);
+      os_reason_add(info->reason, sizeof info->reason, "out of memory for the block registry");
+      break;
+    }
+    return p;
+  }
+  if (!info->reason[0]) snprintf(info->reason, sizeof info->reason, "no page kind in the chain could be had");
+  errno = ENOMEM;
+  return NULL;
+}
+
+int hugify_free(void *p, size_t size) {
+  if (!p) return -EINVAL;
+  size_t mapped = registry_remove((uintptr_t)p, size);
+  if (!mapped) return -EINVAL;
+  return munmap(p, mapped) == 0 ? 0 : -errno;
+}

@@ -1,0 +1,80 @@
+/* backing.c - what actually backs a range of the caller's memory, measured. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "os.h"
+#include "procfs.h"
+
+double hugify_backing_huge_fraction(const struct hugify_backing *b) {
+  if (!b || b->resident == 0) return 0.0;
+  return (double)(b->resident_thp + b->resident_2m + b->resident_1g) / (double)b->resident;
+}
+
+static void add_huge(struct hugify_backing *out, uint64_t page_size, uint64_t bytes) {
+  if (page_size >= OS_HUGE_1G) out->resident_1g += bytes;
+  else if (page_size >= OS_HUGE_2M) out->resident_2m += bytes;
+  else out->resident_thp += bytes;
+}
+
+static void finish(struct hugify_backing *out) {
+  out->resident = out->resident_4k + out->resident_thp + out->resident_2m + out->resident_1g;
+}
+
+/* The part [lo, hi) of one VMA. Exact with PAGEMAP_SCAN; otherwise the VMA's smaps figures prorated to
+ * the part asked about. */
+static void measure_vma_part(const struct smaps_vma *vma, uint64_t lo, uint64_t hi, struct hugify_backing *out) {
+  out->mapped += hi - lo;
+  bool hugetlb = smaps_vma_is_hugetlb(vma);
+  struct os_resident r;
+  if (out->exact && os_pagemap_resident(lo, hi, &r) == 0) {
+    if (hugetlb) add_huge(out, vma->kernel_page_size, r.huge + r.base);
+    else { out->resident_thp += r.huge; out->resident_4k += r.base; }
+    return;
+  }
+  out->exact = 0;
+  double share = vma->size ? (double)(hi - lo) / (double)vma->size : 0.0;
+  if (hugetlb) {
+    add_huge(out, vma->kernel_page_size, (uint64_t)(share * (double)smaps_vma_hugetlb_bytes(vma)));
+  } else {
+    uint64_t thp = smaps_vma_thp_bytes(vma);
+    out->resident_thp += (uint64_t)(share * (double)thp);
+    out->resident_4k += (uint64_t)(share * (double)(vma->rss > thp ? vma->rss - thp : 0));
+  }
+}
+
+int hugify_backing(const void *p, size_t size, struct hugify_backing *out) {
+  if (!out) return -EINVAL;
+  memset(out, 0, sizeof *out);
+  uintptr_t start = (uintptr_t)p;
+  if (size == 0 || start + size < start) return -EINVAL;
+  out->size = size;
+  out->exact = os_probe_pagemap_scan(NULL, 0) == HUGIFY_FEATURE_YES;
+  struct smaps_vma *vmas;
+  long count = procfs_read_smaps(0, &vmas);
+  if (count < 0) return count == -ENOMEM ? -ENOMEM : -ENOENT;
+  uintptr_t end = start + size;
+  for (long i = 0; i < count; i++) {
+    uint64_t lo = vmas[i].start > start ? vmas[i].start : start;
+    uint64_t hi = vmas[i].end < end ? vmas[i].end : end;
+    if (lo < hi) measure_vma_part(&vmas[i], lo, hi, out);
+  }
+  free(vmas);
+  finish(out);
+  return 0;
+}
+
+int backing_measure_mapping(const void *p, size_t size, enum hugify_page_kind kind, struct hugify_backing *out) {
+  struct os_resident r;
+  uintptr_t start = (uintptr_t)p;
+  if (os_probe_pagemap_scan(NULL, 0) != HUGIFY_FEATURE_YES || os_pagemap_resident(start, start + size, &r) != 0)
+    return hugify_backing(p, size, out);
+  memset(out, 0, sizeof *out);
+  out->size = out->mapped = size;
+  out->exact = 1;
+  if (kind == HUGIFY_PAGE_2M || kind == HUGIFY_PAGE_1G) add_huge(out, page_kind_size(kind), r.huge + r.base);
+  else { out->resident_thp = r.huge; out->resident_4k = r.base; }
+  finish(out);
+  return 0;
+}

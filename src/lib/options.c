@@ -1,0 +1,91 @@
+/* options.c - every HUGIFY_* environment variable, parsed in one place. */
+#include "options.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "os.h"
+#include "units.h"
+
+static bool parse_bool(const char *text, bool *out) {
+  static const char *const yes[] = {"1", "on", "yes", "true"}, *const no[] = {"0", "off", "no", "false", ""};
+  for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) if (strcasecmp(text, yes[i]) == 0) { *out = true; return true; }
+  for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) if (strcasecmp(text, no[i]) == 0) { *out = false; return true; }
+  return false;
+}
+
+static bool parse_heap(const char *text, enum heap_mode *out) {
+  static const char *const names[] = {"off", "auto", "thp", "hugetlb"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (strcasecmp(text, names[i]) == 0) { *out = (enum heap_mode)i; return true; }
+  return false;
+}
+
+static bool copy_string(const char *text, char *out, size_t cap) {
+  if (strlen(text) >= cap) return false;
+  memcpy(out, text, strlen(text) + 1);
+  return true;
+}
+
+enum option_type { OPT_BOOL, OPT_HEAP, OPT_SIZE, OPT_STRING, OPT_STEP };
+static const struct {
+  const char *name;
+  enum option_type type;
+  size_t offset, cap;
+  const char *expected;
+} option_table[] = {
+#define OPT(name, type, member, expected) \
+  {name, type, offsetof(struct hugify_options, member), sizeof(((struct hugify_options *)0)->member), expected}
+    OPT("HUGIFY_VERBOSE", OPT_BOOL, verbose, "0 or 1"),
+    OPT("HUGIFY_TEXT", OPT_BOOL, text, "0 or 1"),
+    OPT("HUGIFY_HEAP", OPT_HEAP, heap, "off|auto|thp|hugetlb"),
+    OPT("HUGIFY_REPORT", OPT_STRING, report, "a file path or -"),
+    OPT("HUGIFY_PERF_MAP", OPT_BOOL, perf_map, "0 or 1"),
+    OPT("HUGIFY_TEXT_MAIN_ONLY", OPT_BOOL, text_main_only, "0 or 1"),
+    OPT("HUGIFY_TEXT_MIN_SIZE", OPT_SIZE, text_min_size, "a size such as 2M"),
+    OPT("HUGIFY_TEXT_INCLUDE", OPT_STRING, text_include, "patterns separated by ':'"),
+    OPT("HUGIFY_TEXT_EXCLUDE", OPT_STRING, text_exclude, "patterns separated by ':'"),
+    OPT("HUGIFY_TEXT_FAIL_STEP", OPT_STEP, text_fail_step, "a step number from 1 to 99"),
+#undef OPT
+};
+
+static bool parse_one(enum option_type type, const char *text, void *field, size_t cap) {
+  uint64_t number;
+  switch (type) {
+  case OPT_BOOL: return parse_bool(text, field);
+  case OPT_HEAP: return parse_heap(text, field);
+  case OPT_SIZE: return parse_size(text, field);
+  case OPT_STRING: return copy_string(text, field, cap);
+  case OPT_STEP:
+    if (!parse_size(text, &number) || number < 1 || number > 99) return false;
+    *(int *)field = (int)number;
+    return true;
+  }
+  return false;
+}
+
+int options_parse(options_lookup lookup, void *context, struct hugify_options *out, char *warnings, size_t cap) {
+  memset(out, 0, sizeof *out);
+  out->heap = HEAP_OFF;
+  int bad = 0;
+  for (size_t i = 0; i < sizeof option_table / sizeof option_table[0]; i++) {
+    const char *text = lookup(option_table[i].name, context);
+    if (!text) continue;
+    if (parse_one(option_table[i].type, text, (char *)out + option_table[i].offset, option_table[i].cap)) continue;
+    bad++;
+    os_reason_add(warnings, cap, "%s=%s: expected %s; using the default", option_table[i].name, text,
+                  option_table[i].expected);
+  }
+  return bad;
+}
+
+static const char *lookup_environment(const char *name, void *context) {
+  (void)context;
+  return getenv(name);
+}
+
+int options_from_environment(struct hugify_options *out, char *warnings, size_t cap) {
+  return options_parse(lookup_environment, NULL, out, warnings, cap);
+}

@@ -1,0 +1,92 @@
+/* os.h - raw syscall wrappers and the machine probe. The only place that touches sysfs knobs and
+ * Linux-specific constants that older headers may lack. */
+#ifndef HUGIFY_OS_H
+#define HUGIFY_OS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <sys/types.h>
+
+#include "hugify.h"
+
+/* Constants newer than Debian 12's headers (glibc 2.36, linux-libc-dev 6.1). */
+#ifndef MADV_HUGEPAGE
+#define MADV_HUGEPAGE 14
+#endif
+#ifndef MADV_NOHUGEPAGE
+#define MADV_NOHUGEPAGE 15
+#endif
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
+#ifndef MAP_HUGE_SHIFT
+#define MAP_HUGE_SHIFT 26
+#endif
+#ifndef MAP_HUGETLB
+#define MAP_HUGETLB 0x40000
+#endif
+#ifndef PR_SET_VMA
+#define PR_SET_VMA 0x53564d41
+#define PR_SET_VMA_ANON_NAME 0
+#endif
+
+#define OS_HUGE_2M (UINT64_C(2) << 20)
+#define OS_HUGE_1G (UINT64_C(1) << 30)
+#define OS_SYSFS_HUGEPAGES "/sys/kernel/mm/hugepages"
+#define OS_SYSFS_THP "/sys/kernel/mm/transparent_hugepage"
+
+/* ---- files ---- */
+/* Whole file into a malloc'd NUL-terminated buffer (procfs files report size 0, so read to EOF).
+ * Returns NULL with errno set. *length may be NULL. */
+char *os_read_file(const char *path, size_t *length);
+/* Small file into buf (NUL-terminated, trailing newline removed). Returns length or -errno. */
+ssize_t os_read_small(const char *path, char *buf, size_t cap);
+/* Decimal unsigned integer file (sysfs counters). Returns 0 or -errno. */
+int os_read_u64(const char *path, uint64_t *value);
+/* Write text to an existing file (sysfs knob). Returns 0 or -errno. */
+int os_write_file(const char *path, const char *text);
+
+/* ---- syscalls ---- */
+int os_pidfd_open(pid_t pid);
+ssize_t os_process_madvise(int pidfd, const struct iovec *ranges, size_t count, int advice);
+/* Name an anonymous mapping (shows in maps/smaps as [anon:NAME]). Returns 0 or -errno. */
+int os_name_anon(void *start, size_t length, const char *name);
+
+/* ---- hugetlb sizes ---- */
+/* Page sizes of /sys/kernel/mm/hugepages, ascending. Returns the count (<= cap) or -errno. */
+int os_hugetlb_sizes(uint64_t *sizes, int cap);
+/* The per-size counters of /sys/kernel/mm/hugepages/hugepages-NkB. Returns 0 or -errno. */
+int os_hugetlb_read(uint64_t page_size, struct hugify_hugetlb_size *out);
+/* Path of a per-size sysfs file: OS_SYSFS_HUGEPAGES/hugepages-<N>kB/<leaf>. */
+void os_hugetlb_path(char *buf, size_t cap, uint64_t page_size, const char *leaf);
+/* mmap flags selecting a hugetlb page size. */
+int os_map_hugetlb_flags(uint64_t page_size);
+
+/* ---- THP ---- */
+/* Selected word of a sysfs choice file ("always [madvise] never" -> "madvise"); "" if absent. */
+void os_thp_setting(const char *leaf, char *buf, size_t cap);
+
+/* ---- feature probes (each result cached after the first call; reason explains NO/UNKNOWN) ---- */
+int os_probe_madv_collapse(char *reason, size_t cap);
+int os_probe_process_madvise(char *reason, size_t cap);
+int os_probe_file_thp_text(char *reason, size_t cap);
+int os_probe_pagemap_scan(char *reason, size_t cap);
+int os_probe_pmu(char *reason, size_t cap);
+int os_can_change_pools(void);
+
+/* ---- PAGEMAP_SCAN (Linux 6.7+): present pages of a range, split into huge / not huge ---- */
+struct os_resident {
+  uint64_t base;  /* present, not huge */
+  uint64_t huge;  /* present, PMD-mapped THP or hugetlb */
+};
+/* Returns 0, -ENOTTY when the kernel lacks PAGEMAP_SCAN, or -errno. Zero-page mappings do not count. */
+int os_pagemap_resident(uintptr_t start, uintptr_t end, struct os_resident *out);
+
+/* Append printf-formatted text to a reason buffer, separated by "; " from what is there. */
+void os_reason_add(char *reason, size_t cap, const char *format, ...) __attribute__((format(printf, 3, 4)));
+
+#endif
