@@ -128,31 +128,37 @@ struct attempt {
 
 static size_t round_up(size_t size, uint64_t page) { return (size + page - 1) & ~(size_t)(page - 1); }
 
-/* The smallest hugetlb limit of the caller's cgroup v2 and its ancestors, minus what is charged: a
- * fault-time limit below the request would mean SIGBUS later, so such a request falls back instead. */
-static bool cgroup_hugetlb_room(uint64_t page_size, uint64_t want, char *why, size_t cap) {
+/* The caller's cgroup v2 path ("" at the root), read once: a process does not usually move. */
+static char cgroup_path[2048];
+static pthread_once_t cgroup_once = PTHREAD_ONCE_INIT;
+static void read_cgroup_path(void) {
   char *self = os_read_file("/proc/self/cgroup", NULL);
-  if (!self) return true;
-  char *line = strstr(self, "0::");
-  char group[4096];
-  snprintf(group, sizeof group, "%s", line ? line + 3 : "");
+  char *line = self ? strstr(self, "0::") : NULL;
+  if (line) {
+    size_t length = strcspn(line + 3, "\n");
+    if (length < sizeof cgroup_path && strcmp(line + 3, "/") != 0) memcpy(cgroup_path, line + 3, length);
+    if (strcmp(cgroup_path, "/") == 0) cgroup_path[0] = '\0';
+  }
   free(self);
-  char *nl = strchr(group, '\n');
-  if (nl) *nl = '\0';
-  char label[16];
+}
+
+/* A cgroup hugetlb limit is charged at fault time: a request above what the caller's cgroup (or an
+ * ancestor) still allows would SIGBUS later, so it falls back now instead. */
+static bool cgroup_hugetlb_room(uint64_t page_size, uint64_t want, char *why, size_t cap) {
+  pthread_once(&cgroup_once, read_cgroup_path);
+  char group[sizeof cgroup_path], label[16];
+  memcpy(group, cgroup_path, sizeof group);
   format_page_size(page_size, label, sizeof label);
-  strcat(label, "B");
   for (;;) {
-    char path[4300];
+    char path[sizeof group + 64], text[64];
     uint64_t max, current;
-    snprintf(path, sizeof path, "/sys/fs/cgroup%s/hugetlb.%s.max", group, label);
-    char text[64];
+    snprintf(path, sizeof path, "/sys/fs/cgroup%s/hugetlb.%sB.max", group, label);
     if (os_read_small(path, text, sizeof text) > 0 && parse_u64(text, &max)) {
-      snprintf(path, sizeof path, "/sys/fs/cgroup%s/hugetlb.%s.current", group, label);
+      snprintf(path, sizeof path, "/sys/fs/cgroup%s/hugetlb.%sB.current", group, label);
       if (os_read_u64(path, &current) != 0) current = 0;
       if (current + want > max) {
-        snprintf(why, cap, "cgroup %s allows %llu more bytes of %s pages (hugetlb.%s.max)", group[0] ? group : "/",
-                 (unsigned long long)(max > current ? max - current : 0), label, label);
+        snprintf(why, cap, "cgroup %.200s allows %llu more bytes of %s pages (hugetlb.%sB.max)",
+                 group[0] ? group : "/", (unsigned long long)(max > current ? max - current : 0), label, label);
         return false;
       }
     }
@@ -166,13 +172,7 @@ static bool cgroup_hugetlb_room(uint64_t page_size, uint64_t want, char *why, si
 static void *map_hugetlb(struct attempt *a) {
   uint64_t page = page_kind_size(a->kind);
   const char *name = hugify_page_kind_name(a->kind);
-  struct hugify_hugetlb_size pool;
-  if (os_hugetlb_read(page, &pool) != 0) {
-    os_reason_add(a->reason, a->reason_cap, "%s: this kernel has no %s hugetlb pages", name, name);
-    return MAP_FAILED;
-  }
   a->mapped = round_up(a->size, page);
-  uint64_t pages = a->mapped / page, available = pool.free > pool.reserved ? pool.free - pool.reserved : 0;
   char why[512];
   if (!cgroup_hugetlb_room(page, a->mapped, why, sizeof why)) {
     os_reason_add(a->reason, a->reason_cap, "%s: %s", name, why);
@@ -181,14 +181,18 @@ static void *map_hugetlb(struct attempt *a) {
   /* Never MAP_NORESERVE: the mmap reserves the pool pages, or fails here instead of SIGBUS later. */
   void *p = mmap(NULL, a->mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | os_map_hugetlb_flags(page),
                  -1, 0);
-  if (p == MAP_FAILED) {
-    if (errno == ENOMEM && pool.overcommit == 0)
-      os_reason_add(a->reason, a->reason_cap, "%s: pool has %llu free pages, %llu needed (hugify pool set %s=N)",
-                    name, (unsigned long long)available, (unsigned long long)pages, name);
-    else
-      os_reason_add(a->reason, a->reason_cap, "%s: mmap failed (%s)", name, strerror(errno));
-  }
-  return p;
+  if (p != MAP_FAILED) return p;
+  int err = errno;
+  struct hugify_hugetlb_size pool;
+  if (os_hugetlb_read(page, &pool) != 0)
+    os_reason_add(a->reason, a->reason_cap, "%s: this kernel has no %s hugetlb pages", name, name);
+  else if (err == ENOMEM)
+    os_reason_add(a->reason, a->reason_cap, "%s: pool has %llu free pages, %llu needed (hugify pool set %s=N)",
+                  name, (unsigned long long)(pool.free > pool.reserved ? pool.free - pool.reserved : 0),
+                  (unsigned long long)(a->mapped / page), name);
+  else
+    os_reason_add(a->reason, a->reason_cap, "%s: mmap failed (%s)", name, strerror(err));
+  return MAP_FAILED;
 }
 
 static void *map_anonymous(struct attempt *a) {

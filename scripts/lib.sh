@@ -1,0 +1,59 @@
+# lib.sh - shared by scripts/demo, scripts/test and .ci/run: dependencies, build, hugetlb pool.
+# Sourced, not run.
+
+HUGIFY_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+HUGIFY_PACKAGES="build-essential cmake ninja-build pkg-config libgtest-dev libabsl-dev libmimalloc-dev
+  libjemalloc-dev libhugetlbfs-bin python3 util-linux"
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+# Install the Debian packages hugify needs, when something is missing and we may.
+install_dependencies() {
+  local missing=()
+  for package in $HUGIFY_PACKAGES; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
+    say "missing packages: ${missing[*]} (install them as root: apt-get install ${missing[*]})"
+    return 0
+  fi
+  say "installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# build DIR [cmake args...]: configure (once) and build.
+build() {
+  local dir=$1; shift
+  [ -f "$dir/build.ninja" ] || cmake -S "$HUGIFY_ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+  cmake --build "$dir"
+}
+
+POOL_DIR=/sys/kernel/mm/hugepages
+declare -A SAVED_POOL=()
+
+# reserve_pool SIZE_KB COUNT [optional]: make sure COUNT free pages of that size exist, remembering the
+# previous size so restore_pools can put it back. Optional pools (1 GiB) may come up short.
+reserve_pool() {
+  local kb=$1 want=$2 optional=${3:-}
+  local dir=$POOL_DIR/hugepages-${kb}kB
+  [ -w "$dir/nr_hugepages" ] || { say "cannot change the ${kb} kB pool (not root?)"; return 0; }
+  local total free
+  total=$(cat "$dir/nr_hugepages"); free=$(( $(cat "$dir/free_hugepages") - $(cat "$dir/resv_hugepages") ))
+  [ -n "${SAVED_POOL[$kb]:-}" ] || SAVED_POOL[$kb]=$total
+  if [ "$free" -lt "$want" ]; then
+    echo 1 > /proc/sys/vm/compact_memory 2>/dev/null || true
+    echo $(( total + want - free )) > "$dir/nr_hugepages" 2>/dev/null || true
+  fi
+  free=$(( $(cat "$dir/free_hugepages") - $(cat "$dir/resv_hugepages") ))
+  say "hugetlb ${kb} kB pool: $free free (wanted $want${optional:+, optional})"
+  [ "$free" -ge "$want" ] || [ -n "$optional" ]
+}
+
+restore_pools() {
+  for kb in "${!SAVED_POOL[@]}"; do
+    echo "${SAVED_POOL[$kb]}" > "$POOL_DIR/hugepages-${kb}kB/nr_hugepages" 2>/dev/null || true
+    say "hugetlb ${kb} kB pool restored to ${SAVED_POOL[$kb]}"
+  done
+}

@@ -1,0 +1,179 @@
+// Parsers and pure helpers of the core: smaps, keyed files, sysfs names, sizes, HUGIFY_* options.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+
+#include "test_support.hpp"
+
+extern "C" {
+#include "options.h"
+#include "procfs.h"
+#include "units.h"
+}
+
+namespace {
+
+TEST(Smaps, ParsesThisMachineWithThpHugetlbAnd4K) {
+  // Captured on this machine kind: a process holding an 8 MiB THP block, a 4 MiB hugetlb 2M block and a
+  // 1 MiB block on 4 KiB pages (hugify_alloc with POPULATE).
+  std::string text = test_support::fixture("alloc/smaps_thp_hugetlb_4k.txt");
+  struct smaps_vma *vmas = nullptr;
+  long count = parse_smaps(text.c_str(), &vmas);
+  ASSERT_GT(count, 10);
+  const smaps_vma *hugetlb = nullptr, *thp = nullptr;
+  for (long i = 0; i < count; i++) {
+    if (vmas[i].start == 0x7f095e400000ULL) hugetlb = &vmas[i];
+    if (vmas[i].start == 0x7f095e800000ULL) thp = &vmas[i];
+  }
+  ASSERT_NE(hugetlb, nullptr);
+  EXPECT_EQ(hugetlb->end, 0x7f095e800000ULL);
+  EXPECT_STREQ(hugetlb->path, "/anon_hugepage (deleted)");
+  EXPECT_STREQ(hugetlb->perms, "rw-p");
+  EXPECT_EQ(hugetlb->kernel_page_size, 2u << 20);
+  EXPECT_EQ(hugetlb->private_hugetlb, 4u << 20);
+  EXPECT_TRUE(hugetlb->vm_flags & SMAPS_VM_HUGETLB);
+  EXPECT_TRUE(smaps_vma_is_hugetlb(hugetlb));
+  EXPECT_EQ(smaps_vma_hugetlb_bytes(hugetlb), 4u << 20);
+  EXPECT_EQ(hugetlb->thp_eligible, 0);
+  ASSERT_NE(thp, nullptr);
+  EXPECT_EQ(thp->anon_huge, 8u << 20);
+  EXPECT_EQ(smaps_vma_thp_bytes(thp), 8u << 20);
+  EXPECT_TRUE(thp->vm_flags & SMAPS_VM_HUGEPAGE);
+  EXPECT_FALSE(smaps_vma_is_hugetlb(thp));
+  // Every mapping of the fixture parsed with a size that matches its address range.
+  for (long i = 0; i < count; i++) EXPECT_EQ(vmas[i].size, vmas[i].end - vmas[i].start) << vmas[i].path;
+  free(vmas);
+}
+
+TEST(Smaps, ParsesMapsTextWithoutFields) {
+  const char *maps =
+      "55d0c0a00000-55d0c0a21000 r--p 00000000 fd:01 1312 /usr/bin/cat\n"
+      "7ffd1c1f0000-7ffd1c211000 rw-p 00000000 00:00 0                          [stack]\n"
+      "7f0000000000-7f0000001000 ---p 00000000 00:00 0 \n";
+  struct smaps_vma *vmas = nullptr;
+  ASSERT_EQ(parse_smaps(maps, &vmas), 3);
+  EXPECT_STREQ(vmas[0].path, "/usr/bin/cat");
+  EXPECT_EQ(vmas[0].inode, 1312u);
+  EXPECT_STREQ(vmas[0].device, "fd:01");
+  EXPECT_STREQ(vmas[1].path, "[stack]");
+  EXPECT_STREQ(vmas[2].path, "");
+  EXPECT_EQ(vmas[2].thp_eligible, -1);
+  EXPECT_FALSE(vmas[0].has_vm_flags);
+  free(vmas);
+}
+
+TEST(Smaps, RejectsFieldsBeforeAnyMapping) {
+  struct smaps_vma *vmas = nullptr;
+  EXPECT_EQ(parse_smaps("Rss: 4 kB\n", &vmas), -1);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(parse_smaps("zz-yy r--p\n", &vmas), -1);
+}
+
+TEST(KeyedValue, MeminfoAndVmstat) {
+  std::string meminfo = test_support::fixture("alloc/meminfo.txt");
+  uint64_t value = 0;
+  ASSERT_TRUE(parse_keyed_value(meminfo.c_str(), "Hugepagesize", &value));
+  EXPECT_EQ(value, 2u << 20);
+  ASSERT_TRUE(parse_keyed_value(meminfo.c_str(), "HugePages_Total", &value));  // a count, no kB
+  EXPECT_LT(value, 100000u);
+  EXPECT_FALSE(parse_keyed_value(meminfo.c_str(), "Hugepage", &value));  // a prefix is not a key
+  EXPECT_TRUE(parse_keyed_value("thp_fault_alloc 12\nthp_fault_fallback 3\n", "thp_fault_fallback", &value));
+  EXPECT_EQ(value, 3u);
+}
+
+TEST(SysfsNames, HugepagesDirectories) {
+  uint64_t bytes = 0;
+  EXPECT_TRUE(parse_hugepages_dir_name("hugepages-2048kB", &bytes));
+  EXPECT_EQ(bytes, 2u << 20);
+  EXPECT_TRUE(parse_hugepages_dir_name("hugepages-1048576kB", &bytes));
+  EXPECT_EQ(bytes, 1ull << 30);
+  EXPECT_FALSE(parse_hugepages_dir_name("hugepages-kB", &bytes));
+  EXPECT_FALSE(parse_hugepages_dir_name("hugepages-2048", &bytes));
+  EXPECT_FALSE(parse_hugepages_dir_name("node0", &bytes));
+}
+
+TEST(SysfsNames, BracketedChoice) {
+  char out[32];
+  parse_bracketed_choice("always [madvise] never\n", out, sizeof out);
+  EXPECT_STREQ(out, "madvise");
+  parse_bracketed_choice("always defer defer+madvise [madvise] never", out, sizeof out);
+  EXPECT_STREQ(out, "madvise");
+  parse_bracketed_choice("[always] madvise never", out, sizeof out);
+  EXPECT_STREQ(out, "always");
+  parse_bracketed_choice("  511\n", out, sizeof out);
+  EXPECT_STREQ(out, "511");
+}
+
+TEST(Units, ParseSize) {
+  uint64_t v = 0;
+  const std::map<std::string, uint64_t> good = {
+      {"2M", 2u << 20}, {"2MB", 2u << 20}, {"2048kB", 2u << 20}, {"2048K", 2u << 20}, {"1G", 1ull << 30},
+      {"1GB", 1ull << 30}, {"1GiB", 1ull << 30}, {"4096", 4096}, {"8g", 8ull << 30}, {"0", 0}};
+  for (const auto &[text, bytes] : good) {
+    EXPECT_TRUE(parse_size(text.c_str(), &v)) << text;
+    EXPECT_EQ(v, bytes) << text;
+  }
+  for (const char *bad : {"", "M", "2X", "-1", "2 M", "1.5G", "99999999999999999999", "17179869184T"})
+    EXPECT_FALSE(parse_size(bad, &v)) << bad;
+}
+
+TEST(Units, FormatBytes) {
+  char out[32];
+  format_bytes(2u << 20, out, sizeof out);
+  EXPECT_STREQ(out, "2 MiB");
+  format_bytes(1536ull << 20, out, sizeof out);
+  EXPECT_STREQ(out, "1.5 GiB");
+  format_bytes(17, out, sizeof out);
+  EXPECT_STREQ(out, "17 B");
+  format_page_size(2u << 20, out, sizeof out);
+  EXPECT_STREQ(out, "2M");
+  format_page_size(1ull << 30, out, sizeof out);
+  EXPECT_STREQ(out, "1G");
+}
+
+const char *lookup_table(const char *name, void *context) {
+  auto *table = static_cast<std::map<std::string, std::string> *>(context);
+  auto it = table->find(name);
+  return it == table->end() ? nullptr : it->second.c_str();
+}
+
+TEST(Options, DefaultsWhenNothingIsSet) {
+  std::map<std::string, std::string> env;
+  hugify_options options;
+  char warnings[512] = "";
+  EXPECT_EQ(options_parse(lookup_table, &env, &options, warnings, sizeof warnings), 0);
+  EXPECT_FALSE(options.text);
+  EXPECT_EQ(options.heap, HEAP_OFF);
+  EXPECT_STREQ(warnings, "");
+}
+
+TEST(Options, GoodValues) {
+  std::map<std::string, std::string> env = {{"HUGIFY_TEXT", "1"}, {"HUGIFY_HEAP", "auto"},
+                                            {"HUGIFY_TEXT_MIN_SIZE", "4M"}, {"HUGIFY_REPORT", "/tmp/r.json"}};
+  hugify_options options;
+  char warnings[512] = "";
+  EXPECT_EQ(options_parse(lookup_table, &env, &options, warnings, sizeof warnings), 0);
+  EXPECT_TRUE(options.text);
+  EXPECT_EQ(options.heap, HEAP_AUTO);
+  EXPECT_EQ(options.text_min_size, 4u << 20);
+  EXPECT_STREQ(options.report, "/tmp/r.json");
+}
+
+TEST(Options, BadValuesKeepDefaultsWithOneWarningEach) {
+  std::map<std::string, std::string> env = {{"HUGIFY_TEXT", "maybe"}, {"HUGIFY_HEAP", "banana"},
+                                            {"HUGIFY_TEXT_FAIL_STEP", "0"}, {"HUGIFY_VERBOSE", "1"}};
+  hugify_options options;
+  char warnings[1024] = "";
+  EXPECT_EQ(options_parse(lookup_table, &env, &options, warnings, sizeof warnings), 3);
+  EXPECT_FALSE(options.text);
+  EXPECT_EQ(options.heap, HEAP_OFF);
+  EXPECT_EQ(options.text_fail_step, 0);
+  EXPECT_TRUE(options.verbose);
+  EXPECT_NE(strstr(warnings, "HUGIFY_HEAP=banana"), nullptr) << warnings;
+  EXPECT_NE(strstr(warnings, "HUGIFY_TEXT=maybe"), nullptr) << warnings;
+}
+
+}  // namespace
