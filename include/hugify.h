@@ -156,13 +156,514 @@ size_t hugify_live_blocks(void);
  * Pools (hugify pool, hugify status): see pool.c
  * ---------------------------------------------------------------------------------------------- */
 
+#define HUGIFY_MAX_NODES 64
+
+/* One NUMA node's share of a pool. The per-node sysfs files have no reserved or overcommit counts. */
+struct hugify_pool_node {
+  int node;
+  uint64_t total;   /* nr_hugepages of the node (surplus pages included) */
+  uint64_t free;    /* free_hugepages */
+  uint64_t surplus; /* surplus_hugepages */
+};
+
+/* The hugetlb pool of one page size, machine-wide and per node. global.total counts surplus pages (pages
+ * still in use after the pool was shrunk, or taken through overcommit); the persistent pool, the number
+ * hugify_pool_set sets, is total - surplus. */
+struct hugify_pool {
+  struct hugify_hugetlb_size global;
+  int is_default;      /* the default huge page size (Hugepagesize in /proc/meminfo) */
+  unsigned node_count; /* nodes with a per-node pool directory; 0 when the kernel has none */
+  struct hugify_pool_node nodes[HUGIFY_MAX_NODES]; /* ascending node id */
+};
+
+/** Every hugetlb pool of this machine, ascending page size. Returns the count stored (<= cap), or -errno
+ *  (-ENOENT: the kernel has no hugetlb support). */
+int hugify_pool_list(struct hugify_pool *pools, unsigned cap);
+
+/** The pool of one page size. Returns 0, -EINVAL when the kernel has no pages of that size, or -errno. */
+int hugify_pool_read(uint64_t page_size, struct hugify_pool *out);
+
+struct hugify_pool_node_result {
+  int node;
+  uint64_t before;    /* persistent pages of the node before */
+  uint64_t requested; /* what the plan asked of the node */
+  uint64_t got;       /* persistent pages of the node after, read back from the kernel */
+};
+
+struct hugify_pool_result {
+  uint64_t page_size;
+  int node;             /* as asked: a node id, or -1 (the whole machine, spread over the nodes) */
+  uint64_t before;      /* persistent pages machine-wide before */
+  uint64_t requested;   /* persistent pages machine-wide asked for */
+  uint64_t got;         /* persistent pages machine-wide after, read back */
+  uint64_t surplus;     /* surplus pages after: pages still in use that leave when their users free them */
+  unsigned compactions; /* memory compactions run to fill a short pool */
+  int beyond_memory;    /* the request does not fit in the node's memory at all: nothing was written */
+  unsigned node_count;  /* 0 on a kernel without per-node pools */
+  struct hugify_pool_node_result nodes[HUGIFY_MAX_NODES];
+  char reason[HUGIFY_REASON_MAX]; /* the shortfall per node, and what was done about it */
+};
+
+/* flags for hugify_pool_set */
+#define HUGIFY_POOL_DRY_RUN 0x1u /* plan only: fill nodes[].requested, write nothing, need no privilege */
+
+/** Set the persistent pool of page_size to `count` pages: on `node`, or with node == -1 machine-wide,
+ *  spread evenly over the nodes of a NUMA machine (the count is the total, never multiplied by the nodes).
+ *  Writes the sysfs files, reads back what the kernel gave, and when short compacts memory and tries
+ *  again (twice at most); on a NUMA machine a node that stays short has its deficit offered to the others.
+ *  Shrinking never takes pages in use: they stay as surplus until freed. A request larger than a node's
+ *  memory writes nothing. result may be NULL.
+ *  Returns 0 when the pool holds the count; -ENOMEM when it fell short (result says where, by how much);
+ *  -EINVAL for an unknown page size or node; -EACCES when the caller may not write the pool files
+ *  (nothing was written); other -errno. */
+int hugify_pool_set(uint64_t page_size, int node, uint64_t count, unsigned flags, struct hugify_pool_result *result);
+
+struct hugify_mount_opts {
+  const char *dir;    /* NULL: the standard path of the size, /dev/hugepages<size>: "/dev/hugepages2M" */
+  unsigned mode;      /* permissions of the mount's root directory; 0 means 01770 */
+  uid_t uid;          /* owner of the mount's root directory */
+  gid_t gid;          /* its group: the users of this group may create files (with mode 01770) */
+  uint64_t max_size;  /* bytes the mount may hold at most; 0 = no limit */
+  uint64_t min_size;  /* bytes reserved from the pool for the mount as it is mounted; 0 = none */
+};
+
+/** The standard mount point of a page size: "/dev/hugepages2M", "/dev/hugepages1G". */
+void hugify_pool_mount_dir(uint64_t page_size, char *buf, size_t cap);
+
+/** Mount hugetlbfs of page_size (opts may be NULL: defaults above), creating the directory if needed.
+ *  Returns 0 (also when that size is already mounted there: the reason says so), -EINVAL (unknown size,
+ *  min_size > max_size), -EBUSY (something else is mounted there), -EPERM (needs CAP_SYS_ADMIN), -errno. */
+int hugify_pool_mount(uint64_t page_size, const struct hugify_mount_opts *opts, char *reason, size_t cap);
+
+/* Persistence across reboots. These are pure: they return the text of a file (malloc'd, the caller frees)
+ * so that a dry run can show it, or a diff against the file that is there. */
+#define HUGIFY_POOL_SYSCTL_FILE "/etc/sysctl.d/80-hugify.conf"
+#define HUGIFY_POOL_UNIT_DIR "/etc/systemd/system"
+
+struct hugify_pool_request {
+  uint64_t page_size;
+  int node;       /* -1: the whole machine */
+  uint64_t count;
+};
+
+/** Text of HUGIFY_POOL_SYSCTL_FILE for the requests that sysctl applies at boot (the default page size,
+ *  machine-wide, not gigantic: vm.nr_hugepages). NULL with errno ENOENT when none does. */
+char *hugify_pool_sysctl_text(const struct hugify_pool_request *requests, unsigned count, uint64_t default_size);
+
+/** Kernel command-line parameters for the requests sysctl cannot apply (gigantic pages such as 1 GiB, which
+ *  need memory unfragmented at boot; per-node counts; sizes other than the default):
+ *  "hugepagesz=1G hugepages=2 hugepagesz=2M hugepages=0:256,1:256". "" when every request fits sysctl. */
+char *hugify_pool_cmdline_text(const struct hugify_pool_request *requests, unsigned count, uint64_t default_size);
+
+/** A systemd mount unit that mounts hugetlbfs of page_size at boot. unit_name gets its file name as systemd
+ *  derives it from the path ("dev-hugepages1G.mount"). NULL with errno EINVAL for a relative dir. */
+char *hugify_pool_mount_unit_text(uint64_t page_size, const struct hugify_mount_opts *opts, char *unit_name,
+                                  size_t cap);
+
 /* ------------------------------------------------------------------------------------------------
  * Collapse: anonymous memory of this or another process onto THP now (process_madvise + MADV_COLLAPSE)
  * ---------------------------------------------------------------------------------------------- */
 
+/* -- Inspect: how much of a process is on huge pages, by class and page kind (from /proc/PID/smaps) -- */
+
+enum hugify_memory_class {
+  HUGIFY_CLASS_CODE = 0,  /* executable mappings: the executable, each shared object, JIT / moved code */
+  HUGIFY_CLASS_HEAP = 1,  /* [heap] (brk) */
+  HUGIFY_CLASS_ANON = 2,  /* other private anonymous memory (malloc'd by mmap, arenas, private hugetlb) */
+  HUGIFY_CLASS_STACK = 3, /* [stack] and thread stacks (see hugify_inspect for how they are found) */
+  HUGIFY_CLASS_SHM = 4,   /* shared memory: shared anonymous, /dev/shm, SysV, memfd, shared hugetlb */
+  HUGIFY_CLASS_FILE = 5,  /* other file mappings (data and read-only segments, mapped files) and [vvar] */
+  HUGIFY_CLASS_COUNT = 6
+};
+/** "code", "heap", "anon", "stack", "shm", "file". */
+const char *hugify_memory_class_name(enum hugify_memory_class memory_class);
+
+/* Why resident memory is not on huge pages: one reason per mapping, the first that applies, in this order. */
+enum hugify_not_huge_reason {
+  HUGIFY_WHY_NONE = 0,          /* nothing to explain: all resident memory is huge, or none is resident */
+  HUGIFY_WHY_THP_DISABLED = 1,  /* the process disabled THP (prctl PR_SET_THP_DISABLE; status THP_enabled: 0) */
+  HUGIFY_WHY_NOHUGEPAGE = 2,    /* the mapping is marked MADV_NOHUGEPAGE (VmFlags nh; MAP_STACK sets it too) */
+  HUGIFY_WHY_SPECIAL = 3,       /* a kernel special mapping ([vdso], [vvar], ...) */
+  HUGIFY_WHY_FILE = 4,          /* file-backed page cache: huge only with file THP (CONFIG_READ_ONLY_THP_FOR_FS) */
+  HUGIFY_WHY_SHMEM = 5,         /* shared memory: huge only as /sys/kernel/mm/transparent_hugepage/shmem_enabled allows */
+  HUGIFY_WHY_TOO_SMALL = 6,     /* no 2 MiB-aligned 2 MiB window fits in the mapping (too small or unaligned) */
+  HUGIFY_WHY_THP_NEVER = 7,     /* system THP mode is "never" */
+  HUGIFY_WHY_NOT_ADVISED = 8,   /* system THP mode is "madvise" and the mapping was never madvised */
+  HUGIFY_WHY_NOT_COLLAPSED = 9, /* eligible, but faulted on 4 KiB pages and not (yet) collapsed */
+  HUGIFY_WHY_COUNT = 10
+};
+/** Short stable name: "none", "thp_disabled", "nohugepage", "special", "file", "shmem", "too_small",
+ *  "thp_never", "not_advised", "not_collapsed". */
+const char *hugify_not_huge_reason_name(enum hugify_not_huge_reason why);
+/** One sentence for people, with the fix where there is one. */
+const char *hugify_not_huge_reason_text(enum hugify_not_huge_reason why);
+
+/* Resident bytes by page kind. Equal to smaps: resident = Rss + Private_Hugetlb + Shared_Hugetlb (smaps
+ * leaves hugetlb out of Rss), thp = AnonHugePages + ShmemPmdMapped + FilePmdMapped, base = Rss - thp
+ * (PTE-mapped mTHP is in base: smaps does not report it per process). */
+struct hugify_usage {
+  uint64_t resident;
+  uint64_t base;       /* 4 KiB pages (and PTE-mapped mTHP) */
+  uint64_t thp;        /* PMD-mapped transparent huge pages */
+  uint64_t hugetlb_2m; /* hugetlb 2 MiB pages */
+  uint64_t hugetlb_1g; /* hugetlb 1 GiB pages */
+  uint64_t anonymous;  /* smaps Anonymous (anonymous pages, including copy-on-write ones in file mappings) */
+  uint64_t anon_thp;   /* smaps AnonHugePages */
+};
+/** Bytes on huge pages (thp + hugetlb_2m + hugetlb_1g). */
+uint64_t hugify_usage_huge(const struct hugify_usage *usage);
+
+#define HUGIFY_INSPECT_PATH_MAX 512
+
+struct hugify_inspect_mapping {
+  uint64_t start, end;
+  char perms[5];                       /* "rw-p" */
+  char path[HUGIFY_INSPECT_PATH_MAX];  /* as smaps shows it: "", "[heap]", "[anon:name]", "/usr/lib/..." */
+  enum hugify_memory_class memory_class;
+  int thread_stack;                    /* 1: a thread stack other than [stack] */
+  int object;                          /* code: index into objects[]; -1 otherwise */
+  struct hugify_usage usage;
+  enum hugify_not_huge_reason why;     /* reason for usage.resident - huge, when that is not 0 */
+  int thp_eligible;                    /* smaps THPeligible: 0/1, -1 when the kernel does not say */
+  uint64_t aligned_bytes;              /* bytes in 2 MiB-aligned 2 MiB windows of the mapping */
+};
+
+struct hugify_inspect_object {
+  char path[HUGIFY_INSPECT_PATH_MAX];  /* executable or shared object ("[vdso]", "[anon]" for anonymous code) */
+  struct hugify_usage code;            /* its executable mappings */
+};
+
+struct hugify_inspect_report {
+  pid_t pid;
+  char command[64];                    /* /proc/PID/comm */
+  int thp_disabled;                    /* 1: THP_enabled: 0 in /proc/PID/status; 0; -1 unknown */
+  char thp_mode[16];                   /* system THP mode: "always", "madvise", "never", "" */
+  char shmem_mode[24];                 /* /sys/kernel/mm/transparent_hugepage/shmem_enabled */
+  char mthp_sizes[128];                /* mTHP sizes below the PMD size that are enabled ("64K,128K"), or "" */
+  struct hugify_usage total;
+  struct hugify_usage classes[HUGIFY_CLASS_COUNT];
+  uint64_t not_huge[HUGIFY_WHY_COUNT]; /* resident bytes not on huge pages, by reason (sums to the total) */
+  uint64_t collapsible;                /* not-huge bytes `hugify collapse` could put on THP (private anonymous,
+                                          writable, in aligned windows, not nohugepage, THP not disabled) */
+  unsigned stacks_by_pointer;          /* thread stacks found from a thread's stack pointer */
+  unsigned stacks_by_guard;            /* thread stacks found by the guard-page pattern */
+  size_t mapping_count;
+  struct hugify_inspect_mapping *mappings;  /* malloc'd; hugify_inspect_report_free */
+  size_t object_count;
+  struct hugify_inspect_object *objects;    /* malloc'd; code per object, in order of first mapping */
+  char reason[HUGIFY_REASON_MAX];      /* what could not be read (e.g. thread stack pointers), and why */
+};
+
+/** Inspect process `pid` (0 = the caller) from /proc/PID/smaps, /proc/PID/status and the threads'
+ *  /proc/PID/task/TID/syscall (stack pointers of threads blocked in a system call). Thread stacks are the
+ *  mappings holding such a stack pointer, plus private anonymous read-write mappings directly above a
+ *  PROT_NONE guard mapping of at most 1 MiB (the glibc/musl pthread layout); both are reported in counts.
+ *  Returns 0, -ESRCH (no such process), -EPERM (not allowed to read its memory map: needs the same user
+ *  or CAP_SYS_PTRACE), -ENOMEM, or another -errno; the reason says which. Free with
+ *  hugify_inspect_report_free (also after a failure). */
+int hugify_inspect(pid_t pid, struct hugify_inspect_report *report);
+void hugify_inspect_report_free(struct hugify_inspect_report *report);
+
+/* -- Collapse ------------------------------------------------------------------------------------ */
+
+#define HUGIFY_COLLAPSE_DRY_RUN 0x1u /* plan and measure only: no MADV_COLLAPSE */
+#define HUGIFY_COLLAPSE_FLAGS_ALL HUGIFY_COLLAPSE_DRY_RUN
+
+struct hugify_collapse_opts {
+  uint64_t min_size;   /* skip mappings with fewer bytes than this in aligned 2 MiB windows (0: any with one) */
+  uint64_t chunk_size; /* at most this many bytes per process_madvise/madvise call (0: 64 MiB; rounded to
+                          2 MiB), so the target is never held up long: the kernel takes its mmap lock per call */
+  unsigned flags;      /* HUGIFY_COLLAPSE_DRY_RUN */
+  /* Called after every call into the kernel with the bytes tried so far and the bytes planned (may be NULL). */
+  void (*progress)(void *context, uint64_t done, uint64_t total);
+  void *progress_context;
+};
+
+struct hugify_collapse_mapping {
+  uint64_t start, end;
+  char path[HUGIFY_INSPECT_PATH_MAX]; /* "", "[heap]", "[anon:name]", ... */
+  uint64_t eligible;        /* bytes in 2 MiB-aligned windows */
+  uint64_t attempted;       /* bytes asked to collapse (populated windows not already huge) */
+  uint64_t failed;          /* bytes of attempted windows the kernel did not collapse */
+  uint64_t skipped_empty;   /* bytes of windows with too few resident pages (khugepaged/max_ptes_none) */
+  uint64_t resident_before, huge_before; /* smaps Rss and AnonHugePages of the mapping, before */
+  uint64_t resident_after, huge_after;   /* and after (equal to before in a dry run or when the target exited) */
+};
+
+struct hugify_collapse_failure {
+  uint64_t start, end;      /* the range (2 MiB windows; consecutive windows with the same error merged) */
+  int error;                /* errno from MADV_COLLAPSE: EAGAIN, ENOMEM, EBUSY, EINVAL, ... */
+  char reason[192];         /* what that errno means here */
+};
+
+struct hugify_collapse_report {
+  pid_t pid;                /* the target (the caller's pid for 0) */
+  char command[64];         /* /proc/PID/comm ("" when unreadable) */
+  int self;                 /* 1: the caller's own memory (madvise), 0: another process (process_madvise) */
+  int dry_run;
+  int exited;               /* 1: the target exited during the collapse; figures after are missing */
+  int thp_disabled;         /* 1: the target disabled THP by prctl; the kernel refuses MADV_COLLAPSE (EINVAL) */
+  uint64_t eligible, attempted, failed, skipped_empty;  /* sums over mappings */
+  uint64_t resident_before, huge_before, resident_after, huge_after; /* over the eligible mappings */
+  double seconds;           /* wall time of the collapse calls in total */
+  double cpu_seconds;       /* CPU time the calling thread spent in them (the kernel copies in the caller's
+                               context): the cost without waiting for a CPU on a busy machine */
+  double longest_call;      /* seconds of the longest single call (how long the target could stall) */
+  unsigned calls;           /* madvise / process_madvise calls made */
+  uint64_t chunk_size;      /* the chunk size used */
+  size_t mapping_count;
+  struct hugify_collapse_mapping *mappings; /* malloc'd: hugify_collapse_report_free */
+  size_t failure_count;
+  struct hugify_collapse_failure *failures; /* malloc'd */
+  char reason[HUGIFY_REASON_MAX];
+};
+
+/** Put the existing anonymous memory of process `pid` (0 = the caller) on transparent huge pages now,
+ *  with MADV_COLLAPSE: madvise for the caller, process_madvise(pidfd, ranges, MADV_COLLAPSE) for another
+ *  process. Eligible mappings: private anonymous, writable, not MADV_NOHUGEPAGE, not hugetlb, with at least
+ *  one 2 MiB-aligned window (and min_size bytes of them). Windows already huge are skipped, and so are
+ *  windows with more empty pages than khugepaged/max_ptes_none allows (MADV_COLLAPSE would fill them).
+ *  opts may be NULL. Returns 0 when the pass ran (failed ranges and an exit of the target mid-way are in
+ *  the report), or -EINVAL (bad arguments), -ESRCH (no such process), -EPERM (not permitted: process_madvise
+ *  needs PTRACE_MODE_READ on the target, i.e. the same user or CAP_SYS_PTRACE, and CAP_SYS_NICE), -ENOSYS
+ *  (the kernel lacks MADV_COLLAPSE, Linux 6.1+, or process_madvise, Linux 5.10+), -ENOMEM; the reason
+ *  says which and what to do. Free with hugify_collapse_report_free (also after a failure). */
+int hugify_collapse(pid_t pid, const struct hugify_collapse_opts *opts, struct hugify_collapse_report *report);
+void hugify_collapse_report_free(struct hugify_collapse_report *report);
+
 /* ------------------------------------------------------------------------------------------------
  * Text: code onto huge pages at run time (executable and shared objects)
  * ---------------------------------------------------------------------------------------------- */
+
+/* How a segment's code got onto huge pages. */
+enum hugify_text_path {
+  HUGIFY_TEXT_SKIPPED = 0,   /* not moved: the reason says why                                        */
+  HUGIFY_TEXT_IN_PLACE = 1,  /* MADV_COLLAPSE of the file-backed mapping itself (needs file THP)      */
+  HUGIFY_TEXT_COPY_SWAP = 2  /* a byte-identical huge-page copy, swapped in with one mremap           */
+};
+/** "skipped", "in-place", "copy-swap". */
+const char *hugify_text_path_name(enum hugify_text_path path);
+
+/* The steps of moving one segment, in order. hugify_text_opts.fail_step = one of them makes that step fail
+ * (test only): every step before HUGIFY_TEXT_STEP_SWAP leaves the original code untouched; after it,
+ * failures are reported and the moved code stays. */
+enum hugify_text_step {
+  HUGIFY_TEXT_STEP_CHECK = 1,    /* read smaps: the window must be private r-x code, unmodified, not moved yet */
+  HUGIFY_TEXT_STEP_IN_PLACE = 2, /* path 1: MADV_HUGEPAGE + MADV_COLLAPSE on the file mapping (when the kernel can) */
+  HUGIFY_TEXT_STEP_RESERVE = 3,  /* map the copy elsewhere: 2 MiB aligned (THP) or from the hugetlb pool */
+  HUGIFY_TEXT_STEP_ADVISE = 4,   /* MADV_HUGEPAGE on the copy (THP) */
+  HUGIFY_TEXT_STEP_COPY = 5,     /* copy the bytes from the live mapping (faults in the huge pages) */
+  HUGIFY_TEXT_STEP_COLLAPSE = 6, /* MADV_COLLAPSE what is not huge yet; give up when nothing is */
+  HUGIFY_TEXT_STEP_PROTECT = 7,  /* mprotect the copy to read+execute (never writable and executable) */
+  HUGIFY_TEXT_STEP_NAME = 8,     /* name the copy "hugify-text:PATH" (a failure here is only reported) */
+  HUGIFY_TEXT_STEP_SWAP = 9,     /* one mremap(MREMAP_MAYMOVE | MREMAP_FIXED) over the original window */
+  HUGIFY_TEXT_STEP_VERIFY = 10,  /* measure the window in smaps: bytes on huge pages */
+  HUGIFY_TEXT_STEP_PERF_MAP = 11,/* append the moved functions to /tmp/perf-PID.map (HUGIFY_TEXT_PERF_MAP) */
+  HUGIFY_TEXT_STEP_COUNT = 12
+};
+/** "check", "in-place", "reserve", ... "perf-map"; "?" for anything else. */
+const char *hugify_text_step_name(int step);
+
+/* flags for struct hugify_text_opts */
+#define HUGIFY_TEXT_MAIN_ONLY 0x1u   /* only the main program, no shared objects                        */
+#define HUGIFY_TEXT_PERF_MAP 0x2u    /* write /tmp/perf-PID.map for the moved functions (perf, not gdb)  */
+#define HUGIFY_TEXT_NO_IN_PLACE 0x4u /* never path 1, always copy and swap                               */
+#define HUGIFY_TEXT_FLAGS_ALL (HUGIFY_TEXT_MAIN_ONLY | HUGIFY_TEXT_PERF_MAP | HUGIFY_TEXT_NO_IN_PLACE)
+
+struct hugify_text_opts {
+  unsigned flags;                /* HUGIFY_TEXT_* above */
+  enum hugify_page_kind kind;    /* HUGIFY_PAGE_THP (also what 0 means), or HUGIFY_PAGE_2M: hugetlb pages for a
+                                  * segment when the pool has enough free ones, else THP (the reason says so) */
+  uint64_t min_size;             /* skip objects with fewer bytes of executable code; 0 = no minimum */
+  const char *include;           /* ':'-separated fnmatch(3) patterns, matched against an object's path and
+                                  * against its file name; NULL or "" = every object */
+  const char *exclude;           /* same syntax: objects matching any of these are skipped */
+  int fail_step;                 /* TEST ONLY: enum hugify_text_step that fails for every segment; 0 = none */
+};
+
+#define HUGIFY_TEXT_MAX_SEGMENTS 4 /* executable segments per object kept in the report */
+#define HUGIFY_TEXT_PATH_MAX 1024
+
+struct hugify_text_segment {
+  uint64_t start, end;               /* the executable segment as mapped (page-rounded addresses) */
+  uint64_t window_start, window_end; /* its 2 MiB-aligned interior; equal when it has none. Head and tail
+                                      * outside the window stay where they are, on 4 KiB pages */
+  enum hugify_text_path path;        /* what was done */
+  enum hugify_page_kind kind;        /* page kind of the window now: THP or 2M when moved, 4K when skipped */
+  uint64_t huge_bytes;               /* measured in smaps after the move: bytes of the window on huge pages */
+  uint64_t nanoseconds;              /* time this segment took, all steps */
+  int failed_step;                   /* enum hugify_text_step that failed, 0 if none did */
+  char reason[HUGIFY_REASON_MAX];    /* why skipped or short of fully huge; "" when fully done */
+};
+
+struct hugify_text_object {
+  char path[HUGIFY_TEXT_PATH_MAX];   /* the file (the main program's from /proc/self/exe) */
+  uint64_t base;                     /* load bias: address = base + p_vaddr */
+  int main_program;                  /* 1 for the executable itself */
+  uint64_t text_bytes;               /* bytes in executable PT_LOAD segments */
+  uint64_t window_bytes;             /* of those, in 2 MiB-aligned windows: what could be moved */
+  uint64_t huge_bytes;               /* measured on huge pages after the remap */
+  uint64_t nanoseconds;
+  unsigned segment_count;            /* executable segments; the first HUGIFY_TEXT_MAX_SEGMENTS are below */
+  struct hugify_text_segment segments[HUGIFY_TEXT_MAX_SEGMENTS];
+  char reason[HUGIFY_REASON_MAX];    /* why the whole object was skipped; "" when its segments were tried */
+};
+
+struct hugify_text_report {
+  size_t object_count;               /* every loaded object, in dl_iterate_phdr order (main program first) */
+  struct hugify_text_object *objects;/* malloc'd by hugify_remap_text: release with hugify_text_report_free */
+  uint64_t text_bytes, window_bytes; /* sums over the objects */
+  uint64_t moved_bytes;              /* bytes of windows swapped (or collapsed in place) */
+  uint64_t huge_bytes;               /* measured on huge pages after the remap */
+  uint64_t nanoseconds;              /* the whole call */
+  unsigned moved_segments, skipped_segments;
+  char perf_map[128];                /* the perf map written, "" when none */
+  char reason[HUGIFY_REASON_MAX];    /* problems not tied to one segment (perf map, out of memory) */
+};
+
+/** Put the code of the main program and of every loaded shared object onto huge pages, now.
+ *  Per executable PT_LOAD segment holding at least one 2 MiB-aligned window: in place when the kernel can
+ *  collapse file-backed text (path 1), else by copy and swap (path 2): a byte-identical copy of the window
+ *  is built in fresh huge-page memory elsewhere, made read+execute, and moved over the original with one
+ *  mremap, so the addresses always hold code, no mapping is ever writable and executable, and a failure
+ *  before the swap leaves the original untouched. The moved window becomes anonymous memory named
+ *  "hugify-text:PATH" in /proc/PID/maps (private to the process: it no longer shares page cache).
+ *  Code running during the swap (this function's own, libc's) may be inside a window being moved: the
+ *  copy is byte-identical and the swap is one system call, so executing from either is the same.
+ *  opts may be NULL (defaults: THP, every object). The report is always filled (on error as far as it
+ *  got); free it with hugify_text_report_free. Returns 0 when it ran (skips are in the report), -EINVAL
+ *  for bad opts or report == NULL, -ENOMEM when the report could not be allocated. Serialized: concurrent
+ *  callers wait; a second call finds the windows already moved and skips them. */
+int hugify_remap_text(const struct hugify_text_opts *opts, struct hugify_text_report *report);
+
+/** Free the objects of a report (safe on a zeroed or already freed report). */
+void hugify_text_report_free(struct hugify_text_report *report);
+
+/* ELF analysis: what the text remap would cover for a file, from its program headers alone. */
+#define HUGIFY_ELF_MAX_LOADS 16
+
+struct hugify_elf_load {
+  uint64_t offset, vaddr, file_size, memory_size, align; /* p_offset, p_vaddr, p_filesz, p_memsz, p_align */
+  unsigned flags;                                         /* p_flags: 4 read, 2 write, 1 execute */
+  uint64_t huge_at_2m;    /* executable: bytes in whole 2 MiB windows when loaded at a 2 MiB-aligned base */
+};
+
+enum hugify_elf_kind { HUGIFY_ELF_EXECUTABLE = 1, HUGIFY_ELF_PIE = 2, HUGIFY_ELF_SHARED_OBJECT = 3 };
+
+struct hugify_elf_info {
+  enum hugify_elf_kind kind;      /* ET_EXEC (fixed address); ET_DYN with DF_1_PIE (or, without DT_FLAGS_1,
+                                   * with PT_INTERP and no DT_SONAME): PIE; other ET_DYN: shared object */
+  unsigned machine;               /* e_machine (62 = x86-64) */
+  uint64_t file_size;             /* the size given to hugify_elf_parse */
+  unsigned load_count;            /* PT_LOAD segments in loads[] (at most HUGIFY_ELF_MAX_LOADS) */
+  struct hugify_elf_load loads[HUGIFY_ELF_MAX_LOADS];
+  unsigned text_segments;         /* executable PT_LOAD segments */
+  uint64_t text_bytes;            /* their p_memsz */
+  uint64_t max_align;             /* largest p_align: glibc 2.35+ loads ET_DYN at a multiple of it */
+  uint64_t huge_at_2m;            /* bytes the remap can put on huge pages when loaded 2 MiB-aligned */
+  uint64_t huge_at_4k_min;        /* ... at the worst 4 KiB-aligned load address */
+  uint64_t huge_at_4k_mean;       /* ... averaged over the 512 possible 4 KiB-aligned offsets */
+  uint64_t huge_expected;         /* ... where it will load: fixed (ET_EXEC) or 2 MiB-aligned when max_align is
+                                   * >= 2 MiB use huge_at_2m, else huge_at_4k_min */
+  uint64_t huge_relinked;         /* ... after relinking with HUGIFY_ELF_LINK_FLAGS: every executable segment
+                                   * then starts on a 2 MiB boundary, so only its tail stays on 4 KiB pages */
+  int text_aligned;               /* every executable segment has p_align >= 2 MiB (linked for huge text) */
+  uint64_t relinked_size_estimate;/* file size after relinking with the 2 MiB page-size flags (estimate: each
+                                   * segment starts on a 2 MiB boundary of the file); = file_size if aligned */
+  int symbols;                    /* function symbols for a perf map: in .symtab, else .dynsym; -1 when the
+                                   * section headers lie beyond the data given */
+  int has_symtab;                 /* 1 .symtab present, 0 stripped, -1 unknown */
+  char reason[HUGIFY_REASON_MAX]; /* why parsing failed */
+};
+
+/** The linker flags that make executable segments 2 MiB aligned. */
+#define HUGIFY_ELF_LINK_FLAGS "-Wl,-z,max-page-size=0x200000 -Wl,-z,common-page-size=0x200000"
+
+/** Pure: analyse an ELF64 little-endian image of `size` bytes (the whole file, or at least its headers).
+ *  Returns 0, -ENOEXEC (not ELF, or not 64-bit little-endian) or -EINVAL (truncated or inconsistent
+ *  program headers); the reason says which. */
+int hugify_elf_parse(const void *data, size_t size, struct hugify_elf_info *out);
+/** hugify_elf_parse of a file (mapped read-only). -errno of open/mmap as well. */
+int hugify_elf_read(const char *path, struct hugify_elf_info *out);
+
+/* ------------------------------------------------------------------------------------------------
+ * Counters: TLB misses of a process, from the hardware PMU (perf_event_open), where there is one
+ * ---------------------------------------------------------------------------------------------- */
+
+/* The generic perf events hugify counts (perf's names in quotes). Page-walk cycles have no generic event
+ * (they are model-specific raw events), so dTLB-load-misses, which Intel counts as "misses that caused a
+ * page walk", stands for the walks. */
+enum hugify_counter {
+  HUGIFY_COUNTER_CYCLES = 0,        /* "cycles"            */
+  HUGIFY_COUNTER_INSTRUCTIONS,      /* "instructions"      */
+  HUGIFY_COUNTER_DTLB_LOADS,        /* "dTLB-loads"        */
+  HUGIFY_COUNTER_DTLB_LOAD_MISSES,  /* "dTLB-load-misses"  */
+  HUGIFY_COUNTER_DTLB_STORES,       /* "dTLB-stores"       */
+  HUGIFY_COUNTER_DTLB_STORE_MISSES, /* "dTLB-store-misses" */
+  HUGIFY_COUNTER_ITLB_LOADS,        /* "iTLB-loads"        */
+  HUGIFY_COUNTER_ITLB_LOAD_MISSES,  /* "iTLB-load-misses"  */
+  HUGIFY_COUNTER_COUNT
+};
+
+/** perf's name of a counter ("dTLB-load-misses"); "?" for anything else. */
+const char *hugify_counter_name(enum hugify_counter counter);
+
+/* Counters opened on one process: one perf event per counter (not a group, so the kernel can multiplex
+ * them on a PMU with few registers; the values are scaled back up). */
+struct hugify_counter_set {
+  int fd[HUGIFY_COUNTER_COUNT];   /* -1: not open */
+  unsigned opened;                /* how many are open */
+  char reason[HUGIFY_REASON_MAX]; /* why a counter is missing: "no PMU: ..." when there is none at all */
+};
+
+struct hugify_counter_values {
+  uint64_t value[HUGIFY_COUNTER_COUNT]; /* user-space counts, scaled for multiplexing */
+  unsigned present;                     /* bit (1u << counter) set: that counter ran and value[] holds it */
+};
+
+/** Open every counter of enum hugify_counter that this machine offers, counting user space only, for
+ *  process pid and the threads and children it creates later (inherit):
+ *   - pid > 0: a child stopped between fork and execve (e.g. blocked on a pipe); counting starts at its
+ *     execve (enable_on_exec), so the fork/exec machinery is not counted;
+ *   - pid == 0: the caller, counting from now.
+ *  Returns how many opened (> 0); -ENOENT when the machine has no PMU (reason starts with "no PMU: ");
+ *  -EACCES when perf_event_paranoid forbids it (reason names the sysctl); -EINVAL for a negative pid or
+ *  set == NULL; other -errno. On error nothing stays open. */
+int hugify_counters_open(struct hugify_counter_set *set, pid_t pid);
+
+/** Read the counters (after the process has exited, or at any time). Counters that never ran are left out
+ *  of `present`. Returns 0 or -errno (-EBADF when the set is not open). */
+int hugify_counters_read(const struct hugify_counter_set *set, struct hugify_counter_values *out);
+
+/** Close the counters (safe on a set that failed to open or is already closed). */
+void hugify_counters_close(struct hugify_counter_set *set);
+
+/** Pure: a count the kernel multiplexed, scaled to the whole time the counter was enabled:
+ *  raw * time_enabled / time_running, rounded; 0 when it never ran (time_running == 0). */
+uint64_t hugify_counter_scale(uint64_t raw, uint64_t time_enabled, uint64_t time_running);
+
+/* Rates computed from counter values. Each is NaN when a count it needs is not present or its
+ * denominator is 0. */
+struct hugify_tlb_rates {
+  double dtlb_load_miss_rate;        /* dTLB-load-misses / dTLB-loads                               */
+  double dtlb_store_miss_rate;       /* dTLB-store-misses / dTLB-stores                             */
+  double itlb_miss_rate;             /* iTLB-load-misses / iTLB-loads                               */
+  double dtlb_misses_per_kilo_instructions; /* (dTLB load + store misses) per 1000 instructions     */
+  double itlb_misses_per_kilo_instructions; /* iTLB-load-misses per 1000 instructions               */
+  double instructions_per_cycle;     /* instructions / cycles                                       */
+};
+
+/** Pure: the rates of a set of counter values. */
+void hugify_counters_rates(const struct hugify_counter_values *values, struct hugify_tlb_rates *out);
+
+#define HUGIFY_TLB_MISS_RATE_HELPS 0.05            /* dTLB load miss rate above which huge pages help  */
+#define HUGIFY_TLB_WORKING_SET_HELPS (8ull << 20)  /* working set above which they can: the 4 KiB TLB reach */
+
+/** Pure: the rule of thumb for data — huge pages help when the dTLB load miss rate is above ~5-10 %
+ *  (HUGIFY_TLB_MISS_RATE_HELPS) and the working set is larger than the TLB covers with 4 KiB pages
+ *  (HUGIFY_TLB_WORKING_SET_HELPS). Returns 1 (they should help), 0 (they should not), -1 (unknown: no dTLB
+ *  miss rate). working_set_bytes is e.g. the peak RSS. */
+int hugify_tlb_rule_of_thumb(const struct hugify_tlb_rates *rates, uint64_t working_set_bytes);
 
 #ifdef __cplusplus
 }

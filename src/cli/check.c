@@ -1,13 +1,1250 @@
-/* check.c - hugify check (not built yet: see the open issue). */
+/* check.c - hugify check: do huge pages help a program, which way, and by how much.
+ *
+ * Runs CMD plain and under each configuration of `hugify run`, interleaved round by round (in a Williams
+ * order, so neither drift, position nor the run before favours anyone), and compares each configuration to
+ * plain by the per-round ratio of times: median, and a distribution-free 95 % interval for the median
+ * (sign test, src/lib/stats.c). Adaptive by default: rounds continue until every interval is within ±2 %
+ * of its estimate or the time budget is spent. Counters (dTLB/iTLB miss rates) come from the PMU where the
+ * machine has one (src/lib/perf.c); coverage comes from the run reports of the preload. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
 #include "cli.h"
+#include "hugify.h"
+#include "os.h"
+#include "stats.h"
+#include "units.h"
+
+#ifndef HUGIFY_WORKLOAD_RELATIVE
+#define HUGIFY_WORKLOAD_RELATIVE "../libexec/hugify/hugify-workload"
+#endif
 
 const char usage_check[] =
-    "usage: hugify check [--json]\n"
+    "usage: hugify check [--configs LIST] [--runs N | --budget SECONDS] [--warmup N] [--metric cpu|wall]\n"
+    "                    [--json FILE|-] [--size SIZE] [--] [CMD [ARGS...]]\n"
     "\n"
-    "Not available in this build yet.\n";
+    "Do huge pages help CMD, which way, and by how much? Runs CMD plain and through `hugify run` in each\n"
+    "configuration, interleaved (A B C, B A C, ...), and compares the times: median and 95 % confidence\n"
+    "interval of the per-round ratio plain / configuration. Says which configuration to use, with the exact\n"
+    "`hugify run` command, or \"no measurable gain\". CMD's output goes to a log file (its path is printed);\n"
+    "a CMD that exits non-zero in any run stops the check, with its output shown. Without CMD, runs the\n"
+    "bundled TLB-bound workload (hugify-workload).\n"
+    "\n"
+    "  --configs LIST   comma-separated, from: heap (--heap auto, --text off), heap+text (--heap auto\n"
+    "                   --text on), text (--text on --heap off), hugetlb (--heap hugetlb), mimalloc,\n"
+    "                   jemalloc (--heap ENGINE). Default: heap, heap+text, hugetlb when the 2 MiB pool has\n"
+    "                   free pages, and the engines that are installed. Plain always runs.\n"
+    "  --budget SECONDS adaptive (default, 45): rounds until every interval is within +-2 % or the time is\n"
+    "                   spent; at least 6 rounds (the fewest for a 95 % interval) whatever the budget\n"
+    "  --runs N         exactly N rounds instead (N >= 6)\n"
+    "  --warmup N       unmeasured rounds first (default 1): page cache, lazily backed memory\n"
+    "  --metric cpu     (default) judge by CPU time (user + system, of CMD and its children): what huge\n"
+    "                   pages change, and steady on a busy machine where waiting for a CPU swamps wall time\n"
+    "  --metric wall    judge by wall time (both are always measured and shown)\n"
+    "  --json FILE|-    the result as JSON (schema hugify-check/1, docs/check.md); - for stdout\n"
+    "  --size SIZE      working set of the bundled workload (default 64M; 64K fits every TLB)\n"
+    "\n"
+    "Where the machine has a PMU, dTLB/iTLB miss rates of plain and the chosen configuration are shown with\n"
+    "the rule of thumb (huge pages help above ~5-10 % dTLB misses and a few MiB of working set).\n"
+    "\n"
+    "Exit status: 0 a verdict (a gain, or no measurable gain); 1 CMD failed (non-zero exit or signal);\n"
+    "2 bad usage; 3 nothing to compare (hugify run unusable here) or the bundled workload is missing.\n"
+    "\n"
+    "Examples:\n"
+    "  hugify check\n"
+    "  hugify check -- ./bench --iterations 1000000\n"
+    "  hugify check --configs heap,heap+text --runs 10 --json result.json -- ./server --selftest\n"
+    "  hugify check --size 64K\n";
+
+#define CHECK_CONFIDENCE 0.95
+#define CHECK_PRECISION 0.02   /* adaptive: stop when every interval is within +-2 % of its estimate */
+#define CHECK_MIN_GAIN 0.02    /* a gain below 2 % is not worth a configuration, even when it is real */
+#define CHECK_MAX_ROUNDS 1000
+#define CHECK_DEFAULT_BUDGET 45.0
+#define CHECK_LOG_TAIL 4096    /* bytes of a failed run's output shown */
+
+/* ---- configurations ------------------------------------------------------------------------------ */
+
+enum config_id { CONFIG_PLAIN, CONFIG_HEAP, CONFIG_HEAP_TEXT, CONFIG_TEXT, CONFIG_HUGETLB, CONFIG_MIMALLOC,
+                 CONFIG_JEMALLOC, CONFIG_COUNT };
+
+/* In order of simplicity: the verdict prefers an earlier one unless a later one is measurably better. */
+static const struct config_kind {
+  const char *name;
+  const char *run_args[5]; /* the options of `hugify run`, NULL-terminated; none for plain */
+  const char *what;
+} config_kinds[CONFIG_COUNT] = {
+    [CONFIG_PLAIN] = {"plain", {NULL}, "CMD as it is"},
+    [CONFIG_HEAP] = {"heap", {"--text", "off", "--heap", "auto", NULL}, "heap on transparent huge pages"},
+    [CONFIG_HEAP_TEXT] = {"heap+text", {"--text", "on", "--heap", "auto", NULL}, "heap and code on huge pages"},
+    [CONFIG_TEXT] = {"text", {"--text", "on", "--heap", "off", NULL}, "code on huge pages"},
+    [CONFIG_HUGETLB] = {"hugetlb", {"--text", "off", "--heap", "hugetlb", NULL}, "heap from the hugetlb pool"},
+    [CONFIG_MIMALLOC] = {"mimalloc", {"--text", "off", "--heap", "mimalloc", NULL}, "mimalloc, large OS pages"},
+    [CONFIG_JEMALLOC] = {"jemalloc", {"--text", "off", "--heap", "jemalloc", NULL}, "jemalloc, thp:always"},
+};
+
+struct coverage {
+  bool present;
+  double heap_resident, heap_huge, anon_resident, anon_huge, text_resident, text_huge, hugify_seconds;
+};
+
+struct config {
+  const struct config_kind *kind;
+  enum config_id id;
+  size_t runs;
+  double wall[CHECK_MAX_ROUNDS], cpu[CHECK_MAX_ROUNDS];
+  double max_rss[CHECK_MAX_ROUNDS], minor_faults[CHECK_MAX_ROUNDS];
+  struct coverage coverage;  /* from the last run's report */
+  unsigned reports;          /* runs that wrote a report */
+  struct hugify_counter_values counters; /* summed over the measured runs */
+  unsigned counter_runs;
+  /* results */
+  int wall_ratio_rc, cpu_ratio_rc, ratio_rc;
+  struct stats_interval wall_ratio, cpu_ratio; /* plain / this, per round, of wall and CPU time */
+  struct stats_interval ratio;                 /* the one of the metric the verdict uses */
+};
+
+struct failure {
+  bool failed;
+  int config, round, status, signal;
+  bool warmup;  /* in a warm-up round (round counts those separately) */
+  char *output; /* the tail of the run's output */
+};
+
+struct check {
+  char self[PATH_MAX], hugify_word[PATH_MAX]; /* our executable; how to write `hugify` in the advice */
+  char **command;                             /* CMD ARGS..., NULL-terminated */
+  char *bundled_argv[8];
+  char bundled_path[PATH_MAX], bundled_size[32];
+  bool bundled;
+  char dir[PATH_MAX], log_path[PATH_MAX + 16], report_path[PATH_MAX + 16];
+  int log_fd;
+  struct config *configs[CONFIG_COUNT];
+  int config_count;                           /* configs[0] is plain */
+  char skipped[CONFIG_COUNT][HUGIFY_REASON_MAX];
+  bool fixed_runs;
+  bool metric_wall;                           /* --metric wall: judge by wall time instead of CPU time */
+  size_t runs, warmup;
+  double budget, elapsed;
+  size_t rounds;
+  const char *stopped;
+  int pmu;                                    /* enum hugify_feature_state, learned from the first open */
+  char pmu_reason[HUGIFY_REASON_MAX];
+  struct failure failure;
+  bool json_stdout;
+};
+
+static double now_seconds(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* ---- the command line of a run, and its shell-quoted form ---------------------------------------- */
+
+static size_t build_argv(const struct check *c, const struct config *config, const char **argv, size_t cap,
+                         bool with_report) {
+  size_t n = 0;
+  if (config->id != CONFIG_PLAIN) {
+    argv[n++] = c->self;
+    argv[n++] = "run";
+    for (const char *const *a = config->kind->run_args; *a; a++) argv[n++] = *a;
+    if (with_report) {
+      argv[n++] = "--report";
+      argv[n++] = c->report_path;
+    }
+    argv[n++] = "--";
+  }
+  for (char **a = c->command; *a && n + 1 < cap; a++) argv[n++] = *a;
+  argv[n] = NULL;
+  return n;
+}
+
+static void append(char *out, size_t cap, const char *format, ...) __attribute__((format(printf, 3, 4)));
+static void append(char *out, size_t cap, const char *format, ...) {
+  size_t used = strlen(out);
+  if (used + 1 >= cap) return;
+  va_list args;
+  va_start(args, format);
+  vsnprintf(out + used, cap - used, format, args);
+  va_end(args);
+}
+
+static void append_quoted(char *out, size_t cap, const char *word) {
+  bool plain = *word != '\0';
+  for (const char *p = word; *p; p++)
+    if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+%@", *p)) plain = false;
+  if (plain) {
+    append(out, cap, "%s", word);
+    return;
+  }
+  append(out, cap, "'");
+  for (const char *p = word; *p; p++) {
+    if (*p == '\'') append(out, cap, "'\\''");
+    else append(out, cap, "%c", *p);
+  }
+  append(out, cap, "'");
+}
+
+/* "hugify run --text off --heap auto -- CMD ARGS" (or just "CMD ARGS" for plain), ready to paste. */
+static void command_line(const struct check *c, const struct config *config, char *out, size_t cap) {
+  out[0] = '\0';
+  if (config->id != CONFIG_PLAIN) {
+    append_quoted(out, cap, c->hugify_word);
+    append(out, cap, " run");
+    for (const char *const *a = config->kind->run_args; *a; a++) append(out, cap, " %s", *a);
+    append(out, cap, " --");
+  }
+  for (char **a = c->command; *a; a++) {
+    if (out[0]) append(out, cap, " ");
+    append_quoted(out, cap, *a);
+  }
+}
+
+/* ---- reading the run report: just enough JSON to find a number by its path ----------------------- */
+
+static const char *skip_space(const char *p) {
+  while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r') p++;
+  return p;
+}
+
+static const char *skip_string(const char *p) { /* p at the opening quote */
+  for (p++; *p && *p != '"'; p++)
+    if (*p == '\\' && p[1]) p++;
+  return *p == '"' ? p + 1 : NULL;
+}
+
+static const char *skip_value(const char *p, int depth) {
+  p = skip_space(p);
+  if (depth > 32) return NULL;
+  if (*p == '"') return skip_string(p);
+  if (*p == '{' || *p == '[') {
+    char close = *p == '{' ? '}' : ']';
+    p = skip_space(p + 1);
+    if (*p == close) return p + 1;
+    for (;;) {
+      if (close == '}') {
+        if (*p != '"' || !(p = skip_string(p))) return NULL;
+        p = skip_space(p);
+        if (*p++ != ':') return NULL;
+      }
+      if (!(p = skip_value(p, depth + 1))) return NULL;
+      p = skip_space(p);
+      if (*p == close) return p + 1;
+      if (*p++ != ',') return NULL;
+      p = skip_space(p);
+    }
+  }
+  const char *start = p;
+  while (*p && !strchr(",}] \n\t\r", *p)) p++;
+  return p > start ? p : NULL;
+}
+
+/* The value of member `key` (length len) of the object at p, or NULL. */
+static const char *find_member(const char *p, const char *key, size_t len) {
+  p = skip_space(p);
+  if (*p != '{') return NULL;
+  p = skip_space(p + 1);
+  while (*p == '"') {
+    const char *name = p + 1, *end = skip_string(p);
+    if (!end) return NULL;
+    p = skip_space(end);
+    if (*p++ != ':') return NULL;
+    p = skip_space(p);
+    if ((size_t)(end - 1 - name) == len && strncmp(name, key, len) == 0) return p;
+    if (!(p = skip_value(p, 0))) return NULL;
+    p = skip_space(p);
+    if (*p == ',') p = skip_space(p + 1);
+  }
+  return NULL;
+}
+
+/* A number at a dotted path ("heap.huge_bytes"); false when absent or not a number. */
+static bool json_number_at(const char *text, const char *path, double *value) {
+  const char *p = text;
+  while (p && *path) {
+    const char *dot = strchr(path, '.');
+    size_t len = dot ? (size_t)(dot - path) : strlen(path);
+    p = find_member(p, path, len);
+    path += len + (dot ? 1 : 0);
+  }
+  if (!p) return false;
+  char *end;
+  *value = strtod(p, &end);
+  return end != p;
+}
+
+static void read_report(const char *path, struct coverage *out) {
+  char *text = os_read_file(path, NULL);
+  memset(out, 0, sizeof *out);
+  if (!text) return;
+  static const struct { const char *path; size_t offset; } fields[] = {
+      {"heap.resident_bytes", offsetof(struct coverage, heap_resident)},
+      {"heap.huge_bytes", offsetof(struct coverage, heap_huge)},
+      {"anon.resident_bytes", offsetof(struct coverage, anon_resident)},
+      {"anon.huge_bytes", offsetof(struct coverage, anon_huge)},
+      {"text.resident_bytes", offsetof(struct coverage, text_resident)},
+      {"text.huge_bytes", offsetof(struct coverage, text_huge)},
+      {"hugify_seconds", offsetof(struct coverage, hugify_seconds)},
+  };
+  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+    if (json_number_at(text, fields[i].path, (double *)((char *)out + fields[i].offset))) out->present = true;
+  free(text);
+}
+
+/* ---- running CMD once -------------------------------------------------------------------------- */
+
+struct run_result {
+  int status;   /* exit status, or 128 + signal */
+  int signal;   /* the signal that ended it, 0 if none */
+  double wall, cpu, max_rss, minor_faults;
+  bool counted;
+  struct hugify_counter_values counters;
+};
+
+/* Start argv with stdout and stderr on out_fd and stdin on /dev/null, counters opened on it before it
+ * execs when `count`, and time it from the exec gate to its exit. Returns 0 or -errno (fork failed). */
+static int spawn_measured(struct check *c, const char *const *argv, int out_fd, bool count, struct run_result *r) {
+  memset(r, 0, sizeof *r);
+  int gate[2];
+  if (pipe2(gate, O_CLOEXEC) != 0) return -errno;
+  pid_t pid = fork();
+  if (pid < 0) {
+    int err = errno;
+    close(gate[0]);
+    close(gate[1]);
+    return -err;
+  }
+  if (pid == 0) {
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+    dup2(out_fd, STDOUT_FILENO);
+    dup2(out_fd, STDERR_FILENO);
+    char go;
+    close(gate[1]);
+    while (read(gate[0], &go, 1) < 0 && errno == EINTR) {
+    }
+    execvp(argv[0], (char *const *)argv);
+    int err = errno;
+    dprintf(STDERR_FILENO, "hugify check: cannot run %s: %s\n", argv[0], strerror(err));
+    _exit(err == ENOENT ? 127 : 126);
+  }
+  close(gate[0]);
+  struct hugify_counter_set counters;
+  bool counting = false;
+  if (count && c->pmu != HUGIFY_FEATURE_NO) {
+    int rc = hugify_counters_open(&counters, pid);
+    if (rc > 0) {
+      counting = true;
+      c->pmu = HUGIFY_FEATURE_YES;
+      if (counters.reason[0] && !c->pmu_reason[0]) snprintf(c->pmu_reason, sizeof c->pmu_reason, "%s", counters.reason);
+    } else {
+      c->pmu = HUGIFY_FEATURE_NO;
+      snprintf(c->pmu_reason, sizeof c->pmu_reason, "%s", counters.reason);
+    }
+  }
+  double start = now_seconds();
+  close(gate[1]); /* the child execs now */
+  int status = 0;
+  struct rusage usage;
+  memset(&usage, 0, sizeof usage);
+  while (wait4(pid, &status, 0, &usage) < 0 && errno == EINTR) {
+  }
+  r->wall = now_seconds() - start;
+  r->cpu = (double)usage.ru_utime.tv_sec + (double)usage.ru_utime.tv_usec * 1e-6 + (double)usage.ru_stime.tv_sec +
+           (double)usage.ru_stime.tv_usec * 1e-6;
+  r->max_rss = (double)usage.ru_maxrss * 1024.0;
+  r->minor_faults = (double)usage.ru_minflt;
+  if (WIFSIGNALED(status)) {
+    r->signal = WTERMSIG(status);
+    r->status = 128 + r->signal;
+  } else {
+    r->status = WEXITSTATUS(status);
+  }
+  if (counting) {
+    r->counted = hugify_counters_read(&counters, &r->counters) == 0;
+    hugify_counters_close(&counters);
+  }
+  return 0;
+}
+
+/* The last `cap` bytes of fd from `offset` on, cut at a line start. malloc'd; NULL on error. */
+static char *output_tail(int fd, off_t offset, size_t cap) {
+  off_t end = lseek(fd, 0, SEEK_END);
+  if (end < 0) return NULL;
+  bool cut = end - offset > (off_t)cap;
+  if (cut) offset = end - (off_t)cap;
+  size_t length = (size_t)(end - offset);
+  char *text = calloc(length + 1, 1);
+  if (!text) return NULL;
+  ssize_t n = pread(fd, text, length, offset);
+  text[n > 0 ? n : 0] = '\0';
+  char *first_line = strchr(text, '\n');
+  if (cut && first_line && first_line[1]) memmove(text, first_line + 1, strlen(first_line + 1) + 1);
+  return text;
+}
+
+/* Can `hugify run` start a program in this configuration here? Runs it on /bin/true; "" when it can,
+ * else the reason (the last line it printed). */
+static void preflight(struct check *c, struct config *config, char *reason, size_t cap) {
+  reason[0] = '\0';
+  char path[PATH_MAX + 32];
+  snprintf(path, sizeof path, "%s/preflight.log", c->dir);
+  int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    snprintf(reason, cap, "cannot create a scratch file in %.300s: %s", c->dir, strerror(errno));
+    return;
+  }
+  const char *argv[16];
+  size_t n = 0;
+  argv[n++] = c->self;
+  argv[n++] = "run";
+  for (const char *const *a = config->kind->run_args; *a; a++) argv[n++] = *a;
+  argv[n++] = "--";
+  argv[n++] = access("/bin/true", X_OK) == 0 ? "/bin/true" : "true";
+  argv[n] = NULL;
+  struct run_result r;
+  int rc = spawn_measured(c, argv, fd, false, &r);
+  if (rc < 0) snprintf(reason, cap, "cannot start hugify run: %s", strerror(-rc));
+  else if (r.status != 0) {
+    char *text = output_tail(fd, 0, 2048);
+    char *last = text;
+    if (text) {
+      size_t length = strlen(text);
+      while (length > 0 && text[length - 1] == '\n') text[--length] = '\0';
+      char *newline = strrchr(text, '\n');
+      last = newline ? newline + 1 : text;
+    }
+    snprintf(reason, cap, "`hugify run %s %s %s %s` does not work here (exit status %d)%s%s", config->kind->run_args[0],
+             config->kind->run_args[1], config->kind->run_args[2], config->kind->run_args[3], r.status,
+             last && *last ? ": " : "", last ? last : "");
+    free(text);
+  }
+  close(fd);
+  unlink(path);
+}
+
+/* ---- rounds ------------------------------------------------------------------------------------- */
+
+static void add_counters(struct config *config, const struct hugify_counter_values *v) {
+  config->counters.present = config->counter_runs == 0 ? v->present : config->counters.present & v->present;
+  for (unsigned i = 0; i < HUGIFY_COUNTER_COUNT; i++) config->counters.value[i] += v->value[i];
+  config->counter_runs++;
+}
+
+/* The j-th configuration to run in a round: a Williams design. Row 0 is 0, 1, k-1, 2, k-2, ...; row r adds r
+ * (mod k); for odd k the rows k..2k-1 are the mirrored ones. Over k rounds (2k when k is odd) every
+ * configuration runs in every position once and follows every other one equally often: what a run leaves
+ * behind (freed memory the next one's huge pages come from, warm caches) favours no one. */
+static int williams_order(size_t round, int j, int k) {
+  size_t rows = k % 2 ? 2 * (size_t)k : (size_t)k, row = round % rows;
+  if (row >= (size_t)k) j = k - 1 - j; /* the mirrored half */
+  int first = j == 0 ? 0 : j % 2 ? (j + 1) / 2 : k - j / 2;
+  return (int)((first + row) % (size_t)k);
+}
+
+/* One run of every configuration, in the order williams_order() gives. Returns 0, or -1 when CMD
+ * failed (c->failure says how) or could not be started. */
+static int run_round(struct check *c, size_t round, bool warmup) {
+  for (int j = 0; j < c->config_count; j++) {
+    struct config *config = c->configs[williams_order(round, j, c->config_count)];
+    size_t words = 16;
+    for (char **a = c->command; *a; a++) words++;
+    const char **argv = malloc(words * sizeof *argv);
+    if (!argv) return -1;
+    build_argv(c, config, argv, words, config->id != CONFIG_PLAIN);
+    char line[4096];
+    command_line(c, config, line, sizeof line);
+    if (warmup) progress(false, "check: warm-up, %s", config->kind->name);
+    else progress(false, "check: round %zu, %s (run %d of %d)", round + 1, config->kind->name, j + 1, c->config_count);
+    dprintf(c->log_fd, "==== %s round %zu, %s: %s\n", warmup ? "warm-up" : "measured", round + 1, config->kind->name,
+            line);
+    off_t offset = lseek(c->log_fd, 0, SEEK_END);
+    unlink(c->report_path);
+    struct run_result r;
+    int rc = spawn_measured(c, argv, c->log_fd, !warmup, &r);
+    free(argv);
+    if (rc < 0 || r.status != 0) {
+      c->failure = (struct failure){.failed = true, .config = (int)config->id, .round = (int)round + 1,
+                                    .status = rc < 0 ? -1 : r.status, .signal = r.signal, .warmup = warmup};
+      c->failure.output = output_tail(c->log_fd, offset, CHECK_LOG_TAIL);
+      if (rc < 0) dprintf(c->log_fd, "hugify check: cannot start it: %s\n", strerror(-rc));
+      return -1;
+    }
+    if (warmup) continue;
+    size_t i = config->runs++;
+    config->wall[i] = r.wall;
+    config->cpu[i] = r.cpu;
+    config->max_rss[i] = r.max_rss;
+    config->minor_faults[i] = r.minor_faults;
+    if (r.counted) add_counters(config, &r.counters);
+    if (config->id != CONFIG_PLAIN) {
+      struct coverage coverage;
+      read_report(c->report_path, &coverage);
+      if (coverage.present) {
+        config->coverage = coverage;
+        config->reports++;
+      }
+    }
+  }
+  return 0;
+}
+
+static void compute_ratios(struct check *c) {
+  const struct config *plain = c->configs[0];
+  for (int i = 1; i < c->config_count; i++) {
+    struct config *config = c->configs[i];
+    config->wall_ratio_rc =
+        stats_paired_ratio(plain->wall, config->wall, c->rounds, CHECK_CONFIDENCE, &config->wall_ratio);
+    config->cpu_ratio_rc = stats_paired_ratio(plain->cpu, config->cpu, c->rounds, CHECK_CONFIDENCE, &config->cpu_ratio);
+    config->ratio_rc = c->metric_wall ? config->wall_ratio_rc : config->cpu_ratio_rc;
+    config->ratio = c->metric_wall ? config->wall_ratio : config->cpu_ratio;
+  }
+}
+
+/* The times the verdict compares: CPU time (user + system), or wall time with --metric wall. */
+static const double *times(const struct check *c, const struct config *config) {
+  return c->metric_wall ? config->wall : config->cpu;
+}
+
+static bool within_precision(const struct stats_interval *s) {
+  return s->low >= s->estimate * (1.0 - CHECK_PRECISION) && s->high <= s->estimate * (1.0 + CHECK_PRECISION);
+}
+
+static bool converged(const struct check *c) {
+  for (int i = 1; i < c->config_count; i++)
+    if (c->configs[i]->ratio_rc != 0 || !within_precision(&c->configs[i]->ratio)) return false;
+  return true;
+}
+
+static int measure(struct check *c, double started) {
+  for (size_t w = 0; w < c->warmup; w++)
+    if (run_round(c, w, true) != 0) return -1;
+  size_t min_rounds = stats_min_samples(CHECK_CONFIDENCE);
+  double rounds_started = now_seconds();
+  for (c->rounds = 0;;) {
+    if (c->fixed_runs && c->rounds >= c->runs) {
+      c->stopped = "runs";
+      break;
+    }
+    if (!c->fixed_runs && c->rounds >= min_rounds) {
+      double spent = now_seconds() - started, per_round = (now_seconds() - rounds_started) / (double)c->rounds;
+      if (converged(c)) {
+        c->stopped = "converged";
+        break;
+      }
+      if (spent + per_round > c->budget) {
+        c->stopped = "budget";
+        break;
+      }
+    }
+    if (c->rounds >= CHECK_MAX_ROUNDS) {
+      c->stopped = "limit";
+      break;
+    }
+    if (run_round(c, c->rounds, false) != 0) return -1;
+    c->rounds++;
+    if (c->rounds >= min_rounds) {
+      compute_ratios(c);
+      const struct config *first = c->configs[1];
+      progress(false, "check: %zu rounds, %s %.2fx [%.2f, %.2f]", c->rounds, first->kind->name,
+               first->ratio.estimate, first->ratio.low, first->ratio.high);
+    }
+  }
+  progress(true, "check: %zu rounds done", c->rounds);
+  compute_ratios(c);
+  return 0;
+}
+
+/* ---- the verdict --------------------------------------------------------------------------------- */
+
+static bool is_gain(const struct stats_interval *s) { return s->low > 1.0 && s->estimate >= 1.0 + CHECK_MIN_GAIN; }
+static bool is_loss(const struct stats_interval *s) { return s->high < 1.0 && s->estimate <= 1.0 - CHECK_MIN_GAIN; }
+
+struct verdict {
+  int chosen;              /* index into configs of the configuration to use; -1: no measurable gain */
+  int best;                /* the highest estimate of all (what "no measurable gain" compares) */
+  int heap, heap_text, text; /* indexes of those configurations, -1 when not measured */
+  int code_rc;             /* heap+text against heap: 0 when measured */
+  struct stats_interval code;
+};
+
+static struct config *find_config(const struct check *c, enum config_id id, int *index) {
+  *index = -1;
+  for (int i = 0; i < c->config_count; i++)
+    if (c->configs[i]->id == id) {
+      *index = i;
+      return c->configs[i];
+    }
+  return NULL;
+}
+
+static void decide(const struct check *c, struct verdict *v) {
+  memset(v, 0, sizeof *v);
+  v->chosen = v->best = -1;
+  int best_gain = -1;
+  for (int i = 1; i < c->config_count; i++) {
+    const struct config *config = c->configs[i];
+    if (config->ratio_rc != 0) continue;
+    if (v->best < 0 || config->ratio.estimate > c->configs[v->best]->ratio.estimate) v->best = i;
+    if (is_gain(&config->ratio) &&
+        (best_gain < 0 || config->ratio.estimate > c->configs[best_gain]->ratio.estimate))
+      best_gain = i;
+  }
+  /* The simplest configuration with a gain that the best one does not measurably beat. */
+  for (int i = 1; best_gain >= 0 && i < c->config_count; i++) {
+    const struct config *config = c->configs[i];
+    if (config->ratio_rc != 0 || !is_gain(&config->ratio)) continue;
+    struct stats_interval better;
+    if (i == best_gain ||
+        stats_paired_ratio(times(c, config), times(c, c->configs[best_gain]), c->rounds, CHECK_CONFIDENCE, &better) != 0 ||
+        !is_gain(&better)) {
+      v->chosen = i;
+      break;
+    }
+  }
+  struct config *heap = find_config(c, CONFIG_HEAP, &v->heap), *heap_text = find_config(c, CONFIG_HEAP_TEXT, &v->heap_text);
+  find_config(c, CONFIG_TEXT, &v->text);
+  v->code_rc = heap && heap_text
+                  ? stats_paired_ratio(times(c, heap), times(c, heap_text), c->rounds, CHECK_CONFIDENCE, &v->code)
+                  : -ENOENT;
+}
+
+/* ---- output -------------------------------------------------------------------------------------- */
+
+static void format_interval(const struct stats_interval *s, char *out, size_t cap) {
+  snprintf(out, cap, "%.2f-%.2f", s->low, s->high);
+}
+
+static const char *judgement(const struct stats_interval *s) {
+  if (is_gain(s)) return "measurable gain";
+  if (is_loss(s)) return "measurably slower";
+  return "no measurable gain";
+}
+
+static void format_fraction(double part, double whole, char *out, size_t cap) {
+  if (whole > 0) snprintf(out, cap, "%.0f %%", 100.0 * part / whole);
+  else snprintf(out, cap, "-");
+}
+
+static void print_counters(const struct check *c, const struct verdict *v, FILE *out) {
+  if (c->pmu != HUGIFY_FEATURE_YES) return;
+  const struct config *plain = c->configs[0];
+  int other = v->chosen >= 0 ? v->chosen : v->best;
+  fprintf(out, "\nCounters (user space, summed over the runs):\n");
+  const struct config *shown[2] = {plain, other > 0 ? c->configs[other] : NULL};
+  for (int k = 0; k < 2; k++) {
+    if (!shown[k] || shown[k]->counter_runs == 0) continue;
+    struct hugify_tlb_rates rates;
+    hugify_counters_rates(&shown[k]->counters, &rates);
+    fprintf(out, "  %-10s dTLB load misses %5.2f %%, dTLB store misses %5.2f %%, iTLB misses %5.2f %%, "
+                 "%.2f dTLB misses / 1000 instructions\n",
+            shown[k]->kind->name, 100.0 * rates.dtlb_load_miss_rate, 100.0 * rates.dtlb_store_miss_rate,
+            100.0 * rates.itlb_miss_rate, rates.dtlb_misses_per_kilo_instructions);
+  }
+  struct hugify_tlb_rates rates;
+  hugify_counters_rates(&plain->counters, &rates);
+  double working_set = stats_median(plain->max_rss, plain->runs);
+  char size[32];
+  format_bytes((uint64_t)working_set, size, sizeof size);
+  switch (hugify_tlb_rule_of_thumb(&rates, (uint64_t)working_set)) {
+  case 1:
+    fprintf(out, "  Rule of thumb: dTLB load miss rate %.1f %% > 5 %% and working set %s > 8 MiB: huge pages "
+                 "should help.\n", 100.0 * rates.dtlb_load_miss_rate, size);
+    break;
+  case 0:
+    fprintf(out, "  Rule of thumb: dTLB load miss rate %.1f %%, working set %s: huge pages should not help much "
+                 "(they help above ~5-10 %% and a few MiB).\n", 100.0 * rates.dtlb_load_miss_rate, size);
+    break;
+  default:
+    fprintf(out, "  Rule of thumb: no dTLB miss rate (this CPU does not count dTLB loads).\n");
+  }
+  if (c->pmu_reason[0]) fprintf(out, "  Not counted: %s\n", c->pmu_reason);
+}
+
+static void print_human(const struct check *c, const struct verdict *v, FILE *out) {
+  char line[4096];
+  struct config plain_only = {.kind = &config_kinds[CONFIG_PLAIN], .id = CONFIG_PLAIN};
+  command_line(c, &plain_only, line, sizeof line);
+  fprintf(out, "hugify check: %s%s\n", line, c->bundled ? "  (the bundled TLB-bound workload)" : "");
+  fprintf(out, "CMD output: %s\n", c->log_path);
+  if (c->pmu == HUGIFY_FEATURE_NO) fprintf(out, "no PMU: counters not supported, relying on timing\n");
+  for (int id = 0; id < CONFIG_COUNT; id++)
+    if (c->skipped[id][0]) fprintf(out, "skipped %s: %s\n", config_kinds[id].name, c->skipped[id]);
+  const char *why = strcmp(c->stopped, "converged") == 0 ? "every 95 % interval within +-2 %"
+                    : strcmp(c->stopped, "budget") == 0  ? "time budget spent (intervals wider than +-2 %)"
+                    : strcmp(c->stopped, "runs") == 0    ? "the rounds asked for"
+                                                         : "round limit";
+  fprintf(out, "%zu rounds of %d configurations, interleaved, after %zu warm-up round%s: %.1f s; stopped: %s\n\n",
+          c->rounds, c->config_count, c->warmup, c->warmup == 1 ? "" : "s", c->elapsed, why);
+
+  const char *metric = c->metric_wall ? "wall" : "cpu", *other = c->metric_wall ? "cpu" : "wall";
+  char metric_header[32], other_header[32];
+  snprintf(metric_header, sizeof metric_header, "%s vs plain", metric);
+  snprintf(other_header, sizeof other_header, "%s vs plain", other);
+  const char *const headers[] = {"config", "wall", "cpu", metric_header, "95 % CI", other_header, "max RSS",
+                                 "minor faults", "data huge", "text huge"};
+  static const bool right[] = {false, true, true, true, true, true, true, true, true, true};
+  struct table t;
+  table_init(&t, 10, headers, right);
+  for (int i = 0; i < c->config_count; i++) {
+    const struct config *config = c->configs[i];
+    char wall[32], cpu[32], ratio[32] = "1.00x", ci[48] = "", other_ratio[32] = "1.00x", rss[32], faults[32],
+        data[16] = "-", text[16] = "-";
+    snprintf(wall, sizeof wall, "%.3f s", stats_median(config->wall, config->runs));
+    snprintf(cpu, sizeof cpu, "%.3f s", stats_median(config->cpu, config->runs));
+    if (i > 0 && config->ratio_rc == 0) {
+      snprintf(ratio, sizeof ratio, "%.2fx", config->ratio.estimate);
+      format_interval(&config->ratio, ci, sizeof ci);
+    }
+    const struct stats_interval *second = c->metric_wall ? &config->cpu_ratio : &config->wall_ratio;
+    if (i > 0 && (c->metric_wall ? config->cpu_ratio_rc : config->wall_ratio_rc) == 0)
+      snprintf(other_ratio, sizeof other_ratio, "%.2fx", second->estimate);
+    format_bytes((uint64_t)stats_median(config->max_rss, config->runs), rss, sizeof rss);
+    snprintf(faults, sizeof faults, "%.0f", stats_median(config->minor_faults, config->runs));
+    if (config->coverage.present) {
+      /* Data: the heap and the other anonymous memory (glibc serves big blocks with mmap: "anon"). */
+      format_fraction(config->coverage.heap_huge + config->coverage.anon_huge,
+                      config->coverage.heap_resident + config->coverage.anon_resident, data, sizeof data);
+      format_fraction(config->coverage.text_huge, config->coverage.text_resident, text, sizeof text);
+    }
+    table_row(&t, config->kind->name, wall, cpu, ratio, ci, other_ratio, rss, faults, data, text);
+  }
+  table_print(&t, out, "  ");
+  table_free(&t);
+
+  if (v->heap >= 0 && v->heap_text >= 0 && v->code_rc == 0) {
+    const struct stats_interval *data = &c->configs[v->heap]->ratio;
+    fprintf(out, "\nCode vs data: the heap (data) gave %.2fx [%.2f, %.2f], %s; the text remap (code) on top of it "
+                 "%.2fx [%.2f, %.2f], %s.\n",
+            data->estimate, data->low, data->high, judgement(data), v->code.estimate, v->code.low, v->code.high,
+            judgement(&v->code));
+  }
+  if (v->text >= 0 && c->configs[v->text]->ratio_rc == 0) {
+    const struct stats_interval *code = &c->configs[v->text]->ratio;
+    fprintf(out, "Code alone (text): %.2fx [%.2f, %.2f], %s.\n", code->estimate, code->low, code->high,
+            judgement(code));
+  }
+  print_counters(c, v, out);
+
+  if (v->chosen >= 0) {
+    const struct config *chosen = c->configs[v->chosen];
+    command_line(c, chosen, line, sizeof line);
+    fprintf(out, "\nVerdict: %s (%s) - %.2fx faster than plain in %s time (95 %% CI %.2f-%.2f; %s time %.2fx). "
+                 "Run it with:\n  %s\n",
+            chosen->kind->name, chosen->kind->what, chosen->ratio.estimate, metric, chosen->ratio.low,
+            chosen->ratio.high, other, c->metric_wall ? chosen->cpu_ratio.estimate : chosen->wall_ratio.estimate, line);
+  } else if (v->best > 0) {
+    const struct config *best = c->configs[v->best];
+    fprintf(out, "\nVerdict: no measurable gain - nothing beat plain beyond noise by %.0f %% or more "
+                 "in %s time (best: %s %.2fx, 95 %% CI %.2f-%.2f). Huge pages are not worth it "
+                 "for this command.\n",
+            100.0 * CHECK_MIN_GAIN, metric, best->kind->name, best->ratio.estimate, best->ratio.low, best->ratio.high);
+  }
+}
+
+static void json_interval(struct json *j, const char *key, int rc, const struct stats_interval *s) {
+  if (rc != 0) {
+    json_null(j, key);
+    return;
+  }
+  json_object(j, key);
+  json_double(j, "estimate", s->estimate);
+  json_double(j, "low", s->low);
+  json_double(j, "high", s->high);
+  json_double(j, "coverage", s->coverage);
+  json_string(j, "judgement", judgement(s));
+  json_close(j);
+}
+
+static void json_rates(struct json *j, const char *key, const struct config *config) {
+  if (config->counter_runs == 0) {
+    json_null(j, key);
+    return;
+  }
+  json_object(j, key);
+  json_u64(j, "runs", config->counter_runs);
+  json_object(j, "totals");
+  for (unsigned i = 0; i < HUGIFY_COUNTER_COUNT; i++) {
+    if (config->counters.present & (1u << i)) json_u64(j, hugify_counter_name(i), config->counters.value[i]);
+    else json_null(j, hugify_counter_name(i));
+  }
+  json_close(j);
+  struct hugify_tlb_rates rates;
+  hugify_counters_rates(&config->counters, &rates);
+  json_double(j, "dtlb_load_miss_rate", rates.dtlb_load_miss_rate);
+  json_double(j, "dtlb_store_miss_rate", rates.dtlb_store_miss_rate);
+  json_double(j, "itlb_miss_rate", rates.itlb_miss_rate);
+  json_double(j, "dtlb_misses_per_kilo_instructions", rates.dtlb_misses_per_kilo_instructions);
+  json_double(j, "itlb_misses_per_kilo_instructions", rates.itlb_misses_per_kilo_instructions);
+  json_double(j, "instructions_per_cycle", rates.instructions_per_cycle);
+  json_close(j);
+}
+
+static void json_series(struct json *j, const char *key, const double *values, size_t n) {
+  json_array(j, key);
+  for (size_t i = 0; i < n; i++) json_double(j, NULL, values[i]);
+  json_close(j);
+}
+
+static void print_json(const struct check *c, const struct verdict *v, FILE *out) {
+  struct json j;
+  char line[4096];
+  json_begin(&j, out);
+  json_string(&j, "schema", "hugify-check/1");
+  json_array(&j, "command");
+  for (char **a = c->command; *a; a++) json_string(&j, NULL, *a);
+  json_close(&j);
+  json_bool(&j, "bundled_workload", c->bundled);
+  json_string(&j, "log", c->log_path);
+  json_string(&j, "method", "per-round paired ratio plain/config, median, sign-test interval");
+  json_string(&j, "metric", c->metric_wall ? "wall" : "cpu");
+  json_double(&j, "confidence", CHECK_CONFIDENCE);
+  json_double(&j, "precision", CHECK_PRECISION);
+  json_double(&j, "min_gain", CHECK_MIN_GAIN);
+  json_u64(&j, "warmup_rounds", c->warmup);
+  json_u64(&j, "rounds", c->rounds);
+  if (c->fixed_runs) json_null(&j, "budget_seconds");
+  else json_double(&j, "budget_seconds", c->budget);
+  json_double(&j, "seconds", c->elapsed);
+  json_string(&j, "stopped", c->failure.failed ? "failed" : c->stopped);
+
+  json_object(&j, "counters");
+  json_bool(&j, "available", c->pmu == HUGIFY_FEATURE_YES);
+  json_string(&j, "reason", c->pmu_reason[0] ? c->pmu_reason : NULL);
+  json_close(&j);
+
+  json_array(&j, "configs");
+  for (int i = 0; i < c->config_count; i++) {
+    const struct config *config = c->configs[i];
+    json_object(&j, NULL);
+    json_string(&j, "name", config->kind->name);
+    command_line(c, config, line, sizeof line);
+    json_string(&j, "command_line", line);
+    json_u64(&j, "runs", config->runs);
+    json_double(&j, "wall_seconds", stats_median(config->wall, config->runs));
+    json_double(&j, "cpu_seconds", stats_median(config->cpu, config->runs));
+    if (i == 0) {
+      json_null(&j, "ratio");
+      json_null(&j, "wall_ratio");
+      json_null(&j, "cpu_ratio");
+    } else {
+      json_interval(&j, "ratio", config->ratio_rc, &config->ratio);
+      json_interval(&j, "wall_ratio", config->wall_ratio_rc, &config->wall_ratio);
+      json_interval(&j, "cpu_ratio", config->cpu_ratio_rc, &config->cpu_ratio);
+    }
+    json_u64(&j, "max_rss_bytes", (uint64_t)stats_median(config->max_rss, config->runs));
+    json_u64(&j, "minor_faults", (uint64_t)stats_median(config->minor_faults, config->runs));
+    if (config->coverage.present) {
+      json_object(&j, "coverage");
+      json_u64(&j, "reports", config->reports);
+      json_u64(&j, "heap_resident_bytes", (uint64_t)config->coverage.heap_resident);
+      json_u64(&j, "heap_huge_bytes", (uint64_t)config->coverage.heap_huge);
+      json_u64(&j, "anon_resident_bytes", (uint64_t)config->coverage.anon_resident);
+      json_u64(&j, "anon_huge_bytes", (uint64_t)config->coverage.anon_huge);
+      json_u64(&j, "text_resident_bytes", (uint64_t)config->coverage.text_resident);
+      json_u64(&j, "text_huge_bytes", (uint64_t)config->coverage.text_huge);
+      json_double(&j, "hugify_seconds", config->coverage.hugify_seconds);
+      json_close(&j);
+    } else {
+      json_null(&j, "coverage");
+    }
+    json_rates(&j, "counters", config);
+    json_series(&j, "wall_seconds_per_round", config->wall, config->runs);
+    json_series(&j, "cpu_seconds_per_round", config->cpu, config->runs);
+    json_close(&j);
+  }
+  json_close(&j);
+
+  json_array(&j, "skipped");
+  for (int id = 0; id < CONFIG_COUNT; id++) {
+    if (!c->skipped[id][0]) continue;
+    json_object(&j, NULL);
+    json_string(&j, "name", config_kinds[id].name);
+    json_string(&j, "reason", c->skipped[id]);
+    json_close(&j);
+  }
+  json_close(&j);
+
+  if (v && v->heap >= 0 && v->heap_text >= 0) {
+    json_object(&j, "code_vs_data");
+    json_interval(&j, "data", c->configs[v->heap]->ratio_rc, &c->configs[v->heap]->ratio);
+    json_interval(&j, "code", v->code_rc, &v->code);
+    json_close(&j);
+  } else {
+    json_null(&j, "code_vs_data");
+  }
+
+  json_object(&j, "verdict");
+  if (c->failure.failed) {
+    json_string(&j, "outcome", "command failed");
+    json_null(&j, "config");
+  } else if (v && v->chosen >= 0) {
+    const struct config *chosen = c->configs[v->chosen];
+    json_string(&j, "outcome", "gain");
+    json_string(&j, "config", chosen->kind->name);
+    json_double(&j, "ratio", chosen->ratio.estimate);
+    json_double(&j, "low", chosen->ratio.low);
+    json_double(&j, "high", chosen->ratio.high);
+    command_line(c, chosen, line, sizeof line);
+    json_string(&j, "command_line", line);
+  } else {
+    json_string(&j, "outcome", "no measurable gain");
+    json_null(&j, "config");
+  }
+  json_close(&j);
+
+  if (c->failure.failed) {
+    json_object(&j, "failure");
+    json_string(&j, "config", config_kinds[c->failure.config].name);
+    json_u64(&j, "round", (uint64_t)c->failure.round);
+    json_bool(&j, "warmup", c->failure.warmup);
+    json_i64(&j, "exit_status", c->failure.status);
+    if (c->failure.signal) json_i64(&j, "signal", c->failure.signal);
+    else json_null(&j, "signal");
+    json_string(&j, "output", c->failure.output ? c->failure.output : "");
+    json_close(&j);
+  } else {
+    json_null(&j, "failure");
+  }
+  json_end(&j);
+}
+
+/* ---- setting up ------------------------------------------------------------------------------------ */
+
+static bool find_bundled_workload(const char *self, char *out, size_t cap) {
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s", self);
+  char *slash = strrchr(dir, '/');
+  if (!slash) return false;
+  *slash = '\0';
+  const char *candidates[] = {"hugify-workload", HUGIFY_WORKLOAD_RELATIVE};
+  for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
+    char path[2 * PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, candidates[i]);
+    char resolved[PATH_MAX];
+    if (access(path, X_OK) == 0 && realpath(path, resolved)) {
+      snprintf(out, cap, "%s", resolved);
+      return true;
+    }
+  }
+  return false;
+}
+
+/* "hugify" when that word on PATH is this very program, else our full path. */
+static void hugify_word(const char *self, char *out, size_t cap) {
+  snprintf(out, cap, "%s", self);
+  const char *path = getenv("PATH");
+  while (path && *path) {
+    const char *colon = strchr(path, ':');
+    size_t len = colon ? (size_t)(colon - path) : strlen(path);
+    char candidate[PATH_MAX + 16], resolved[PATH_MAX];
+    if (len > 0 && len < PATH_MAX) {
+      snprintf(candidate, sizeof candidate, "%.*s/hugify", (int)len, path);
+      if (realpath(candidate, resolved) && strcmp(resolved, self) == 0) {
+        snprintf(out, cap, "hugify");
+        return;
+      }
+    }
+    path = colon ? colon + 1 : NULL;
+  }
+}
+
+static bool hugetlb_pool_has_free_pages(char *reason, size_t cap) {
+  struct hugify_system sys;
+  hugify_probe(&sys);
+  for (unsigned i = 0; i < sys.hugetlb_size_count; i++) {
+    const struct hugify_hugetlb_size *h = &sys.hugetlb[i];
+    if (h->page_size != (UINT64_C(2) << 20)) continue;
+    uint64_t available = h->free > h->reserved ? h->free - h->reserved : 0;
+    if (available > 0) return true;
+    snprintf(reason, cap, "the 2 MiB hugetlb pool has no free pages ('hugify pool' reserves some)");
+    return false;
+  }
+  snprintf(reason, cap, "this kernel has no 2 MiB hugetlb pages");
+  return false;
+}
+
+static int parse_configs(const char *list, bool *wanted) {
+  char copy[256];
+  if (strlen(list) >= sizeof copy) return usage_error("check", "--configs: the list is too long");
+  snprintf(copy, sizeof copy, "%s", list);
+  bool any = false;
+  for (char *save = NULL, *name = strtok_r(copy, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+    int id = -1;
+    for (int k = 0; k < CONFIG_COUNT; k++)
+      if (strcmp(name, config_kinds[k].name) == 0) id = k;
+    if (id < 0)
+      return usage_error("check", "--configs: unknown configuration '%s' (heap, heap+text, text, hugetlb, "
+                                  "mimalloc, jemalloc)", name);
+    if (id != CONFIG_PLAIN) {
+      wanted[id] = true;
+      any = true;
+    }
+  }
+  if (!any) return usage_error("check", "--configs: name at least one configuration besides plain");
+  return EXIT_DONE;
+}
+
+static bool parse_count(const char *text, size_t *value) {
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(text, &end, 10);
+  if (errno || end == text || *end || text[0] == '-') return false;
+  *value = (size_t)v;
+  return true;
+}
+
+static void remove_scratch(const struct check *c) {
+  DIR *dir = opendir(c->dir);
+  if (!dir) return;
+  struct dirent *entry;
+  while ((entry = readdir(dir))) {
+    if (strcmp(entry->d_name, "report.json") == 0 || strncmp(entry->d_name, "report.json.", 12) == 0 ||
+        strncmp(entry->d_name, "preflight", 9) == 0) {
+      char path[PATH_MAX + 300];
+      snprintf(path, sizeof path, "%s/%s", c->dir, entry->d_name);
+      unlink(path);
+    }
+  }
+  closedir(dir);
+}
+
+static int setup_scratch(struct check *c) {
+  const char *tmp = getenv("TMPDIR");
+  if (!tmp || !*tmp) tmp = "/tmp";
+  snprintf(c->dir, sizeof c->dir, "%s/hugify-check-XXXXXX", tmp);
+  if (!mkdtemp(c->dir)) return fail(EXIT_SHORT, "check", "cannot create a directory in %s: %s", tmp, strerror(errno));
+  snprintf(c->log_path, sizeof c->log_path, "%s/output.log", c->dir);
+  snprintf(c->report_path, sizeof c->report_path, "%s/report.json", c->dir);
+  c->log_fd = open(c->log_path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (c->log_fd < 0) return fail(EXIT_SHORT, "check", "cannot create %s: %s", c->log_path, strerror(errno));
+  return EXIT_DONE;
+}
+
+static void free_check(struct check *c) {
+  for (int i = 0; i < c->config_count; i++) free(c->configs[i]);
+  free(c->failure.output);
+  if (c->log_fd >= 0) close(c->log_fd);
+}
+
+static int finish(struct check *c, FILE *json_out, int status) {
+  if (status == EXIT_SHORT && c->failure.failed) {
+    const struct failure *f = &c->failure;
+    if (f->warmup) fprintf(stderr, "hugify check: CMD failed in the warm-up round (%s): ", config_kinds[f->config].name);
+    else fprintf(stderr, "hugify check: CMD failed in round %d (%s): ", f->round, config_kinds[f->config].name);
+    if (f->signal) fprintf(stderr, "killed by signal %d (%s)", f->signal, strsignal(f->signal));
+    else if (f->status < 0) fprintf(stderr, "it could not be started");
+    else fprintf(stderr, "exit status %d", f->status);
+    fprintf(stderr, ". Its output (all of it in %s):\n", c->log_path);
+    const char *text = f->output ? f->output : "";
+    fputs(text, stderr);
+    if (*text && text[strlen(text) - 1] != '\n') fputc('\n', stderr);
+  }
+  if (json_out) {
+    struct verdict v;
+    if (!c->failure.failed) decide(c, &v);
+    print_json(c, c->failure.failed ? NULL : &v, json_out);
+    if (json_out != stdout) fclose(json_out);
+  }
+  remove_scratch(c);
+  free_check(c);
+  free(c);
+  return status;
+}
 
 int cmd_check(int argc, char **argv) {
-  (void)argc;
-  (void)argv;
-  return fail(EXIT_PRIVILEGE, "check", "not available in this build yet");
+  struct check *c = calloc(1, sizeof *c);
+  if (!c) return fail(EXIT_SHORT, "check", "out of memory");
+  c->log_fd = -1;
+  c->budget = CHECK_DEFAULT_BUDGET;
+  c->warmup = 1;
+  c->pmu = HUGIFY_FEATURE_UNKNOWN;
+  bool wanted[CONFIG_COUNT] = {false}, explicit_configs = false, budget_given = false;
+  const char *json_path = NULL, *size = NULL;
+  int status = EXIT_DONE, i = 1;
+  for (; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--") == 0) {
+      i++;
+      break;
+    }
+    if (a[0] != '-') break;
+    const char *value = i + 1 < argc ? argv[i + 1] : NULL;
+    bool takes_value = strcmp(a, "--configs") == 0 || strcmp(a, "--runs") == 0 || strcmp(a, "--budget") == 0 ||
+                       strcmp(a, "--warmup") == 0 || strcmp(a, "--json") == 0 || strcmp(a, "--size") == 0 ||
+                       strcmp(a, "--metric") == 0;
+    if (!takes_value) {
+      status = usage_error("check", "unknown option '%s'", a);
+      goto out;
+    }
+    if (!value) {
+      status = usage_error("check", "%s needs a value", a);
+      goto out;
+    }
+    i++;
+    if (strcmp(a, "--configs") == 0) {
+      if ((status = parse_configs(value, wanted)) != EXIT_DONE) goto out;
+      explicit_configs = true;
+    } else if (strcmp(a, "--runs") == 0) {
+      size_t min = stats_min_samples(CHECK_CONFIDENCE);
+      if (!parse_count(value, &c->runs) || c->runs < min || c->runs > CHECK_MAX_ROUNDS) {
+        status = usage_error("check", "--runs '%s': expected %zu to %d (%zu is the fewest rounds for a 95 %% "
+                                      "interval)", value, min, CHECK_MAX_ROUNDS, min);
+        goto out;
+      }
+      c->fixed_runs = true;
+    } else if (strcmp(a, "--budget") == 0) {
+      char *end;
+      c->budget = strtod(value, &end);
+      if (end == value || *end || !(c->budget > 0) || c->budget > 86400 * 7) {
+        status = usage_error("check", "--budget '%s': expected seconds, e.g. 60", value);
+        goto out;
+      }
+      budget_given = true;
+    } else if (strcmp(a, "--warmup") == 0) {
+      if (!parse_count(value, &c->warmup) || c->warmup > 100) {
+        status = usage_error("check", "--warmup '%s': expected 0 to 100", value);
+        goto out;
+      }
+    } else if (strcmp(a, "--json") == 0) {
+      json_path = value;
+    } else if (strcmp(a, "--metric") == 0) {
+      if (strcmp(value, "wall") != 0 && strcmp(value, "cpu") != 0) {
+        status = usage_error("check", "--metric '%s': expected cpu or wall", value);
+        goto out;
+      }
+      c->metric_wall = strcmp(value, "wall") == 0;
+    } else {
+      uint64_t bytes;
+      if (!parse_size(value, &bytes) || bytes < 4096) {
+        status = usage_error("check", "--size '%s': expected a size of at least 4K, e.g. 64M", value);
+        goto out;
+      }
+      size = value;
+    }
+  }
+  if (c->fixed_runs && budget_given) {
+    status = usage_error("check", "--runs and --budget exclude each other");
+    goto out;
+  }
+
+  ssize_t n = readlink("/proc/self/exe", c->self, sizeof c->self - 1);
+  if (n <= 0) {
+    status = fail(EXIT_SHORT, "check", "cannot find my own executable: %s", strerror(errno));
+    goto out;
+  }
+  c->self[n] = '\0';
+  hugify_word(c->self, c->hugify_word, sizeof c->hugify_word);
+
+  if (i < argc) {
+    if (size) {
+      status = usage_error("check", "--size is for the bundled workload: give it to your command instead");
+      goto out;
+    }
+    c->command = argv + i;
+  } else {
+    if (!find_bundled_workload(c->self, c->bundled_path, sizeof c->bundled_path)) {
+      status = fail(EXIT_PRIVILEGE, "check",
+                    "the bundled workload hugify-workload is not installed next to %s (nor at %s relative to it): "
+                    "reinstall hugify, or give a command: hugify check -- CMD", c->self, HUGIFY_WORKLOAD_RELATIVE);
+      goto out;
+    }
+    int k = 0;
+    c->bundled_argv[k++] = c->bundled_path;
+    if (size) {
+      snprintf(c->bundled_size, sizeof c->bundled_size, "%s", size);
+      c->bundled_argv[k++] = "--size";
+      c->bundled_argv[k++] = c->bundled_size;
+    }
+    c->bundled_argv[k] = NULL;
+    c->command = c->bundled_argv;
+    c->bundled = true;
+  }
+
+  FILE *json_out = NULL;
+  if (json_path) {
+    c->json_stdout = strcmp(json_path, "-") == 0;
+    json_out = c->json_stdout ? stdout : fopen(json_path, "we");
+    if (!json_out) {
+      status = fail(EXIT_USAGE, "check", "cannot write --json %s: %s", json_path, strerror(errno));
+      goto out;
+    }
+  }
+  double started = now_seconds();
+  if ((status = setup_scratch(c)) != EXIT_DONE) {
+    if (json_out && json_out != stdout) fclose(json_out);
+    goto out;
+  }
+
+  /* The configurations: plain, then the ones asked for (or the default set) that work here. */
+  c->configs[c->config_count] = calloc(1, sizeof(struct config));
+  if (!c->configs[c->config_count]) {
+    status = fail(EXIT_SHORT, "check", "out of memory");
+    return finish(c, json_out, status);
+  }
+  c->configs[c->config_count]->kind = &config_kinds[CONFIG_PLAIN];
+  c->configs[c->config_count++]->id = CONFIG_PLAIN;
+  if (!explicit_configs) {
+    wanted[CONFIG_HEAP] = wanted[CONFIG_HEAP_TEXT] = wanted[CONFIG_MIMALLOC] = wanted[CONFIG_JEMALLOC] = true;
+    wanted[CONFIG_HUGETLB] = hugetlb_pool_has_free_pages(c->skipped[CONFIG_HUGETLB], HUGIFY_REASON_MAX);
+  }
+  progress(false, "check: trying the configurations");
+  for (int id = 1; id < CONFIG_COUNT; id++) {
+    if (!wanted[id]) continue;
+    struct config *config = calloc(1, sizeof *config);
+    if (!config) {
+      status = fail(EXIT_SHORT, "check", "out of memory");
+      return finish(c, json_out, status);
+    }
+    config->kind = &config_kinds[id];
+    config->id = (enum config_id)id;
+    preflight(c, config, c->skipped[id], HUGIFY_REASON_MAX);
+    if (c->skipped[id][0]) {
+      free(config);
+      if (explicit_configs) {
+        progress(true, " ");
+        status = fail(EXIT_PRIVILEGE, "check", "%s: %s", config_kinds[id].name, c->skipped[id]);
+        return finish(c, json_out, status);
+      }
+      continue;
+    }
+    c->configs[c->config_count++] = config;
+  }
+  if (c->config_count < 2) {
+    progress(true, " ");
+    fprintf(stderr, "hugify check: nothing to compare plain with: no configuration of `hugify run` works here:\n");
+    for (int id = 1; id < CONFIG_COUNT; id++)
+      if (c->skipped[id][0]) fprintf(stderr, "  %s: %s\n", config_kinds[id].name, c->skipped[id]);
+    return finish(c, json_out, EXIT_PRIVILEGE);
+  }
+
+  if (measure(c, started) != 0) {
+    progress(true, " ");
+    c->elapsed = now_seconds() - started;
+    return finish(c, json_out, EXIT_SHORT);
+  }
+  c->elapsed = now_seconds() - started;
+  struct verdict v;
+  decide(c, &v);
+  if (!c->json_stdout) print_human(c, &v, stdout);
+  return finish(c, json_out, EXIT_DONE);
+
+out:
+  free_check(c);
+  free(c);
+  return status;
 }

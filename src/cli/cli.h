@@ -80,4 +80,10 @@ void table_row(struct table *t, ...); /* exactly `columns` const char * values *
 void table_print(struct table *t, FILE *out, const char *indent);
 void table_free(struct table *t);
 
+/* ---- output.c: small formatting shared by commands ---- */
+/* "12.5%" (one decimal) of part over whole; "-" when whole is 0. */
+void format_percent(uint64_t part, uint64_t whole, char *out, size_t cap);
+/* An address or other 64-bit value as a JSON string "0x7f12..." (JSON numbers are doubles: 53 bits). */
+void json_hex(struct json *j, const char *key, uint64_t value);
+
 #endif

@@ -1,13 +1,230 @@
-/* collapse.c - hugify collapse (not built yet: see the open issue). */
+/* collapse.c - hugify collapse: put a running process's anonymous memory on huge pages now
+ * (hugify_collapse: process_madvise + MADV_COLLAPSE in bounded chunks). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cli.h"
+#include "hugify.h"
+#include "procfs.h"
+#include "units.h"
 
 const char usage_collapse[] =
-    "usage: hugify collapse [--json]\n"
+    "usage: hugify collapse PID [--min-size SIZE] [--chunk SIZE] [--dry-run] [--json]\n"
     "\n"
-    "Not available in this build yet.\n";
+    "Put the existing anonymous memory of a running process on transparent huge pages now, without\n"
+    "restarting it: process_madvise(pidfd, ranges, MADV_COLLAPSE) over its eligible mappings (private\n"
+    "anonymous, writable, at least one 2 MiB-aligned 2 MiB window, not MADV_NOHUGEPAGE, not hugetlb).\n"
+    "Windows already huge, or with more empty pages than khugepaged/max_ptes_none allows, are left alone.\n"
+    "The work goes to the kernel in chunks (64 MiB by default), so the process is never held up for long.\n"
+    "Prints coverage before and after per mapping and in total, the time taken, and every range the kernel\n"
+    "refused with its reason. Works in THP mode 'madvise' and 'never' too (MADV_COLLAPSE ignores the mode).\n"
+    "\n"
+    "Options:\n"
+    "  --min-size SIZE  only mappings with at least SIZE in aligned 2 MiB windows (default 2M)\n"
+    "  --chunk SIZE     at most SIZE per kernel call (default 64M; smaller = shorter stalls, more calls)\n"
+    "  --dry-run        show what would be collapsed; change nothing\n"
+    "  --json           machine-readable output (schema: docs/collapse.md)\n"
+    "\n"
+    "Needs: Linux 6.1+ (MADV_COLLAPSE), ptrace read access to the process (its user, or root) and\n"
+    "CAP_SYS_NICE (root, or: setcap cap_sys_nice,cap_sys_ptrace+ep $(command -v hugify)).\n"
+    "\n"
+    "Examples:\n"
+    "  hugify collapse 1234                   collapse everything eligible in process 1234\n"
+    "  hugify collapse 1234 --dry-run         what would be collapsed, and current coverage\n"
+    "  hugify collapse 1234 --min-size 64M    only big mappings\n"
+    "  hugify inspect 1234                    see coverage, and why memory is not huge, before and after\n"
+    "\n"
+    "Exit status: 0 done; 1 some ranges failed, the process exited mid-way, or no such process; 2 bad usage;\n"
+    "3 not permitted, or the kernel lacks MADV_COLLAPSE / process_madvise.\n";
+
+static void show_progress(void *context, uint64_t done, uint64_t total) {
+  (void)context;
+  char a[32], b[32];
+  format_bytes(done, a, sizeof a);
+  format_bytes(total, b, sizeof b);
+  progress(done >= total, "collapsing: %s of %s", a, b);
+}
+
+static void coverage(const char *label, uint64_t huge, uint64_t resident) {
+  char h[32], r[32], p[32];
+  format_bytes(huge, h, sizeof h);
+  format_bytes(resident, r, sizeof r);
+  format_percent(huge, resident, p, sizeof p);
+  printf("  %-7s %s on huge pages of %s resident (%s)\n", label, h, r, p);
+}
+
+static void print_text(const struct hugify_collapse_report *r) {
+  char attempted[32], eligible[32], seconds_per_gib[32];
+  format_bytes(r->attempted, attempted, sizeof attempted);
+  format_bytes(r->eligible, eligible, sizeof eligible);
+  if (r->attempted) snprintf(seconds_per_gib, sizeof seconds_per_gib, ", %.2f s/GiB",
+                             r->seconds / ((double)r->attempted / (double)(UINT64_C(1) << 30)));
+  else seconds_per_gib[0] = '\0';
+  if (r->dry_run)
+    printf("process %d (%s): dry run: would collapse %s of %s in aligned windows, in chunks of %llu MiB\n",
+           (int)r->pid, r->command, attempted, eligible, (unsigned long long)(r->chunk_size >> 20));
+  else {
+    char failed[32];
+    format_bytes(r->failed, failed, sizeof failed);
+    printf("process %d (%s): tried %s of %s in aligned windows, %s failed; %.3f s%s (CPU %.3f s), %u calls, "
+           "longest %.3f s\n",
+           (int)r->pid, r->command, attempted, eligible, failed, r->seconds, seconds_per_gib, r->cpu_seconds,
+           r->calls, r->longest_call);
+  }
+  coverage("before:", r->huge_before, r->resident_before);
+  if (!r->dry_run && !r->exited) coverage("after:", r->huge_after, r->resident_after);
+  if (r->mapping_count == 0) printf("  nothing eligible (private anonymous, writable, >= one aligned 2 MiB window)\n");
+
+  if (r->mapping_count) {
+    static const char *const headers[] = {"mapping", "eligible", "tried", "empty", "failed", "before", "after", "path"};
+    static const bool right[] = {false, true, true, true, true, true, true, false};
+    struct table t;
+    table_init(&t, 8, headers, right);
+    for (size_t i = 0; i < r->mapping_count; i++) {
+      const struct hugify_collapse_mapping *m = &r->mappings[i];
+      char range[48], e[32], a[32], s[32], f[32], before[32], after[32];
+      snprintf(range, sizeof range, "%llx-%llx", (unsigned long long)m->start, (unsigned long long)m->end);
+      format_bytes(m->eligible, e, sizeof e);
+      format_bytes(m->attempted, a, sizeof a);
+      format_bytes(m->skipped_empty, s, sizeof s);
+      format_bytes(m->failed, f, sizeof f);
+      format_percent(m->huge_before, m->resident_before, before, sizeof before);
+      if (r->dry_run || r->exited) snprintf(after, sizeof after, "-");
+      else format_percent(m->huge_after, m->resident_after, after, sizeof after);
+      table_row(&t, range, e, a, s, f, before, after, m->path[0] ? m->path : "[anon]");
+    }
+    putchar('\n');
+    table_print(&t, stdout, "  ");
+    table_free(&t);
+    printf("  (before/after: share of the mapping's resident memory on huge pages, from smaps)\n");
+  }
+  if (r->failure_count) {
+    printf("\n  failed ranges:\n");
+    for (size_t i = 0; i < r->failure_count; i++) {
+      const struct hugify_collapse_failure *f = &r->failures[i];
+      char size[32];
+      format_bytes(f->end - f->start, size, sizeof size);
+      printf("    %llx-%llx (%s) %s\n", (unsigned long long)f->start, (unsigned long long)f->end, size, f->reason);
+    }
+  }
+  if (r->reason[0]) printf("  note: %s\n", r->reason);
+}
+
+static void json_coverage(struct json *j, const char *key, uint64_t huge, uint64_t resident) {
+  if (resident) json_double(j, key, (double)huge / (double)resident);
+  else json_null(j, key);
+}
+
+static void print_json(const struct hugify_collapse_report *r) {
+  struct json j;
+  json_begin(&j, stdout);
+  json_i64(&j, "pid", r->pid);
+  json_string(&j, "command", r->command);
+  json_bool(&j, "dry_run", r->dry_run);
+  json_bool(&j, "exited", r->exited);
+  if (r->thp_disabled < 0) json_null(&j, "thp_disabled");
+  else json_bool(&j, "thp_disabled", r->thp_disabled == 1);
+  json_double(&j, "seconds", r->seconds);
+  json_double(&j, "cpu_seconds", r->cpu_seconds);
+  json_double(&j, "longest_call_seconds", r->longest_call);
+  json_u64(&j, "calls", r->calls);
+  json_u64(&j, "chunk_bytes", r->chunk_size);
+  json_object(&j, "total");
+  json_u64(&j, "eligible", r->eligible);
+  json_u64(&j, "attempted", r->attempted);
+  json_u64(&j, "skipped_empty", r->skipped_empty);
+  json_u64(&j, "failed", r->failed);
+  json_u64(&j, "resident_before", r->resident_before);
+  json_u64(&j, "huge_before", r->huge_before);
+  json_u64(&j, "resident_after", r->resident_after);
+  json_u64(&j, "huge_after", r->huge_after);
+  json_coverage(&j, "coverage_before", r->huge_before, r->resident_before);
+  if (r->dry_run || r->exited) json_null(&j, "coverage_after");
+  else json_coverage(&j, "coverage_after", r->huge_after, r->resident_after);
+  json_close(&j);
+  json_array(&j, "mappings");
+  for (size_t i = 0; i < r->mapping_count; i++) {
+    const struct hugify_collapse_mapping *m = &r->mappings[i];
+    json_object(&j, NULL);
+    json_hex(&j, "start", m->start);
+    json_hex(&j, "end", m->end);
+    json_string(&j, "path", m->path);
+    json_u64(&j, "eligible", m->eligible);
+    json_u64(&j, "attempted", m->attempted);
+    json_u64(&j, "skipped_empty", m->skipped_empty);
+    json_u64(&j, "failed", m->failed);
+    json_u64(&j, "resident_before", m->resident_before);
+    json_u64(&j, "huge_before", m->huge_before);
+    json_u64(&j, "resident_after", m->resident_after);
+    json_u64(&j, "huge_after", m->huge_after);
+    json_close(&j);
+  }
+  json_close(&j);
+  json_array(&j, "failures");
+  for (size_t i = 0; i < r->failure_count; i++) {
+    const struct hugify_collapse_failure *f = &r->failures[i];
+    json_object(&j, NULL);
+    json_hex(&j, "start", f->start);
+    json_hex(&j, "end", f->end);
+    json_u64(&j, "bytes", f->end - f->start);
+    json_i64(&j, "errno", f->error);
+    json_string(&j, "reason", f->reason);
+    json_close(&j);
+  }
+  json_close(&j);
+  json_string(&j, "note", r->reason);
+  json_end(&j);
+}
+
+static int parse_size_option(int argc, char **argv, int *i, const char *name, uint64_t *value) {
+  const char *arg = argv[*i];
+  size_t len = strlen(name);
+  const char *text = arg[len] == '=' ? arg + len + 1 : (*i + 1 < argc ? argv[++*i] : NULL);
+  if (!text || !parse_size(text, value)) return usage_error("collapse", "%s needs a size like 2M, 64M, 1G", name);
+  return 0;
+}
 
 int cmd_collapse(int argc, char **argv) {
-  (void)argc;
-  (void)argv;
-  return fail(EXIT_PRIVILEGE, "collapse", "not available in this build yet");
+  bool json = false;
+  struct hugify_collapse_opts opts = {.min_size = 0};
+  uint64_t pid = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i];
+    if (strcmp(arg, "--json") == 0) json = true;
+    else if (strcmp(arg, "--dry-run") == 0) opts.flags |= HUGIFY_COLLAPSE_DRY_RUN;
+    else if (strcmp(arg, "--min-size") == 0 || strncmp(arg, "--min-size=", 11) == 0) {
+      if (parse_size_option(argc, argv, &i, "--min-size", &opts.min_size)) return EXIT_USAGE;
+    } else if (strcmp(arg, "--chunk") == 0 || strncmp(arg, "--chunk=", 8) == 0) {
+      if (parse_size_option(argc, argv, &i, "--chunk", &opts.chunk_size)) return EXIT_USAGE;
+      if (opts.chunk_size < (UINT64_C(2) << 20)) return usage_error("collapse", "--chunk must be at least 2M");
+    } else if (arg[0] != '-' && pid == 0) {
+      if (!parse_u64(arg, &pid) || pid == 0 || pid > 0x7fffffff)
+        return usage_error("collapse", "'%s' is not a process id", arg);
+    } else if (arg[0] != '-') {
+      return usage_error("collapse", "one process at a time ('%s' is extra)", arg);
+    } else {
+      return usage_error("collapse", "unknown option '%s'", arg);
+    }
+  }
+  if (pid == 0) return usage_error("collapse", "which process? Give its PID");
+  if (!json) {
+    opts.progress = show_progress;
+  }
+
+  struct hugify_collapse_report report;
+  int rc = hugify_collapse((pid_t)pid, &opts, &report);
+  if (rc != 0) {
+    int code = rc == -EPERM || rc == -ENOSYS ? EXIT_PRIVILEGE : rc == -EINVAL ? EXIT_USAGE : EXIT_SHORT;
+    fail(code, "collapse", "%s", report.reason[0] ? report.reason : strerror(-rc));
+    hugify_collapse_report_free(&report);
+    return code;
+  }
+  if (json) print_json(&report);
+  else print_text(&report);
+  int status = EXIT_DONE;
+  if (report.exited) status = fail(EXIT_SHORT, "collapse", "process %d exited during the collapse", (int)pid);
+  else if (report.failed) status = EXIT_SHORT;
+  hugify_collapse_report_free(&report);
+  return status;
 }

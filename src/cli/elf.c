@@ -1,13 +1,234 @@
-/* elf.c - hugify elf (not built yet: see the open issue). */
+/* elf.c - hugify elf: what the text remap would put on huge pages for a binary or shared object, read
+ * from its program headers; and the linker flags (with their file-size cost) that give 2 MiB-aligned text. */
+#include <elf.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cli.h"
+#include "hugify.h"
+#include "units.h"
 
 const char usage_elf[] =
-    "usage: hugify elf [--json]\n"
+    "usage: hugify elf [--json] FILE...\n"
     "\n"
-    "Not available in this build yet.\n";
+    "What hugify's text remap (hugify run, HUGIFY_TEXT=1) would put on huge pages for each FILE, an\n"
+    "executable or shared object, from its program headers: the executable segments with their sizes and\n"
+    "p_align, the bytes that lie in whole 2 MiB windows when the file is loaded at a 2 MiB-aligned address\n"
+    "and at a typical 4 KiB-aligned one (worst case and average), and where this file will actually load.\n"
+    "Code outside whole 2 MiB windows (each segment's head and tail) stays on 4 KiB pages; linking with\n"
+    "  " HUGIFY_ELF_LINK_FLAGS "\n"
+    "starts every executable segment on a 2 MiB boundary, so only the tail stays: the output shows what that\n"
+    "gains and what it costs in file size. In CMake: find_package(hugify) then hugify_enable_huge_text(target).\n"
+    "Also shows whether the file has function symbols for the perf map (HUGIFY_PERF_MAP=1).\n"
+    "\n"
+    "Options:\n"
+    "  --json   machine-readable output (schema: docs/elf.md)\n"
+    "\n"
+    "Examples:\n"
+    "  hugify elf /usr/bin/node\n"
+    "  hugify elf $(g++ -print-prog-name=cc1plus) /lib/x86_64-linux-gnu/libc.so.6\n"
+    "  hugify elf --json ./myserver | jq '.files[0].huge_bytes'\n"
+    "\n"
+    "Exit status: 0 done, 1 a FILE could not be read or is not a 64-bit ELF executable or shared object,\n"
+    "2 bad usage.\n";
+
+static const char *kind_name(enum hugify_elf_kind kind) {
+  switch (kind) {
+  case HUGIFY_ELF_EXECUTABLE: return "executable";
+  case HUGIFY_ELF_PIE: return "pie";
+  case HUGIFY_ELF_SHARED_OBJECT: return "shared-object";
+  }
+  return "?";
+}
+
+static const char *kind_text(enum hugify_elf_kind kind) {
+  switch (kind) {
+  case HUGIFY_ELF_EXECUTABLE: return "executable (fixed address)";
+  case HUGIFY_ELF_PIE: return "position-independent executable";
+  case HUGIFY_ELF_SHARED_OBJECT: return "shared object";
+  }
+  return "?";
+}
+
+/* Where the loader puts it: a fixed address, a multiple of max p_align (glibc 2.35+), or any page. */
+static const char *load_name(const struct hugify_elf_info *info) {
+  if (info->kind == HUGIFY_ELF_EXECUTABLE) return "fixed";
+  return info->max_align >= (UINT64_C(2) << 20) ? "2m-aligned" : "4k-aligned";
+}
+
+static const char *symbol_table(const struct hugify_elf_info *info) {
+  if (info->has_symtab < 0) return "unknown";
+  if (info->has_symtab) return "symtab";
+  return info->symbols > 0 ? "dynsym" : "none";
+}
+
+static void flags_text(unsigned flags, char out[4]) {
+  out[0] = flags & PF_R ? 'r' : '-';
+  out[1] = flags & PF_W ? 'w' : '-';
+  out[2] = flags & PF_X ? 'x' : '-';
+  out[3] = '\0';
+}
+
+static double percent(uint64_t part, uint64_t whole) { return whole ? 100.0 * (double)part / (double)whole : 0.0; }
+
+/* ---- text ------------------------------------------------------------------------------------------ */
+
+static void print_file(const char *path, const struct hugify_elf_info *info) {
+  char size[32], text[32], a[32], b[32], c[32];
+  format_bytes(info->file_size, size, sizeof size);
+  format_bytes(info->text_bytes, text, sizeof text);
+  printf("%s: %s, machine %u, %s\n", path, kind_text(info->kind), info->machine, size);
+  static const char *const headers[] = {"segment", "flags", "offset", "address", "size", "p_align", "in 2M windows*"};
+  static const bool right[] = {true, false, true, true, true, true, true};
+  struct table t;
+  table_init(&t, 7, headers, right);
+  for (unsigned i = 0; i < info->load_count; i++) {
+    const struct hugify_elf_load *l = &info->loads[i];
+    char n[16], flags[4], offset[24], address[24], window[32];
+    snprintf(n, sizeof n, "%u", i + 1);
+    flags_text(l->flags, flags);
+    snprintf(offset, sizeof offset, "0x%llx", (unsigned long long)l->offset);
+    snprintf(address, sizeof address, "0x%llx", (unsigned long long)l->vaddr);
+    format_bytes(l->memory_size, a, sizeof a);
+    format_bytes(l->align, b, sizeof b);
+    if (l->flags & PF_X) format_bytes(l->huge_at_2m, window, sizeof window);
+    else snprintf(window, sizeof window, "-");
+    table_row(&t, n, flags, offset, address, a, b, window);
+  }
+  table_print(&t, stdout, "  ");
+  table_free(&t);
+  printf("  * executable segments, loaded at a 2 MiB-aligned address\n");
+  printf("  code: %s in %u executable segment%s\n", text, info->text_segments, info->text_segments == 1 ? "" : "s");
+  if (info->text_segments == 0) return;
+
+  printf("  on huge pages with hugify's text remap:\n");
+  format_bytes(info->huge_at_2m, a, sizeof a);
+  printf("    %-38s %s (%.1f %%)\n", "loaded at a 2 MiB-aligned address", a, percent(info->huge_at_2m, info->text_bytes));
+  format_bytes(info->huge_at_4k_min, a, sizeof a);
+  format_bytes(info->huge_at_4k_mean, b, sizeof b);
+  printf("    %-38s %s worst case, %s on average\n", "loaded at a 4 KiB-aligned address", a, b);
+  format_bytes(info->huge_expected, a, sizeof a);
+  const char *load = load_name(info);
+  printf("    %-38s %s (%.1f %%)\n",
+         strcmp(load, "fixed") == 0        ? "where it loads (fixed address)"
+         : strcmp(load, "2m-aligned") == 0 ? "where it loads (2 MiB-aligned)"
+                                           : "where it loads (any page: worst case)",
+         a, percent(info->huge_expected, info->text_bytes));
+  if (info->symbols < 0) printf("  function symbols: unknown (section headers beyond the file)\n");
+  else printf("  function symbols for the perf map: %d (%s)\n", info->symbols, symbol_table(info));
+
+  if (info->text_aligned) {
+    printf("  2 MiB-aligned text: yes (p_align %s)\n", (format_bytes(info->max_align, a, sizeof a), a));
+    return;
+  }
+  if (info->huge_relinked <= info->huge_expected) {
+    printf("  2 MiB-aligned text: no; relinking would not add huge pages (no segment gains a whole 2 MiB window)\n");
+    return;
+  }
+  format_bytes(info->huge_relinked, a, sizeof a);
+  format_bytes(info->relinked_size_estimate, b, sizeof b);
+  format_bytes(info->relinked_size_estimate > info->file_size ? info->relinked_size_estimate - info->file_size : 0, c,
+               sizeof c);
+  printf("  2 MiB-aligned text: no. Linked with\n"
+         "      " HUGIFY_ELF_LINK_FLAGS "\n"
+         "    (CMake: hugify_enable_huge_text(target)) it would have %s on huge pages (%.1f %%);\n"
+         "    the file would grow to about %s (+%s, padding between segments; not loaded into memory).\n",
+         a, percent(info->huge_relinked, info->text_bytes), b, c);
+}
+
+/* ---- JSON ------------------------------------------------------------------------------------------ */
+
+static void json_file(struct json *j, const char *path, int rc, const struct hugify_elf_info *info) {
+  json_object(j, NULL);
+  json_string(j, "path", path);
+  if (rc != 0) {
+    json_string(j, "error", info->reason[0] ? info->reason : strerror(-rc));
+    json_close(j);
+    return;
+  }
+  json_null(j, "error");
+  json_string(j, "kind", kind_name(info->kind));
+  json_u64(j, "machine", info->machine);
+  json_u64(j, "file_size", info->file_size);
+  json_u64(j, "text_bytes", info->text_bytes);
+  json_u64(j, "text_segments", info->text_segments);
+  json_u64(j, "max_align", info->max_align);
+  json_bool(j, "text_aligned", info->text_aligned);
+  json_array(j, "segments");
+  for (unsigned i = 0; i < info->load_count; i++) {
+    const struct hugify_elf_load *l = &info->loads[i];
+    char flags[4];
+    flags_text(l->flags, flags);
+    json_object(j, NULL);
+    json_u64(j, "offset", l->offset);
+    json_u64(j, "address", l->vaddr);
+    json_u64(j, "file_size", l->file_size);
+    json_u64(j, "memory_size", l->memory_size);
+    json_u64(j, "align", l->align);
+    json_string(j, "flags", flags);
+    json_bool(j, "executable", (l->flags & PF_X) != 0);
+    json_u64(j, "huge_at_2m", l->huge_at_2m);
+    json_close(j);
+  }
+  json_close(j);
+  json_object(j, "huge_bytes");
+  json_u64(j, "at_2m_aligned", info->huge_at_2m);
+  json_u64(j, "at_4k_aligned_worst", info->huge_at_4k_min);
+  json_u64(j, "at_4k_aligned_mean", info->huge_at_4k_mean);
+  json_string(j, "load", load_name(info));
+  json_u64(j, "expected", info->huge_expected);
+  json_u64(j, "relinked", info->huge_relinked);
+  json_close(j);
+  json_object(j, "symbols");
+  json_string(j, "table", symbol_table(info));
+  if (info->symbols < 0) json_null(j, "functions");
+  else json_u64(j, "functions", (uint64_t)info->symbols);
+  json_close(j);
+  json_object(j, "relink");
+  json_string(j, "flags", HUGIFY_ELF_LINK_FLAGS);
+  json_string(j, "cmake", "hugify_enable_huge_text(target)");
+  json_u64(j, "estimated_file_size", info->relinked_size_estimate);
+  json_u64(j, "estimated_growth",
+           info->relinked_size_estimate > info->file_size ? info->relinked_size_estimate - info->file_size : 0);
+  json_close(j);
+  json_close(j);
+}
 
 int cmd_elf(int argc, char **argv) {
-  (void)argc;
-  (void)argv;
-  return fail(EXIT_PRIVILEGE, "elf", "not available in this build yet");
+  bool json = false;
+  int files = 0;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--json") == 0) json = true;
+    else if (strcmp(argv[i], "--") == 0) { files += argc - i - 1; break; }
+    else if (argv[i][0] == '-' && argv[i][1]) return usage_error("elf", "unknown option '%s'", argv[i]);
+    else files++;
+  }
+  if (files == 0) return usage_error("elf", "no FILE given");
+
+  struct json j;
+  if (json) {
+    json_begin(&j, stdout);
+    json_array(&j, "files");
+  }
+  int status = EXIT_DONE, printed = 0;
+  bool options_done = false;
+  for (int i = 1; i < argc; i++) {
+    if (!options_done && strcmp(argv[i], "--") == 0) { options_done = true; continue; }
+    if (!options_done && argv[i][0] == '-' && argv[i][1]) continue;
+    struct hugify_elf_info info;
+    int rc = hugify_elf_read(argv[i], &info);
+    if (rc != 0) status = EXIT_SHORT;
+    if (json) { json_file(&j, argv[i], rc, &info); continue; }
+    if (rc != 0) {
+      fail(EXIT_SHORT, "elf", "%s: %s", argv[i], info.reason[0] ? info.reason : strerror(-rc));
+      continue;
+    }
+    if (printed++) putchar('\n');
+    print_file(argv[i], &info);
+  }
+  if (json) {
+    json_close(&j);
+    json_end(&j);
+  }
+  return status;
 }

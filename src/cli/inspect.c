@@ -1,13 +1,393 @@
-/* inspect.c - hugify inspect (not built yet: see the open issue). */
+/* inspect.c - hugify inspect: how much of a process is on huge pages, by class and page kind, and why the
+ * rest is not (hugify_inspect); --all ranks every process by anonymous memory not on huge pages. */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cli.h"
+#include "hugify.h"
+#include "os.h"
+#include "procfs.h"
+#include "units.h"
 
 const char usage_inspect[] =
-    "usage: hugify inspect [--json]\n"
+    "usage: hugify inspect PID... [--maps] [--json]\n"
+    "       hugify inspect --all [--top N] [--json]\n"
     "\n"
-    "Not available in this build yet.\n";
+    "How much of a process is on huge pages, measured from /proc/PID/smaps: resident memory and the part on\n"
+    "huge pages by class (code per object, heap, other anonymous memory, thread stacks, shared memory, file\n"
+    "mappings) and by page kind (THP, hugetlb 2M, hugetlb 1G), and why the rest is not on huge pages\n"
+    "(MADV_NOHUGEPAGE, THP disabled for the process, too small or unaligned, system THP mode, file-backed).\n"
+    "\n"
+    "Options:\n"
+    "  --maps      also one row per mapping\n"
+    "  --all       every process, ranked by anonymous memory NOT on huge pages (who would gain most)\n"
+    "  --top N     with --all: the first N processes (default 20; 0 = all)\n"
+    "  --json      machine-readable output (schema: docs/inspect.md)\n"
+    "\n"
+    "Examples:\n"
+    "  hugify inspect $(pidof postgres)      coverage of each postgres process\n"
+    "  hugify inspect 1234 --maps            ... with one row per mapping\n"
+    "  hugify inspect --all --top 10         the ten processes with most anonymous memory on 4 KiB pages\n"
+    "  hugify inspect 1234 --json | jq .processes[0].classes.heap\n"
+    "\n"
+    "Exit status: 0 done; 1 a process does not exist (any more); 2 bad usage; 3 not permitted to read a\n"
+    "process (needs its user or root; the message names it).\n";
+
+static void bytes(uint64_t value, char *out, size_t cap) { format_bytes(value, out, cap); }
+
+/* ---- text ------------------------------------------------------------------------------------------ */
+
+static void usage_row(struct table *t, const char *name, const struct hugify_usage *u) {
+  char resident[32], base[32], thp[32], h2[32], h1[32], huge[32];
+  bytes(u->resident, resident, sizeof resident);
+  bytes(u->base, base, sizeof base);
+  bytes(u->thp, thp, sizeof thp);
+  bytes(u->hugetlb_2m, h2, sizeof h2);
+  bytes(u->hugetlb_1g, h1, sizeof h1);
+  format_percent(hugify_usage_huge(u), u->resident, huge, sizeof huge);
+  table_row(t, name, resident, base, thp, h2, h1, huge);
+}
+
+static void print_text(const struct hugify_inspect_report *r, bool maps) {
+  char a[32], b[32], c[32];
+  uint64_t huge = hugify_usage_huge(&r->total);
+  bytes(r->total.resident, a, sizeof a);
+  bytes(huge, b, sizeof b);
+  format_percent(huge, r->total.resident, c, sizeof c);
+  printf("process %d (%s): resident %s, on huge pages %s (%s)\n", (int)r->pid, r->command, a, b, c);
+  printf("  THP: system mode %s; %s; mTHP enabled: %s\n", r->thp_mode[0] ? r->thp_mode : "absent",
+         r->thp_disabled == 1   ? "DISABLED for this process (prctl PR_SET_THP_DISABLE)"
+         : r->thp_disabled == 0 ? "enabled for this process"
+                                : "process setting unknown",
+         r->mthp_sizes[0] ? r->mthp_sizes : "none");
+  if (r->mthp_sizes[0]) printf("  (smaps does not report mTHP per process: PTE-mapped mTHP is counted as 4K)\n");
+  putchar('\n');
+
+  static const char *const headers[] = {"class", "resident", "4K", "THP", "2M", "1G", "huge"};
+  static const bool right[] = {false, true, true, true, true, true, true};
+  struct table t;
+  table_init(&t, 7, headers, right);
+  for (int k = 0; k < HUGIFY_CLASS_COUNT; k++) usage_row(&t, hugify_memory_class_name(k), &r->classes[k]);
+  usage_row(&t, "total", &r->total);
+  table_print(&t, stdout, "  ");
+  table_free(&t);
+
+  static const char *const object_headers[] = {"code of", "resident", "4K", "THP", "2M", "1G", "huge"};
+  table_init(&t, 7, object_headers, right);
+  for (size_t i = 0; i < r->object_count; i++)
+    if (r->objects[i].code.resident) usage_row(&t, r->objects[i].path, &r->objects[i].code);
+  if (t.rows) {
+    putchar('\n');
+    table_print(&t, stdout, "  ");
+  }
+  table_free(&t);
+
+  bool any = false;
+  for (int w = 1; w < HUGIFY_WHY_COUNT; w++) {
+    if (!r->not_huge[w]) continue;
+    if (!any) printf("\n  not on huge pages, and why:\n");
+    any = true;
+    bytes(r->not_huge[w], a, sizeof a);
+    printf("  %10s  %-13s %s\n", a, hugify_not_huge_reason_name(w), hugify_not_huge_reason_text(w));
+  }
+  if (r->collapsible) {
+    bytes(r->collapsible, a, sizeof a);
+    printf("\n  'hugify collapse %d' could put up to %s more on huge pages now.\n", (int)r->pid, a);
+  }
+  printf("  thread stacks: %u found by a thread's stack pointer, %u by the guard-page pattern\n",
+         r->stacks_by_pointer, r->stacks_by_guard);
+  if (r->reason[0]) printf("  note: %s\n", r->reason);
+
+  if (maps) {
+    static const char *const map_headers[] = {"mapping", "perms", "class", "resident", "4K", "THP", "hugetlb",
+                                              "why not huge", "path"};
+    static const bool map_right[] = {false, false, false, true, true, true, true, false, false};
+    table_init(&t, 9, map_headers, map_right);
+    for (size_t i = 0; i < r->mapping_count; i++) {
+      const struct hugify_inspect_mapping *m = &r->mappings[i];
+      char range[48], resident[32], base[32], thp[32], hugetlb[32], klass[16];
+      snprintf(range, sizeof range, "%llx-%llx", (unsigned long long)m->start, (unsigned long long)m->end);
+      bytes(m->usage.resident, resident, sizeof resident);
+      bytes(m->usage.base, base, sizeof base);
+      bytes(m->usage.thp, thp, sizeof thp);
+      bytes(m->usage.hugetlb_2m + m->usage.hugetlb_1g, hugetlb, sizeof hugetlb);
+      snprintf(klass, sizeof klass, "%s%s", hugify_memory_class_name(m->memory_class), m->thread_stack ? "*" : "");
+      table_row(&t, range, m->perms, klass, resident, base, thp, hugetlb,
+                m->why == HUGIFY_WHY_NONE ? "" : hugify_not_huge_reason_name(m->why), m->path);
+    }
+    putchar('\n');
+    table_print(&t, stdout, "  ");
+    printf("  (stack* = thread stack)\n");
+    table_free(&t);
+  }
+}
+
+/* ---- JSON ------------------------------------------------------------------------------------------ */
+
+static void json_usage(struct json *j, const char *key, const struct hugify_usage *u) {
+  json_object(j, key);
+  json_u64(j, "resident", u->resident);
+  json_u64(j, "base_4k", u->base);
+  json_u64(j, "thp", u->thp);
+  json_u64(j, "hugetlb_2m", u->hugetlb_2m);
+  json_u64(j, "hugetlb_1g", u->hugetlb_1g);
+  json_u64(j, "huge", hugify_usage_huge(u));
+  json_u64(j, "anonymous", u->anonymous);
+  json_u64(j, "anon_thp", u->anon_thp);
+  json_close(j);
+}
+
+static void print_json_process(struct json *j, const struct hugify_inspect_report *r, bool maps) {
+  json_object(j, NULL);
+  json_i64(j, "pid", r->pid);
+  json_string(j, "command", r->command);
+  if (r->thp_disabled < 0) json_null(j, "thp_disabled");
+  else json_bool(j, "thp_disabled", r->thp_disabled == 1);
+  json_string(j, "thp_mode", r->thp_mode);
+  json_string(j, "shmem_mode", r->shmem_mode);
+  json_array(j, "mthp_sizes");
+  char sizes[sizeof r->mthp_sizes];
+  snprintf(sizes, sizeof sizes, "%s", r->mthp_sizes);
+  for (char *save = NULL, *size = strtok_r(sizes, ",", &save); size; size = strtok_r(NULL, ",", &save))
+    json_string(j, NULL, size);
+  json_close(j);
+  json_usage(j, "total", &r->total);
+  json_object(j, "classes");
+  for (int k = 0; k < HUGIFY_CLASS_COUNT; k++) json_usage(j, hugify_memory_class_name(k), &r->classes[k]);
+  json_close(j);
+  json_array(j, "objects");
+  for (size_t i = 0; i < r->object_count; i++) {
+    json_object(j, NULL);
+    json_string(j, "path", r->objects[i].path);
+    json_usage(j, "code", &r->objects[i].code);
+    json_close(j);
+  }
+  json_close(j);
+  json_object(j, "not_huge");
+  for (int w = 1; w < HUGIFY_WHY_COUNT; w++) json_u64(j, hugify_not_huge_reason_name(w), r->not_huge[w]);
+  json_close(j);
+  json_u64(j, "collapsible", r->collapsible);
+  json_object(j, "thread_stacks");
+  json_u64(j, "by_stack_pointer", r->stacks_by_pointer);
+  json_u64(j, "by_guard_page", r->stacks_by_guard);
+  json_close(j);
+  if (maps) {
+    json_array(j, "mappings");
+    for (size_t i = 0; i < r->mapping_count; i++) {
+      const struct hugify_inspect_mapping *m = &r->mappings[i];
+      json_object(j, NULL);
+      json_hex(j, "start", m->start);
+      json_hex(j, "end", m->end);
+      json_string(j, "perms", m->perms);
+      json_string(j, "path", m->path);
+      json_string(j, "class", hugify_memory_class_name(m->memory_class));
+      json_bool(j, "thread_stack", m->thread_stack);
+      json_usage(j, "usage", &m->usage);
+      json_string(j, "why_not_huge", hugify_not_huge_reason_name(m->why));
+      if (m->thp_eligible < 0) json_null(j, "thp_eligible");
+      else json_bool(j, "thp_eligible", m->thp_eligible == 1);
+      json_u64(j, "aligned_bytes", m->aligned_bytes);
+      json_close(j);
+    }
+    json_close(j);
+  }
+  json_string(j, "note", r->reason);
+  json_close(j);
+}
+
+/* ---- --all --------------------------------------------------------------------------------------- */
+
+struct ranked {
+  int pid;
+  char command[64];
+  uint64_t anonymous, anon_thp, hugetlb, rss;
+};
+
+static int by_anon_not_huge(const void *a, const void *b) {
+  const struct ranked *x = a, *y = b;
+  uint64_t nx = x->anonymous - x->anon_thp, ny = y->anonymous - y->anon_thp;
+  return nx < ny ? 1 : nx > ny ? -1 : x->pid - y->pid;
+}
+
+static int inspect_all(long top, bool json) {
+  DIR *proc = opendir("/proc");
+  if (!proc) return fail(EXIT_SHORT, "inspect", "cannot list /proc: %s", strerror(errno));
+  size_t count = 0, cap = 256;
+  struct ranked *list = malloc(cap * sizeof *list);
+  unsigned unreadable = 0;
+  struct dirent *entry;
+  while (list && (entry = readdir(proc))) {
+    if (!isdigit((unsigned char)entry->d_name[0])) continue;
+    int pid = atoi(entry->d_name);
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/smaps_rollup", pid);
+    char *text = os_read_file(path, NULL);
+    if (!text) {
+      if (errno == EACCES || errno == EPERM) unreadable++;
+      continue;
+    }
+    struct ranked r = {.pid = pid};
+    uint64_t private_hugetlb = 0, shared_hugetlb = 0;
+    bool ok = parse_keyed_value(text, "Anonymous", &r.anonymous) &&
+              parse_keyed_value(text, "AnonHugePages", &r.anon_thp) && parse_keyed_value(text, "Rss", &r.rss);
+    parse_keyed_value(text, "Private_Hugetlb", &private_hugetlb);
+    parse_keyed_value(text, "Shared_Hugetlb", &shared_hugetlb);
+    free(text);
+    if (!ok) continue; /* kernel threads: no memory map */
+    if (r.anon_thp > r.anonymous) r.anon_thp = r.anonymous;
+    r.hugetlb = private_hugetlb + shared_hugetlb;
+    snprintf(path, sizeof path, "/proc/%d/comm", pid);
+    if (os_read_small(path, r.command, sizeof r.command) < 0) r.command[0] = '\0';
+    if (count == cap) {
+      struct ranked *bigger = realloc(list, 2 * cap * sizeof *list);
+      if (!bigger) break;
+      list = bigger;
+      cap *= 2;
+    }
+    list[count++] = r;
+  }
+  closedir(proc);
+  if (!list) return fail(EXIT_SHORT, "inspect", "out of memory");
+  qsort(list, count, sizeof *list, by_anon_not_huge);
+  size_t shown = top > 0 && (size_t)top < count ? (size_t)top : count;
+  if (json) {
+    struct json j;
+    json_begin(&j, stdout);
+    json_array(&j, "ranking");
+    for (size_t i = 0; i < shown; i++) {
+      json_object(&j, NULL);
+      json_i64(&j, "pid", list[i].pid);
+      json_string(&j, "command", list[i].command);
+      json_u64(&j, "rss", list[i].rss);
+      json_u64(&j, "anonymous", list[i].anonymous);
+      json_u64(&j, "anon_thp", list[i].anon_thp);
+      json_u64(&j, "anon_not_huge", list[i].anonymous - list[i].anon_thp);
+      json_u64(&j, "hugetlb", list[i].hugetlb);
+      json_close(&j);
+    }
+    json_close(&j);
+    json_u64(&j, "processes", count);
+    json_u64(&j, "unreadable", unreadable);
+    json_end(&j);
+  } else {
+    static const char *const headers[] = {"rank", "pid", "command", "anon not huge", "anon", "anon THP", "hugetlb",
+                                          "rss"};
+    static const bool right[] = {true, true, false, true, true, true, true, true};
+    struct table t;
+    table_init(&t, 8, headers, right);
+    for (size_t i = 0; i < shown; i++) {
+      char rank[32], pid[32], not_huge[32], anon[32], thp[32], hugetlb[32], rss[32];
+      snprintf(rank, sizeof rank, "%zu", i + 1);
+      snprintf(pid, sizeof pid, "%d", list[i].pid);
+      bytes(list[i].anonymous - list[i].anon_thp, not_huge, sizeof not_huge);
+      bytes(list[i].anonymous, anon, sizeof anon);
+      bytes(list[i].anon_thp, thp, sizeof thp);
+      bytes(list[i].hugetlb, hugetlb, sizeof hugetlb);
+      bytes(list[i].rss, rss, sizeof rss);
+      table_row(&t, rank, pid, list[i].command, not_huge, anon, thp, hugetlb, rss);
+    }
+    printf("Processes ranked by anonymous memory not on huge pages (from /proc/PID/smaps_rollup):\n\n");
+    table_print(&t, stdout, "  ");
+    table_free(&t);
+    printf("\n  %zu processes%s", count, shown < count ? "" : "\n");
+    if (shown < count) printf(", %zu shown (--top 0 for all)\n", shown);
+    if (unreadable)
+      printf("  %u processes could not be read (ptrace read access needed: run as root)\n", unreadable);
+  }
+  free(list);
+  return EXIT_DONE;
+}
+
+/* ---- the command --------------------------------------------------------------------------------- */
 
 int cmd_inspect(int argc, char **argv) {
-  (void)argc;
-  (void)argv;
-  return fail(EXIT_PRIVILEGE, "inspect", "not available in this build yet");
+  bool json = false, maps = false, all = false;
+  long top = 20;
+  int *pids = calloc((size_t)argc, sizeof *pids);
+  int pid_count = 0;
+  if (!pids) return fail(EXIT_SHORT, "inspect", "out of memory");
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i];
+    if (strcmp(arg, "--json") == 0) json = true;
+    else if (strcmp(arg, "--maps") == 0) maps = true;
+    else if (strcmp(arg, "--all") == 0) all = true;
+    else if (strcmp(arg, "--top") == 0 || strncmp(arg, "--top=", 6) == 0) {
+      const char *value = arg[5] == '=' ? arg + 6 : (i + 1 < argc ? argv[++i] : NULL);
+      uint64_t n;
+      if (!value || !parse_u64(value, &n) || n > 1000000) {
+        free(pids);
+        return usage_error("inspect", "--top needs a number of processes");
+      }
+      top = (long)n;
+    } else if (arg[0] != '-') {
+      uint64_t pid;
+      if (!parse_u64(arg, &pid) || pid == 0 || pid > 0x7fffffff) {
+        free(pids);
+        return usage_error("inspect", "'%s' is not a process id", arg);
+      }
+      pids[pid_count++] = (int)pid;
+    } else {
+      free(pids);
+      return usage_error("inspect", "unknown option '%s'", arg);
+    }
+  }
+  if (all) {
+    free(pids);
+    if (pid_count) return usage_error("inspect", "--all takes no PID");
+    if (maps) return usage_error("inspect", "--maps is for single processes, not --all");
+    return inspect_all(top, json);
+  }
+  if (pid_count == 0) {
+    free(pids);
+    return usage_error("inspect", "which process? Give a PID, or --all");
+  }
+
+  int status = EXIT_DONE;
+  struct json j;
+  if (json) {
+    json_begin(&j, stdout);
+    json_array(&j, "processes");
+  }
+  /* Errors are collected so the JSON stays one document. */
+  struct { int pid, code; char message[HUGIFY_REASON_MAX]; } *errors = calloc((size_t)pid_count, sizeof *errors);
+  int error_count = 0;
+  for (int i = 0; i < pid_count && errors; i++) {
+    struct hugify_inspect_report report;
+    int rc = hugify_inspect(pids[i], &report);
+    if (rc == 0) {
+      if (json) print_json_process(&j, &report, maps);
+      else {
+        if (i > 0) putchar('\n');
+        print_text(&report, maps);
+      }
+    } else {
+      int code = rc == -EPERM ? EXIT_PRIVILEGE : EXIT_SHORT;
+      errors[error_count].pid = pids[i];
+      errors[error_count].code = rc;
+      snprintf(errors[error_count].message, sizeof errors[error_count].message, "%s", report.reason);
+      error_count++;
+      fail(code, "inspect", "process %d: %s", pids[i], report.reason);
+      if (code == EXIT_PRIVILEGE || status == EXIT_DONE) status = code;
+    }
+    hugify_inspect_report_free(&report);
+  }
+  if (json) {
+    json_close(&j);
+    json_array(&j, "errors");
+    for (int i = 0; i < error_count; i++) {
+      json_object(&j, NULL);
+      json_i64(&j, "pid", errors[i].pid);
+      json_string(&j, "error", errors[i].code == -EPERM ? "not_permitted" : errors[i].code == -ESRCH ? "no_process" : "failed");
+      json_string(&j, "message", errors[i].message);
+      json_close(&j);
+    }
+    json_close(&j);
+    json_end(&j);
+  }
+  free(errors);
+  free(pids);
+  return status;
 }

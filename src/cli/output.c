@@ -191,3 +191,16 @@ void table_free(struct table *t) {
   free(t->cells);
   memset(t, 0, sizeof *t);
 }
+
+/* ---- small formatting ---------------------------------------------------------------------------- */
+
+void format_percent(uint64_t part, uint64_t whole, char *out, size_t cap) {
+  if (whole == 0) snprintf(out, cap, "-");
+  else snprintf(out, cap, "%.1f%%", 100.0 * (double)part / (double)whole);
+}
+
+void json_hex(struct json *j, const char *key, uint64_t value) {
+  char text[24];
+  snprintf(text, sizeof text, "0x%llx", (unsigned long long)value);
+  json_string(j, key, text);
+}

@@ -1,13 +1,655 @@
-/* pool.c - hugify pool (not built yet: see the open issue). */
+/* pool.c - hugify pool: reserve, show, clear, mount and persist hugetlb pools per size and NUMA node. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
 #include "cli.h"
+#include "pool.h"
+#include "pool_view.h"
+#include "procfs.h"
+#include "status.h"
+#include "units.h"
 
 const char usage_pool[] =
-    "usage: hugify pool [--json]\n"
+    "usage: hugify pool [show] [--json]\n"
+    "       hugify pool set SIZE=COUNT... [--node N] [--dry-run] [--persist] [--json]\n"
+    "       hugify pool set --bytes BYTES [--size SIZE] [--node N] [--dry-run] [--persist] [--json]\n"
+    "       hugify pool clear [--size SIZE] [--node N] [--dry-run] [--json]\n"
+    "       hugify pool mount [--size SIZE] [--dir DIR] [--mode MODE] [--uid UID] [--gid GID]\n"
+    "                         [--max-size BYTES] [--min-size BYTES] [--persist] [--dry-run] [--json]\n"
     "\n"
-    "Not available in this build yet.\n";
+    "Reserve hugetlb pages and check that they are really there.\n"
+    "\n"
+    "  show    the pools per page size and NUMA node: total, free, reserved, surplus, overcommit (default)\n"
+    "  set     set pools to COUNT pages: writes sysfs, reads back what the kernel gave, compacts memory and\n"
+    "          tries again when short. Without --node, a NUMA machine gets the count spread over its nodes\n"
+    "          (the total, never the count on every node). Bigger sizes are set first. A request larger\n"
+    "          than memory writes nothing.\n"
+    "  clear   set pools to 0 (all sizes, or --size). Pages in use stay (as surplus) until freed.\n"
+    "  mount   mount hugetlbfs of a page size (default: the default size) at /dev/hugepages<SIZE>\n"
+    "\n"
+    "Sizes: 2M, 2MB, 2048kB, 1G, 1GB (any size this kernel has). COUNT: whole pages.\n"
+    "\n"
+    "Options:\n"
+    "  --node N          only NUMA node N (set, clear)\n"
+    "  --bytes BYTES     set: as many pages as cover BYTES (8G, 512M), of --size (default: the default size)\n"
+    "  --size SIZE       the page size (set --bytes, clear, mount)\n"
+    "  --dry-run         write nothing: show the plan, and the diff of every file --persist would write\n"
+    "  --persist         keep it across reboots: set writes " HUGIFY_POOL_SYSCTL_FILE " (default size)\n"
+    "                    and prints the kernel command line for the rest (1G pages need it: memory is\n"
+    "                    unfragmented only at boot); mount writes a systemd mount unit to " HUGIFY_POOL_UNIT_DIR "\n"
+    "  --dir DIR         mount point (default /dev/hugepages2M, /dev/hugepages1G, ...)\n"
+    "  --mode MODE       octal permissions of the mount (default 1770); --uid UID, --gid GID: its owner\n"
+    "  --max-size BYTES  the most the mount may hold; --min-size BYTES: reserved for it at mount time\n"
+    "  --json            machine-readable output (schema: docs/pool.md)\n" VIEW_ROOT_HELP
+    "\n"
+    "Examples:\n"
+    "  hugify pool\n"
+    "  sudo hugify pool set 2M=512 1G=2\n"
+    "  sudo hugify pool set --bytes 8G --size 2M --node 0\n"
+    "  hugify pool set 2M=1024 1G=4 --persist --dry-run\n"
+    "  sudo hugify pool mount --size 1G --gid 1000 --persist\n"
+    "  sudo hugify pool clear --size 1G\n"
+    "\n"
+    "Exit status: 0 done, 1 fell short (the shortfall per node is printed), 2 bad usage (a size or count\n"
+    "not understood), 3 missing privilege (nothing was written) or no hugetlb support.\n";
+
+#define MAX_REQUESTS 16
+
+struct pool_args {
+  const char *verb;
+  const char *root;
+  bool json, dry_run, persist;
+  int node;              /* -1: not given */
+  uint64_t bytes;        /* --bytes, 0: not given */
+  uint64_t size;         /* --size, 0: not given */
+  unsigned request_count;
+  struct hugify_pool_request requests[MAX_REQUESTS];
+  struct hugify_mount_opts mount;
+  bool mode_given;
+};
+
+/* The machine's pools, for sizes and the default size. */
+struct machine {
+  struct hugify_pool pools[HUGIFY_MAX_HUGETLB_SIZES];
+  int count;
+  uint64_t default_size;
+  char sizes[128];
+};
+
+static int bad_size(const struct machine *m, const char *what) {
+  return usage_error("pool",
+                     "'%s' is not understood.\n"
+                     "Accepted: SIZE=COUNT with SIZE as 2M, 2MB, 2048kB, 1G or 1GB and COUNT a whole number of pages,\n"
+                     "or --bytes BYTES [--size SIZE]. Page sizes on this machine: %s",
+                     what, m->sizes);
+}
+
+static bool known_size(const struct machine *m, uint64_t size) {
+  for (int i = 0; i < m->count; i++)
+    if (m->pools[i].global.page_size == size) return true;
+  return false;
+}
+
+/* "2M=512" */
+static int parse_request(const struct machine *m, const char *arg, struct hugify_pool_request *r) {
+  const char *eq = strchr(arg, '=');
+  char size_text[64];
+  if (!eq || (size_t)(eq - arg) >= sizeof size_text) return bad_size(m, arg);
+  memcpy(size_text, arg, (size_t)(eq - arg));
+  size_text[eq - arg] = '\0';
+  if (!parse_size(size_text, &r->page_size) || !known_size(m, r->page_size)) return bad_size(m, arg);
+  if (!isdigit((unsigned char)eq[1]) || !parse_u64(eq + 1, &r->count)) return bad_size(m, arg);
+  r->node = -1;
+  return EXIT_DONE;
+}
+
+static int parse_number_option(const char *option, const char *value, uint64_t max, uint64_t *out) {
+  if (!isdigit((unsigned char)value[0]) || !parse_u64(value, out) || *out > max)
+    return usage_error("pool", "%s takes a number, not '%s'", option, value);
+  return EXIT_DONE;
+}
+
+static int parse_args(int argc, char **argv, const struct machine *m, struct pool_args *a) {
+  memset(a, 0, sizeof *a);
+  a->root = "/";
+  a->node = -1;
+  int i = 1;
+  if (i < argc && argv[i][0] != '-') a->verb = argv[i++];
+  else a->verb = "show";
+  if (strcmp(a->verb, "show") && strcmp(a->verb, "set") && strcmp(a->verb, "clear") && strcmp(a->verb, "mount"))
+    return usage_error("pool", "'%s' is not a pool command: show, set, clear or mount", a->verb);
+  for (; i < argc; i++) {
+    const char *arg = argv[i];
+    if (strcmp(arg, "--json") == 0) { a->json = true; continue; }
+    if (strcmp(arg, "--dry-run") == 0) { a->dry_run = true; continue; }
+    if (strcmp(arg, "--persist") == 0) { a->persist = true; continue; }
+    if (arg[0] != '-') {
+      if (strcmp(a->verb, "set") != 0) return usage_error("pool", "unexpected argument '%s'", arg);
+      if (a->request_count == MAX_REQUESTS) return usage_error("pool", "at most %d SIZE=COUNT", MAX_REQUESTS);
+      int rc = parse_request(m, arg, &a->requests[a->request_count]);
+      if (rc) return rc;
+      a->request_count++;
+      continue;
+    }
+    if (i + 1 >= argc) return usage_error("pool", "%s needs a value (or is not an option)", arg);
+    const char *value = argv[++i];
+    uint64_t number;
+    int rc = EXIT_DONE;
+    if (strcmp(arg, "--root") == 0) {
+      a->root = value;
+    } else if (strcmp(arg, "--node") == 0) {
+      rc = parse_number_option(arg, value, HUGIFY_MAX_NODES * 64, &number);
+      a->node = (int)number;
+    } else if (strcmp(arg, "--bytes") == 0) {
+      if (!parse_size(value, &a->bytes) || a->bytes == 0) return bad_size(m, value);
+    } else if (strcmp(arg, "--size") == 0) {
+      if (!parse_size(value, &a->size) || !known_size(m, a->size)) return bad_size(m, value);
+    } else if (strcmp(arg, "--dir") == 0) {
+      a->mount.dir = value;
+    } else if (strcmp(arg, "--mode") == 0) {
+      char *end;
+      unsigned long mode = strtoul(value, &end, 8);
+      if (*end || !value[0] || mode > 07777 || mode == 0)
+        return usage_error("pool", "--mode takes octal permissions such as 1770, not '%s'", value);
+      a->mount.mode = (unsigned)mode;
+    } else if (strcmp(arg, "--uid") == 0) {
+      rc = parse_number_option(arg, value, UINT32_MAX - 1, &number);
+      a->mount.uid = (uid_t)number;
+    } else if (strcmp(arg, "--gid") == 0) {
+      rc = parse_number_option(arg, value, UINT32_MAX - 1, &number);
+      a->mount.gid = (gid_t)number;
+    } else if (strcmp(arg, "--max-size") == 0 || strcmp(arg, "--min-size") == 0) {
+      if (!parse_size(value, &number) || number == 0) return bad_size(m, value);
+      if (arg[3] == 'a') a->mount.max_size = number;
+      else a->mount.min_size = number;
+    } else {
+      return usage_error("pool", "unknown option '%s'", arg);
+    }
+    if (rc) return rc;
+  }
+  return EXIT_DONE;
+}
+
+/* ---- files: diff and write -------------------------------------------------------------------------- */
+
+struct lines {
+  char **line;
+  size_t count;
+};
+
+static void split_lines(const char *text, struct lines *out) {
+  out->count = 0;
+  out->line = NULL;
+  size_t cap = 0;
+  for (const char *p = text ? text : ""; *p;) {
+    const char *end = strchr(p, '\n');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    if (out->count == cap) {
+      cap = cap ? cap * 2 : 16;
+      out->line = realloc(out->line, cap * sizeof *out->line);
+    }
+    out->line[out->count++] = strndup(p, len);
+    p += len + (end ? 1 : 0);
+  }
+}
+
+static void free_lines(struct lines *l) {
+  for (size_t i = 0; i < l->count; i++) free(l->line[i]);
+  free(l->line);
+}
+
+/* Unified diff of two small texts (one hunk holding the whole file), "" when they are equal. malloc'd. */
+static char *unified_diff(const char *path, const char *old_text, const char *new_text) {
+  struct lines a, b;
+  split_lines(old_text, &a);
+  split_lines(new_text, &b);
+  size_t n = a.count, m = b.count;
+  size_t *lcs = calloc((n + 1) * (m + 1), sizeof *lcs); /* lcs[i][j]: common lines of a[i..], b[j..] */
+  for (size_t i = n; i-- > 0;)
+    for (size_t j = m; j-- > 0;)
+      lcs[i * (m + 1) + j] = strcmp(a.line[i], b.line[j]) == 0 ? lcs[(i + 1) * (m + 1) + j + 1] + 1
+                             : lcs[(i + 1) * (m + 1) + j] > lcs[i * (m + 1) + j + 1] ? lcs[(i + 1) * (m + 1) + j]
+                                                                                       : lcs[i * (m + 1) + j + 1];
+  char *text = NULL;
+  size_t size = 0;
+  FILE *out = open_memstream(&text, &size);
+  if (lcs[0] != n || n != m) {
+    fprintf(out, "--- %s\n+++ %s\n@@ -%zu,%zu +%zu,%zu @@\n", old_text ? path : "/dev/null", path, n ? (size_t)1 : 0, n,
+            m ? (size_t)1 : 0, m);
+    size_t i = 0, j = 0;
+    while (i < n || j < m) {
+      if (i < n && j < m && strcmp(a.line[i], b.line[j]) == 0) { fprintf(out, " %s\n", a.line[i]); i++; j++; }
+      else if (j < m && (i == n || lcs[i * (m + 1) + j + 1] >= lcs[(i + 1) * (m + 1) + j]))
+        fprintf(out, "+%s\n", b.line[j++]);
+      else fprintf(out, "-%s\n", a.line[i++]);
+    }
+  }
+  fclose(out);
+  free(lcs);
+  free_lines(&a);
+  free_lines(&b);
+  return text;
+}
+
+struct file_change {
+  char path[1024];   /* as it is on the target system */
+  char *diff;        /* "" when unchanged */
+  bool written;
+  int error;         /* errno of a failed write */
+};
+
+/* Diff (and unless dry_run, write) root + path with text. */
+static void change_file(const char *root, const char *path, const char *text, bool dry_run, struct file_change *c) {
+  memset(c, 0, sizeof *c);
+  snprintf(c->path, sizeof c->path, "%s", path);
+  char full[2048];
+  root_path(full, sizeof full, root, path);
+  FILE *in = fopen(full, "r");
+  char *old_text = NULL;
+  if (in) {
+    size_t size = 0;
+    FILE *buffer = open_memstream(&old_text, &size);
+    char chunk[4096];
+    size_t got;
+    while ((got = fread(chunk, 1, sizeof chunk, in)) > 0) fwrite(chunk, 1, got, buffer);
+    fclose(buffer);
+    fclose(in);
+  }
+  c->diff = unified_diff(path, old_text, text);
+  bool same = old_text && strcmp(old_text, text) == 0;
+  free(old_text);
+  if (dry_run || same) return;
+  char dir[2048];
+  snprintf(dir, sizeof dir, "%s", full);
+  char *slash = strrchr(dir, '/');
+  if (slash && slash != dir) *slash = '\0';
+  bool created;
+  int rc = pool_make_directories(dir, &created);
+  FILE *out = rc == 0 ? fopen(full, "w") : NULL;
+  if (!out) { c->error = rc ? -rc : errno; return; }
+  fputs(text, out);
+  c->written = fclose(out) == 0;
+  if (!c->written) c->error = errno;
+}
+
+/* Whether the persistence files could be written (so that nothing is written when they cannot). */
+static int check_persist_writable(const char *root, const char *path) {
+  char full[2048];
+  root_path(full, sizeof full, root, path);
+  for (char *slash = strrchr(full, '/'); slash && slash != full; slash = strrchr(full, '/')) {
+    if (access(full, F_OK) == 0) return access(full, W_OK) == 0 ? 0 : -errno;
+    *slash = '\0';
+  }
+  return access(full[0] ? full : "/", W_OK) == 0 ? 0 : -errno;
+}
+
+static void json_changes(struct json *j, const struct file_change *changes, unsigned count) {
+  json_array(j, "files");
+  for (unsigned i = 0; i < count; i++) {
+    json_object(j, NULL);
+    json_string(j, "path", changes[i].path);
+    json_bool(j, "changed", changes[i].diff && changes[i].diff[0]);
+    json_bool(j, "written", changes[i].written);
+    json_string(j, "diff", changes[i].diff ? changes[i].diff : "");
+    json_string(j, "error", changes[i].error ? strerror(changes[i].error) : NULL);
+    json_close(j);
+  }
+  json_close(j);
+}
+
+static void print_changes(const struct file_change *changes, unsigned count, bool dry_run) {
+  for (unsigned i = 0; i < count; i++) {
+    const struct file_change *c = &changes[i];
+    if (c->error) printf("could not write %s (%s)\n", c->path, strerror(c->error));
+    else if (!c->diff || !c->diff[0]) printf("%s is up to date\n", c->path);
+    else if (dry_run) printf("would change %s:\n%s", c->path, c->diff);
+    else printf("wrote %s:\n%s", c->path, c->diff);
+  }
+}
+
+/* ---- show ------------------------------------------------------------------------------------------- */
+
+static int pool_show(const struct pool_args *a) {
+  struct status_snapshot *s = malloc(sizeof *s);
+  if (!s) return fail(EXIT_SHORT, "pool", "out of memory");
+  status_read(a->root, s);
+  if (!s->hugetlb_present) {
+    free(s);
+    return fail(EXIT_PRIVILEGE, "pool", "this kernel has no hugetlb support (it needs CONFIG_HUGETLBFS)");
+  }
+  if (a->json) {
+    struct json j;
+    json_begin(&j, stdout);
+    json_string(&j, "schema", "hugify.pool/1");
+    json_u64(&j, "default_page_size", s->default_hugetlb_size);
+    view_pool_json(&j, "pools", s->pools, s->pool_count);
+    view_mount_json(&j, "mounts", s);
+    json_end(&j);
+  } else {
+    view_pool_table(stdout, s->pools, s->pool_count, "");
+    printf("\nhugetlbfs mounts\n");
+    view_mount_table(stdout, s, "  ");
+  }
+  free(s);
+  return EXIT_DONE;
+}
+
+/* ---- set / clear ------------------------------------------------------------------------------------ */
+
+static int compare_requests(const void *x, const void *y) {
+  const struct hugify_pool_request *a = x, *b = y;
+  return a->page_size < b->page_size ? 1 : a->page_size > b->page_size ? -1 : 0; /* bigger sizes first */
+}
+
+static void result_rows(struct table *t, const struct hugify_pool_result *r, bool dry_run) {
+  char label[32], node[16], before[24], asked[24], got[24], shortfall[24];
+  format_page_size(r->page_size, label, sizeof label);
+  uint64_t total_short = r->got < r->requested ? r->requested - r->got : 0;
+  if (r->node >= 0) snprintf(node, sizeof node, "%d", r->node);
+  else snprintf(node, sizeof node, "all");
+  snprintf(before, sizeof before, "%llu", (unsigned long long)r->before);
+  snprintf(asked, sizeof asked, "%llu", (unsigned long long)r->requested);
+  snprintf(got, sizeof got, "%llu", (unsigned long long)r->got);
+  snprintf(shortfall, sizeof shortfall, "%llu", (unsigned long long)total_short);
+  if (r->node < 0) table_row(t, label, node, before, asked, dry_run ? "-" : got, dry_run ? "-" : shortfall);
+  if (r->node_count < 2 && r->node < 0) return;
+  for (unsigned i = 0; i < r->node_count; i++) {
+    const struct hugify_pool_node_result *n = &r->nodes[i];
+    if (r->node >= 0 && n->node != r->node) continue;
+    snprintf(node, sizeof node, "%d", n->node);
+    snprintf(before, sizeof before, "%llu", (unsigned long long)n->before);
+    snprintf(asked, sizeof asked, "%llu", (unsigned long long)n->requested);
+    snprintf(got, sizeof got, "%llu", (unsigned long long)n->got);
+    snprintf(shortfall, sizeof shortfall, "%llu",
+             (unsigned long long)(n->got < n->requested ? n->requested - n->got : 0));
+    table_row(t, r->node >= 0 ? label : "", node, before, asked, dry_run ? "-" : got, dry_run ? "-" : shortfall);
+  }
+}
+
+/* "got" and "short": null when nothing was read back (a dry run). */
+static void json_got(struct json *j, bool measured, uint64_t got, uint64_t requested) {
+  if (!measured) {
+    json_null(j, "got");
+    json_null(j, "short");
+    return;
+  }
+  json_u64(j, "got", got);
+  json_u64(j, "short", got < requested ? requested - got : 0);
+}
+
+static void json_result(struct json *j, const struct hugify_pool_result *r, int rc, bool written) {
+  char label[32];
+  format_page_size(r->page_size, label, sizeof label);
+  json_object(j, NULL);
+  json_u64(j, "page_size", r->page_size);
+  json_string(j, "label", label);
+  if (r->node >= 0) json_i64(j, "node", r->node);
+  else json_null(j, "node");
+  json_u64(j, "before", r->before);
+  json_u64(j, "requested", r->requested);
+  bool measured = written || r->beyond_memory; /* a dry run has nothing read back */
+  json_got(j, measured, r->got, r->requested);
+  json_u64(j, "surplus", r->surplus);
+  json_u64(j, "compactions", r->compactions);
+  json_bool(j, "beyond_memory", r->beyond_memory);
+  if (measured) json_bool(j, "filled", rc == 0);
+  else json_null(j, "filled");
+  json_array(j, "nodes");
+  for (unsigned i = 0; i < r->node_count; i++) {
+    const struct hugify_pool_node_result *n = &r->nodes[i];
+    json_object(j, NULL);
+    json_i64(j, "node", n->node);
+    json_u64(j, "before", n->before);
+    json_u64(j, "requested", n->requested);
+    json_got(j, measured, n->got, n->requested);
+    json_close(j);
+  }
+  json_close(j);
+  json_string(j, "reason", r->reason);
+  json_close(j);
+}
+
+static int privilege_error(const struct pool_args *a, const char *reason) {
+  return fail(EXIT_PRIVILEGE, "pool", "%s.\nNothing was written. Run it as root: sudo hugify pool %s ...", reason,
+              a->verb);
+}
+
+static int pool_set(struct pool_args *a, const struct machine *m) {
+  bool clear = strcmp(a->verb, "clear") == 0;
+  if (clear) {
+    if (a->request_count || a->bytes) return usage_error("pool", "clear takes --size, not counts");
+    if (a->persist) return usage_error("pool", "clear does not persist: remove " HUGIFY_POOL_SYSCTL_FILE
+                                               " and the hugepages= boot parameters instead");
+    for (int i = 0; i < m->count; i++) {
+      if (a->size && m->pools[i].global.page_size != a->size) continue;
+      a->requests[a->request_count++] = (struct hugify_pool_request){m->pools[i].global.page_size, -1, 0};
+    }
+  } else if (a->bytes) {
+    if (a->request_count) return usage_error("pool", "give either SIZE=COUNT or --bytes, not both");
+    uint64_t size = a->size ? a->size : m->default_size;
+    if (!size) return bad_size(m, "--bytes without --size (this machine has no default huge page size)");
+    a->requests[a->request_count++] = (struct hugify_pool_request){size, -1, (a->bytes + size - 1) / size};
+  } else if (!a->request_count) {
+    return usage_error("pool", "set needs SIZE=COUNT (such as 2M=512) or --bytes BYTES");
+  } else if (a->size) {
+    return usage_error("pool", "--size goes with --bytes; SIZE=COUNT names its size");
+  }
+  if (a->mount.dir || a->mount.mode || a->mount.uid || a->mount.gid || a->mount.max_size || a->mount.min_size)
+    return usage_error("pool", "--dir, --mode, --uid, --gid, --max-size and --min-size are for 'pool mount'");
+  for (unsigned i = 0; i < a->request_count; i++) a->requests[i].node = a->node;
+  qsort(a->requests, a->request_count, sizeof a->requests[0], compare_requests);
+
+  /* Plan every request first: a bad node, or one that cannot fit, writes nothing at all. */
+  struct hugify_pool_result *results = calloc(a->request_count, sizeof *results);
+  int *codes = calloc(a->request_count, sizeof *codes);
+  if (!results || !codes) { free(results); free(codes); return fail(EXIT_SHORT, "pool", "out of memory"); }
+  bool beyond = false;
+  int exit_code = EXIT_DONE;
+  for (unsigned i = 0; i < a->request_count && exit_code == EXIT_DONE; i++) {
+    const struct hugify_pool_request *r = &a->requests[i];
+    codes[i] = pool_set_at(a->root, r->page_size, r->node, r->count, HUGIFY_POOL_DRY_RUN, &results[i]);
+    if (codes[i] == -EINVAL) exit_code = usage_error("pool", "%s", results[i].reason);
+    else if (codes[i] && codes[i] != -ENOMEM) exit_code = fail(EXIT_SHORT, "pool", "%s", results[i].reason);
+    beyond |= results[i].beyond_memory;
+  }
+  char persist_reason[512] = "";
+  if (exit_code == EXIT_DONE && !a->dry_run && !beyond) {
+    for (unsigned i = 0; i < a->request_count && exit_code == EXIT_DONE; i++) {
+      char reason[HUGIFY_REASON_MAX] = "";
+      int rc = pool_check_writable_at(a->root, a->requests[i].page_size, a->requests[i].node, reason, sizeof reason);
+      if (rc) exit_code = privilege_error(a, reason);
+    }
+    int rc = a->persist ? check_persist_writable(a->root, HUGIFY_POOL_SYSCTL_FILE) : 0;
+    if (exit_code == EXIT_DONE && rc) {
+      snprintf(persist_reason, sizeof persist_reason, "cannot write " HUGIFY_POOL_SYSCTL_FILE " (%s)", strerror(-rc));
+      exit_code = privilege_error(a, persist_reason);
+    }
+  }
+  if (exit_code != EXIT_DONE) { free(results); free(codes); return exit_code; }
+
+  if (!a->dry_run && !beyond) {
+    for (unsigned i = 0; i < a->request_count; i++) {
+      const struct hugify_pool_request *r = &a->requests[i];
+      char label[32];
+      format_page_size(r->page_size, label, sizeof label);
+      progress(false, "setting the %s pool to %llu pages...", label, (unsigned long long)r->count);
+      codes[i] = pool_set_at(a->root, r->page_size, r->node, r->count, 0, &results[i]);
+      progress(true, "%s pool: %llu pages", label, (unsigned long long)results[i].got);
+      if (codes[i] == -EACCES || codes[i] == -EPERM || codes[i] == -EROFS)
+        exit_code = privilege_error(a, results[i].reason); /* not expected after the check; reported all the same */
+    }
+  }
+  bool short_any = false;
+  for (unsigned i = 0; i < a->request_count; i++) short_any |= codes[i] == -ENOMEM;
+
+  /* Persistence: the requests as asked, whether or not the pool filled now (boot has unfragmented memory). */
+  struct file_change change = {0};
+  bool have_change = false;
+  char *cmdline = NULL;
+  if (a->persist && !beyond) {
+    char *sysctl = hugify_pool_sysctl_text(a->requests, a->request_count, m->default_size);
+    if (sysctl) {
+      change_file(a->root, HUGIFY_POOL_SYSCTL_FILE, sysctl, a->dry_run, &change);
+      have_change = true;
+      if (change.error) exit_code = EXIT_PRIVILEGE;
+      free(sysctl);
+    }
+    cmdline = hugify_pool_cmdline_text(a->requests, a->request_count, m->default_size);
+  }
+
+  if (a->json) {
+    struct json j;
+    json_begin(&j, stdout);
+    json_string(&j, "schema", "hugify.pool.set/1");
+    json_string(&j, "command", a->verb);
+    json_bool(&j, "dry_run", a->dry_run);
+    json_bool(&j, "written", !a->dry_run && !beyond);
+    json_array(&j, "results");
+    for (unsigned i = 0; i < a->request_count; i++) json_result(&j, &results[i], codes[i], !a->dry_run && !beyond);
+    json_close(&j);
+    if (a->persist) {
+      json_object(&j, "persist");
+      json_changes(&j, &change, have_change ? 1 : 0);
+      json_string(&j, "kernel_cmdline", cmdline && cmdline[0] ? cmdline : NULL);
+      json_close(&j);
+    }
+    json_end(&j);
+  } else {
+    static const char *const headers[] = {"size", "node", "before", "asked", "got", "short"};
+    static const bool right[] = {false, false, true, true, true, true};
+    struct table t;
+    table_init(&t, 6, headers, right);
+    for (unsigned i = 0; i < a->request_count; i++) result_rows(&t, &results[i], a->dry_run);
+    if (a->dry_run) printf("Dry run: nothing written. The plan:\n");
+    else if (beyond) printf("Nothing written:\n");
+    table_print(&t, stdout, "");
+    table_free(&t);
+    for (unsigned i = 0; i < a->request_count; i++) {
+      const struct hugify_pool_result *r = &results[i];
+      char label[32];
+      format_page_size(r->page_size, label, sizeof label);
+      if (r->reason[0]) printf("%s: %s\n", label, r->reason);
+      if (r->compactions) printf("%s: compacted memory %u time%s to find more pages\n", label, r->compactions,
+                                 r->compactions == 1 ? "" : "s");
+      if (!a->dry_run && !beyond && r->surplus)
+        printf("%s: %llu pages are still in use beyond the new size (surplus); they return to the system when "
+               "freed\n", label, (unsigned long long)r->surplus);
+    }
+    if (have_change) print_changes(&change, 1, a->dry_run);
+    if (cmdline && cmdline[0])
+      printf("Kernel command line for boot (add to GRUB_CMDLINE_LINUX in /etc/default/grub, run update-grub, "
+             "reboot):\n  %s\n", cmdline);
+  }
+  free(cmdline);
+  free(change.diff);
+  if (short_any && exit_code == EXIT_DONE) {
+    for (unsigned i = 0; i < a->request_count; i++)
+      if (codes[i] == -ENOMEM && results[i].reason[0])
+        fprintf(stderr, "hugify pool: %s\n", results[i].reason);
+    exit_code = EXIT_SHORT;
+  }
+  free(results);
+  free(codes);
+  return exit_code;
+}
+
+/* ---- mount ------------------------------------------------------------------------------------------ */
+
+static int pool_mount(struct pool_args *a, const struct machine *m) {
+  if (a->request_count || a->bytes || a->node >= 0)
+    return usage_error("pool", "mount takes --size (and mount options), not counts or --node");
+  uint64_t size = a->size ? a->size : m->default_size;
+  if (!size) return bad_size(m, "mount without --size (this machine has no default huge page size)");
+  char dir[1024], label[32], reason[HUGIFY_REASON_MAX] = "";
+  format_page_size(size, label, sizeof label);
+  if (a->mount.dir) snprintf(dir, sizeof dir, "%s", a->mount.dir);
+  else hugify_pool_mount_dir(size, dir, sizeof dir);
+  if (dir[0] != '/') return usage_error("pool", "--dir takes an absolute path, not '%s'", dir);
+  if (a->mount.min_size && a->mount.max_size && a->mount.min_size > a->mount.max_size)
+    return usage_error("pool", "--min-size is larger than --max-size");
+  char unit_name[256] = "", unit_path[1024] = "";
+  char *unit = a->persist ? hugify_pool_mount_unit_text(size, &a->mount, unit_name, sizeof unit_name) : NULL;
+  if (unit) snprintf(unit_path, sizeof unit_path, HUGIFY_POOL_UNIT_DIR "/%s", unit_name);
+  bool live = strcmp(a->root, "/") == 0 || a->root[0] == '\0';
+  if (unit && !a->dry_run) {
+    int rc = check_persist_writable(a->root, unit_path);
+    if (rc) {
+      snprintf(reason, sizeof reason, "cannot write %s (%s)", unit_path, strerror(-rc));
+      free(unit);
+      return privilege_error(a, reason);
+    }
+  }
+  int rc = 0, exit_code = EXIT_DONE;
+  bool mounted = false;
+  if (!a->dry_run && live) {
+    rc = hugify_pool_mount(size, &a->mount, reason, sizeof reason);
+    mounted = rc == 0;
+    if (rc == -EPERM || rc == -EACCES || rc == -EROFS) { free(unit); return privilege_error(a, reason); }
+    if (rc == -EINVAL) { free(unit); return usage_error("pool", "%s", reason); }
+    if (rc) exit_code = EXIT_SHORT;
+  }
+  struct file_change change = {0};
+  if (unit) {
+    change_file(a->root, unit_path, unit, a->dry_run, &change);
+    if (change.error) exit_code = EXIT_PRIVILEGE;
+  }
+  if (a->json) {
+    struct json j;
+    json_begin(&j, stdout);
+    json_string(&j, "schema", "hugify.pool.mount/1");
+    json_u64(&j, "page_size", size);
+    json_string(&j, "dir", dir);
+    json_bool(&j, "dry_run", a->dry_run);
+    json_bool(&j, "mounted", mounted);
+    json_string(&j, "reason", reason[0] ? reason : NULL);
+    if (unit) {
+      json_object(&j, "persist");
+      json_string(&j, "unit", unit_name);
+      json_changes(&j, &change, 1);
+      json_close(&j);
+    }
+    json_end(&j);
+  } else {
+    if (a->dry_run) printf("Dry run: would mount hugetlbfs of %s pages at %s\n", label, dir);
+    else if (!live) printf("Not mounted: --root %s is not this machine\n", a->root);
+    else if (mounted && reason[0]) printf("%s\n", reason);
+    else if (mounted) printf("Mounted hugetlbfs of %s pages at %s\n", label, dir);
+    if (unit) {
+      print_changes(&change, 1, a->dry_run);
+      if (!a->dry_run && !change.error)
+        printf("Enable it at boot: systemctl daemon-reload && systemctl enable %s\n", unit_name);
+    }
+  }
+  if (rc && reason[0]) fprintf(stderr, "hugify pool: %s\n", reason);
+  free(unit);
+  free(change.diff);
+  return exit_code;
+}
 
 int cmd_pool(int argc, char **argv) {
-  (void)argc;
-  (void)argv;
-  return fail(EXIT_PRIVILEGE, "pool", "not available in this build yet");
+  struct machine *m = calloc(1, sizeof *m);
+  if (!m) return fail(EXIT_SHORT, "pool", "out of memory");
+  /* --root must be known before sizes are checked against the machine */
+  const char *root = "/";
+  for (int i = 1; i + 1 < argc; i++)
+    if (strcmp(argv[i], "--root") == 0) root = argv[i + 1];
+  m->count = pool_list_at(root, m->pools, HUGIFY_MAX_HUGETLB_SIZES);
+  if (m->count < 0) m->count = 0;
+  m->default_size = pool_default_size_at(root);
+  pool_size_list(m->pools, (unsigned)m->count, m->sizes, sizeof m->sizes);
+  struct pool_args *a = malloc(sizeof *a);
+  int rc = a ? parse_args(argc, argv, m, a) : fail(EXIT_SHORT, "pool", "out of memory");
+  if (rc == EXIT_DONE) {
+    if (m->count == 0 && strcmp(a->verb, "show") != 0)
+      rc = fail(EXIT_PRIVILEGE, "pool", "this kernel has no hugetlb pages (it needs CONFIG_HUGETLBFS)");
+    else if (strcmp(a->verb, "show") == 0) rc = pool_show(a);
+    else if (strcmp(a->verb, "mount") == 0) rc = pool_mount(a, m);
+    else rc = pool_set(a, m);
+  }
+  free(a);
+  free(m);
+  return rc;
 }

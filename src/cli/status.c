@@ -1,13 +1,559 @@
-/* status.c - hugify status (not built yet: see the open issue). */
+/* status.c - hugify status: everything the kernel says about huge pages here, with diagnoses and fixes. */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
 #include "cli.h"
+#include "pool_view.h"
+#include "procfs.h"
+#include "status.h"
+#include "units.h"
 
 const char usage_status[] =
-    "usage: hugify status [--json]\n"
+    "usage: hugify status [--json] [--watch SECONDS [--count N]] [--root DIR]\n"
     "\n"
-    "Not available in this build yet.\n";
+    "Everything the kernel says about huge pages on this machine, in pages and bytes: hugetlb pools per size\n"
+    "and NUMA node, hugetlbfs mounts, THP settings (per size where the kernel has mTHP, and khugepaged),\n"
+    "huge pages in use, counters since boot, fragmentation (how many 2M / 1G pages could be reserved now),\n"
+    "boot parameters, the memlock limit, cgroup hugetlb limits, kernel features; then diagnoses, each with\n"
+    "the command that fixes it. Needs no root: what cannot be read is listed as such.\n"
+    "\n"
+    "Options:\n"
+    "  --json            machine-readable output (schema: docs/status.md)\n"
+    "  --watch SECONDS   after the status, print the counters' changes every SECONDS until Ctrl-C\n"
+    "  --count N         with --watch: stop after N intervals\n" VIEW_ROOT_HELP
+    "\n"
+    "Examples:\n"
+    "  hugify status\n"
+    "  hugify status --json | jq '.diagnoses'\n"
+    "  hugify status --watch 1            # THP faults, fallbacks, compaction stalls per second\n"
+    "  hugify status --watch 5 --count 12 --json\n"
+    "\n"
+    "Exit status: 0 done, 2 bad usage.\n";
+
+static const char *feature_word(int state) {
+  return state == HUGIFY_FEATURE_YES ? "yes" : state == HUGIFY_FEATURE_NO ? "no" : "unknown";
+}
+
+static const char *limit_text(uint64_t bytes, char *buf, size_t cap) {
+  if (bytes == UINT64_MAX) snprintf(buf, cap, "unlimited");
+  else if (bytes == STATUS_UNKNOWN) snprintf(buf, cap, "?");
+  else format_bytes(bytes, buf, cap);
+  return buf;
+}
+
+static const char *bytes_or_unknown(uint64_t bytes, char *buf, size_t cap) {
+  if (bytes == STATUS_UNKNOWN) snprintf(buf, cap, "?");
+  else format_bytes(bytes, buf, cap);
+  return buf;
+}
+
+/* ---- text ------------------------------------------------------------------------------------------ */
+
+static void print_thp(const struct status_snapshot *s) {
+  printf("\nTransparent huge pages\n");
+  if (!s->thp_present) {
+    printf("  not built into this kernel\n");
+    return;
+  }
+  char pmd[32], n[24];
+  printf("  enabled %s, defrag %s, shmem_enabled %s, use_zero_page %s, PMD size %s\n", s->thp_enabled,
+         s->thp_defrag[0] ? s->thp_defrag : "?", s->thp_shmem_enabled[0] ? s->thp_shmem_enabled : "?",
+         view_number(s->thp_use_zero_page, n, sizeof n), bytes_or_unknown(s->thp_pmd_size, pmd, sizeof pmd));
+  if (s->mthp_count) {
+    /* one column per size: its enabled and shmem_enabled controls */
+    int w = 7;
+    for (unsigned i = 0; i < s->mthp_count; i++) {
+      if ((int)strlen(s->mthp[i].enabled) > w) w = (int)strlen(s->mthp[i].enabled);
+      if ((int)strlen(s->mthp[i].shmem_enabled) > w) w = (int)strlen(s->mthp[i].shmem_enabled);
+    }
+    printf("  per size (mTHP)  ");
+    for (unsigned i = 0; i < s->mthp_count; i++) {
+      char label[32];
+      format_page_size(s->mthp[i].page_size, label, sizeof label);
+      printf(" %*s", w, label);
+    }
+    printf("\n    enabled        ");
+    for (unsigned i = 0; i < s->mthp_count; i++) printf(" %*s", w, s->mthp[i].enabled[0] ? s->mthp[i].enabled : "-");
+    printf("\n    shmem_enabled  ");
+    for (unsigned i = 0; i < s->mthp_count; i++)
+      printf(" %*s", w, s->mthp[i].shmem_enabled[0] ? s->mthp[i].shmem_enabled : "-");
+    putchar('\n');
+  } else {
+    printf("  per size (mTHP): not in this kernel (Linux 6.8+)\n");
+  }
+  printf("  khugepaged:");
+  for (size_t f = 0; f < STATUS_KHUGEPAGED_FIELDS; f++) {
+    char value[24];
+    printf("%s %s %s", f == 5 ? ",\n             " : f ? "," : "", status_khugepaged_fields[f].name,
+           view_number(status_khugepaged_value(&s->khugepaged, &status_khugepaged_fields[f]), value, sizeof value));
+  }
+  putchar('\n');
+}
+
+static void print_usage_and_counters(const struct status_snapshot *s) {
+  char a[32], b[32], c[32], d[32], e[32], f[32];
+  printf("\nIn use (/proc/meminfo)\n");
+  printf("  AnonHugePages %s, ShmemHugePages %s (PMD-mapped %s), FileHugePages %s (PMD-mapped %s), Hugetlb %s\n",
+         bytes_or_unknown(s->anon_huge, a, sizeof a), bytes_or_unknown(s->shmem_huge, b, sizeof b),
+         bytes_or_unknown(s->shmem_pmd_mapped, c, sizeof c), bytes_or_unknown(s->file_huge, d, sizeof d),
+         bytes_or_unknown(s->file_pmd_mapped, e, sizeof e), bytes_or_unknown(s->hugetlb_bytes, f, sizeof f));
+  printf("\nCounters since boot (/proc/vmstat)\n");
+  if (!s->counters_known) {
+    printf("  (cannot be read)\n");
+    return;
+  }
+  int column = 0;
+  for (int i = 0; i < VMSTAT_COUNTER_COUNT; i++) {
+    if (!s->counters.present[i]) continue;
+    printf("%s%-27s %10llu", column == 0 ? "  " : "   ", vmstat_counter_names[i],
+           (unsigned long long)s->counters.value[i]);
+    if (++column == 2) { putchar('\n'); column = 0; }
+  }
+  if (column) putchar('\n');
+}
+
+static void print_fragmentation(const struct status_snapshot *s) {
+  printf("\nFragmentation: free blocks per order (/proc/buddyinfo)\n");
+  if (!s->zone_count) {
+    printf("  (cannot be read)\n");
+    return;
+  }
+  unsigned orders = 0;
+  for (unsigned i = 0; i < s->zone_count; i++)
+    if (s->zones[i].order_count > orders) orders = s->zones[i].order_count;
+  printf("  node  zone    ");
+  for (unsigned o = 0; o < orders; o++) printf(" %7u", o);
+  putchar('\n');
+  for (unsigned i = 0; i < s->zone_count; i++) {
+    printf("  %4d  %-7s ", s->zones[i].node, s->zones[i].zone);
+    for (unsigned o = 0; o < s->zones[i].order_count; o++)
+      printf(" %7llu", (unsigned long long)s->zones[i].free_blocks[o]);
+    putchar('\n');
+  }
+  int last = -1;
+  for (unsigned i = 0; i < s->zone_count; i++) {
+    int node = s->zones[i].node;
+    if (node == last) continue;
+    last = node;
+    printf("  could be reserved now on node %d without compaction:", node);
+    for (unsigned p = 0; p < s->pool_count; p++) {
+      bool bound;
+      uint64_t pages = status_could_reserve(s, node, s->pools[p].global.page_size, &bound);
+      char label[32];
+      format_page_size(s->pools[p].global.page_size, label, sizeof label);
+      printf("%s %s%llu %s", p ? "," : "", bound ? "at most " : "", (unsigned long long)pages, label);
+    }
+    putchar('\n');
+  }
+}
+
+static void print_system(const struct status_snapshot *s) {
+  printf("\nBoot parameters (/proc/cmdline)\n  %s\n",
+         s->boot.params[0] ? s->boot.params : s->boot_known ? "none about huge pages" : "?");
+  char soft[32], hard[32];
+  if (s->memlock_known)
+    printf("\nmemlock limit: %s (hard %s)\n", limit_text(s->memlock_soft, soft, sizeof soft),
+           limit_text(s->memlock_hard, hard, sizeof hard));
+  else
+    printf("\nmemlock limit: ?\n");
+  if (s->cgroup_version == 2) {
+    printf("cgroup v2 %s:", s->cgroup_path);
+    if (!s->cgroup_limit_count) printf(" no hugetlb limits (hugetlb controller not enabled here)\n");
+    else putchar('\n');
+    for (unsigned i = 0; i < s->cgroup_limit_count; i++) {
+      const struct status_cgroup_limit *l = &s->cgroup_limits[i];
+      char label[32], max[32], rsvd[32], cur[32];
+      format_page_size(l->page_size, label, sizeof label);
+      printf("  %s: max %s%s%s, rsvd.max %s, current %s\n", label, limit_text(l->max, max, sizeof max),
+             l->limited_by[0] ? " set by " : "", l->limited_by, limit_text(l->rsvd_max, rsvd, sizeof rsvd),
+             bytes_or_unknown(l->current, cur, sizeof cur));
+    }
+  } else {
+    printf("cgroup: %s\n", s->cgroup_version == 1 ? "v1 only (hugetlb limits not read)" : "?");
+  }
+  printf("features: MADV_COLLAPSE %s, process_madvise %s, file THP for text %s; may change pools: %s\n",
+         feature_word(s->madv_collapse), feature_word(s->process_madvise), feature_word(s->file_thp_text),
+         s->can_change_pools ? "yes" : "no");
+  if (s->feature_reason[0]) printf("  (%s)\n", s->feature_reason);
+  if (s->unreadable_count) {
+    printf("\nCannot be read (run as root to see them):\n");
+    for (unsigned i = 0; i < s->unreadable_count; i++)
+      printf("  %s: %s\n", s->unreadable[i].path, strerror(s->unreadable[i].error));
+  }
+}
+
+static void print_diagnoses(const struct status_diagnosis *d, unsigned count) {
+  printf("\nDiagnoses\n");
+  if (!count) printf("  none: nothing to fix\n");
+  for (unsigned i = 0; i < count; i++) {
+    printf("  %s: %s\n", d[i].severity == STATUS_WARNING ? "warning" : "note", d[i].message);
+    if (d[i].fix[0]) printf("    fix: %s\n", d[i].fix);
+  }
+}
+
+static void print_text(const struct status_snapshot *s, const struct status_diagnosis *d, unsigned count) {
+  char base[32], def[32];
+  format_bytes(s->base_page_size, base, sizeof base);
+  printf("Huge pages on %s: kernel %s, base pages %s\n", s->live ? "this machine" : s->root,
+         s->kernel_release[0] ? s->kernel_release : "?", base);
+  if (!s->hugetlb_present) {
+    printf("\nhugetlb pools: this kernel has no hugetlb support\n");
+  } else {
+    format_page_size(s->default_hugetlb_size, def, sizeof def);
+    printf("\nhugetlb pools (pages; default size %s)\n", s->default_hugetlb_size ? def : "?");
+    view_pool_table(stdout, s->pools, s->pool_count, "  ");
+    printf("\nhugetlbfs mounts\n");
+    view_mount_table(stdout, s, "  ");
+  }
+  print_thp(s);
+  print_usage_and_counters(s);
+  print_fragmentation(s);
+  print_system(s);
+  print_diagnoses(d, count);
+}
+
+/* ---- JSON ------------------------------------------------------------------------------------------ */
+
+static void json_feature(struct json *j, const char *key, int state) { json_string(j, key, feature_word(state)); }
+
+static void json_limit(struct json *j, const char *key, uint64_t value) {
+  if (value == UINT64_MAX) json_string(j, key, "max");
+  else json_u64(j, key, value);
+}
+
+static void json_status(struct json *j, const struct status_snapshot *s, const struct status_diagnosis *d,
+                        unsigned count) {
+  json_string(j, "schema", "hugify.status/1");
+  json_string(j, "root", s->root);
+  json_string(j, "kernel", s->kernel_release);
+  json_u64(j, "base_page_size", s->base_page_size);
+
+  json_object(j, "hugetlb");
+  json_bool(j, "present", s->hugetlb_present);
+  json_u64(j, "default_page_size", s->default_hugetlb_size);
+  view_pool_json(j, "pools", s->pools, s->pool_count);
+  view_mount_json(j, "mounts", s);
+  json_close(j);
+
+  json_object(j, "thp");
+  json_bool(j, "present", s->thp_present);
+  json_string(j, "enabled", s->thp_enabled);
+  json_string(j, "defrag", s->thp_defrag);
+  json_string(j, "shmem_enabled", s->thp_shmem_enabled);
+  view_json_known(j, "use_zero_page", s->thp_use_zero_page);
+  view_json_known(j, "pmd_size", s->thp_pmd_size);
+  json_array(j, "sizes");
+  for (unsigned i = 0; i < s->mthp_count; i++) {
+    json_object(j, NULL);
+    json_u64(j, "page_size", s->mthp[i].page_size);
+    json_string(j, "enabled", s->mthp[i].enabled[0] ? s->mthp[i].enabled : NULL);
+    json_string(j, "shmem_enabled", s->mthp[i].shmem_enabled[0] ? s->mthp[i].shmem_enabled : NULL);
+    json_close(j);
+  }
+  json_close(j);
+  json_object(j, "khugepaged");
+  for (size_t f = 0; f < STATUS_KHUGEPAGED_FIELDS; f++)
+    view_json_known(j, status_khugepaged_fields[f].name,
+                    status_khugepaged_value(&s->khugepaged, &status_khugepaged_fields[f]));
+  json_close(j);
+  json_close(j);
+
+  json_object(j, "usage");
+  view_json_known(j, "anon_huge_pages", s->anon_huge);
+  view_json_known(j, "shmem_huge_pages", s->shmem_huge);
+  view_json_known(j, "shmem_pmd_mapped", s->shmem_pmd_mapped);
+  view_json_known(j, "file_huge_pages", s->file_huge);
+  view_json_known(j, "file_pmd_mapped", s->file_pmd_mapped);
+  view_json_known(j, "hugetlb", s->hugetlb_bytes);
+  view_json_known(j, "mem_total", s->mem_total);
+  view_json_known(j, "mem_free", s->mem_free);
+  json_close(j);
+
+  json_object(j, "counters");
+  for (int i = 0; i < VMSTAT_COUNTER_COUNT && s->counters_known; i++)
+    if (s->counters.present[i]) json_u64(j, vmstat_counter_names[i], s->counters.value[i]);
+  json_close(j);
+
+  json_object(j, "fragmentation");
+  json_array(j, "zones");
+  for (unsigned i = 0; i < s->zone_count; i++) {
+    json_object(j, NULL);
+    json_i64(j, "node", s->zones[i].node);
+    json_string(j, "zone", s->zones[i].zone);
+    json_array(j, "free_blocks");
+    for (unsigned o = 0; o < s->zones[i].order_count; o++) json_u64(j, NULL, s->zones[i].free_blocks[o]);
+    json_close(j);
+    json_close(j);
+  }
+  json_close(j);
+  json_array(j, "could_reserve");
+  int last = -1;
+  for (unsigned i = 0; i < s->zone_count; i++) {
+    if (s->zones[i].node == last) continue;
+    last = s->zones[i].node;
+    for (unsigned p = 0; p < s->pool_count; p++) {
+      bool bound;
+      uint64_t pages = status_could_reserve(s, last, s->pools[p].global.page_size, &bound);
+      json_object(j, NULL);
+      json_i64(j, "node", last);
+      json_u64(j, "page_size", s->pools[p].global.page_size);
+      json_u64(j, "pages", pages);
+      json_bool(j, "upper_bound", bound);
+      json_close(j);
+    }
+  }
+  json_close(j);
+  json_close(j);
+
+  json_object(j, "boot");
+  json_string(j, "parameters", s->boot_known ? s->boot.params : NULL);
+  if (s->boot.default_size) json_u64(j, "default_hugepagesz", s->boot.default_size);
+  else json_null(j, "default_hugepagesz");
+  json_string(j, "transparent_hugepage", s->boot.transparent_hugepage[0] ? s->boot.transparent_hugepage : NULL);
+  json_array(j, "pools");
+  for (unsigned i = 0; i < s->boot.pool_count; i++) {
+    const struct cmdline_pool *p = &s->boot.pools[i];
+    json_object(j, NULL);
+    json_u64(j, "page_size", p->page_size);
+    json_u64(j, "pages", p->pages);
+    if (p->per_node) {
+      json_array(j, "nodes");
+      for (unsigned n = 0; n < CMDLINE_MAX_NODES; n++) {
+        if (!p->node_pages[n]) continue;
+        json_object(j, NULL);
+        json_i64(j, "node", n);
+        json_u64(j, "pages", p->node_pages[n]);
+        json_close(j);
+      }
+      json_close(j);
+    } else {
+      json_null(j, "nodes");
+    }
+    json_close(j);
+  }
+  json_close(j);
+  json_close(j);
+
+  json_object(j, "limits");
+  if (s->memlock_known) {
+    json_limit(j, "memlock_soft", s->memlock_soft);
+    json_limit(j, "memlock_hard", s->memlock_hard);
+  } else {
+    json_null(j, "memlock_soft");
+    json_null(j, "memlock_hard");
+  }
+  json_close(j);
+
+  json_object(j, "cgroup");
+  if (s->cgroup_version) json_i64(j, "version", s->cgroup_version);
+  else json_null(j, "version");
+  json_string(j, "path", s->cgroup_path[0] ? s->cgroup_path : NULL);
+  json_array(j, "hugetlb");
+  for (unsigned i = 0; i < s->cgroup_limit_count; i++) {
+    const struct status_cgroup_limit *l = &s->cgroup_limits[i];
+    json_object(j, NULL);
+    json_u64(j, "page_size", l->page_size);
+    json_limit(j, "max", l->max);
+    json_limit(j, "rsvd_max", l->rsvd_max);
+    view_json_known(j, "current", l->current);
+    view_json_known(j, "rsvd_current", l->rsvd_current);
+    json_string(j, "limited_by", l->limited_by[0] ? l->limited_by : NULL);
+    json_close(j);
+  }
+  json_close(j);
+  json_close(j);
+
+  json_array(j, "nodes");
+  for (unsigned i = 0; i < s->node_count; i++) {
+    const struct status_node *n = &s->nodes[i];
+    json_object(j, NULL);
+    json_i64(j, "node", n->node);
+    json_string(j, "cpus", n->cpulist);
+    json_bool(j, "has_cpu", n->has_cpu);
+    json_bool(j, "caller_may_run", n->caller_cpus);
+    json_bool(j, "caller_may_allocate", n->caller_mems);
+    view_json_known(j, "mem_total", n->mem_total);
+    json_close(j);
+  }
+  json_close(j);
+
+  json_object(j, "features");
+  json_feature(j, "madv_collapse", s->madv_collapse);
+  json_feature(j, "process_madvise", s->process_madvise);
+  json_feature(j, "file_thp_text", s->file_thp_text);
+  json_bool(j, "can_change_pools", s->can_change_pools);
+  json_string(j, "reason", s->feature_reason);
+  json_close(j);
+
+  json_array(j, "unreadable");
+  for (unsigned i = 0; i < s->unreadable_count; i++) {
+    json_object(j, NULL);
+    json_string(j, "path", s->unreadable[i].path);
+    json_string(j, "error", strerror(s->unreadable[i].error));
+    json_close(j);
+  }
+  json_close(j);
+
+  json_array(j, "diagnoses");
+  for (unsigned i = 0; i < count; i++) {
+    json_object(j, NULL);
+    json_string(j, "id", d[i].id);
+    json_string(j, "severity", d[i].severity == STATUS_WARNING ? "warning" : "note");
+    json_string(j, "message", d[i].message);
+    json_string(j, "fix", d[i].fix[0] ? d[i].fix : NULL);
+    json_close(j);
+  }
+  json_close(j);
+}
+
+/* ---- --watch ---------------------------------------------------------------------------------------- */
+
+static volatile sig_atomic_t interrupted;
+static void on_interrupt(int signal_number) { (void)signal_number; interrupted = 1; }
+
+static int64_t delta(uint64_t now, uint64_t before) { return (int64_t)(now - before); }
+
+static void print_watch_text(const struct status_snapshot *before, const struct status_snapshot *now, unsigned interval,
+                             double seconds) {
+  printf("[%u, +%.1f s]", interval, seconds);
+  bool any = false;
+  for (int i = 0; i < VMSTAT_COUNTER_COUNT; i++) {
+    if (!now->counters.present[i]) continue;
+    int64_t d = delta(now->counters.value[i], before->counters.value[i]);
+    if (d == 0) continue;
+    printf(" %s %+lld", vmstat_counter_names[i], (long long)d);
+    any = true;
+  }
+  if (!any) printf(" no counter changed");
+  for (unsigned p = 0; p < now->pool_count; p++) {
+    const struct hugify_hugetlb_size *g = &now->pools[p].global;
+    const struct hugify_hugetlb_size *was = p < before->pool_count ? &before->pools[p].global : g;
+    char label[32];
+    format_page_size(g->page_size, label, sizeof label);
+    printf("; %s pool %llu (%+lld) free %llu (%+lld)", label, (unsigned long long)g->total,
+           (long long)delta(g->total, was->total), (unsigned long long)g->free, (long long)delta(g->free, was->free));
+  }
+  bool anon_known = now->anon_huge != STATUS_UNKNOWN && before->anon_huge != STATUS_UNKNOWN;
+  printf("; AnonHugePages %+lld kB\n", anon_known ? (long long)delta(now->anon_huge, before->anon_huge) / 1024 : 0LL);
+  fflush(stdout);
+}
+
+static void print_watch_json(const struct status_snapshot *before, const struct status_snapshot *now,
+                             unsigned interval, double seconds) {
+  struct json j;
+  json_begin(&j, stdout);
+  json_string(&j, "schema", "hugify.status.watch/1");
+  json_u64(&j, "interval", interval);
+  json_double(&j, "seconds", seconds);
+  json_object(&j, "counters");
+  for (int i = 0; i < VMSTAT_COUNTER_COUNT; i++)
+    if (now->counters.present[i])
+      json_i64(&j, vmstat_counter_names[i], delta(now->counters.value[i], before->counters.value[i]));
+  json_close(&j);
+  json_array(&j, "pools");
+  for (unsigned p = 0; p < now->pool_count; p++) {
+    const struct hugify_hugetlb_size *g = &now->pools[p].global;
+    const struct hugify_hugetlb_size *was = p < before->pool_count ? &before->pools[p].global : g;
+    json_object(&j, NULL);
+    json_u64(&j, "page_size", g->page_size);
+    json_u64(&j, "total", g->total);
+    json_u64(&j, "free", g->free);
+    json_i64(&j, "total_delta", delta(g->total, was->total));
+    json_i64(&j, "free_delta", delta(g->free, was->free));
+    json_close(&j);
+  }
+  json_close(&j);
+  json_object(&j, "usage_delta");
+  json_i64(&j, "anon_huge_pages", delta(now->anon_huge, before->anon_huge));
+  json_i64(&j, "hugetlb", delta(now->hugetlb_bytes, before->hugetlb_bytes));
+  json_close(&j);
+  json_end(&j);
+}
+
+static double now_seconds(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static int watch(struct status_snapshot *first, double interval, unsigned long count, bool json) {
+  struct sigaction action;
+  memset(&action, 0, sizeof action);
+  action.sa_handler = on_interrupt;
+  sigaction(SIGINT, &action, NULL);
+  sigaction(SIGTERM, &action, NULL);
+  struct status_snapshot *now = malloc(sizeof *now);
+  if (!now) return fail(EXIT_SHORT, "status", "out of memory");
+  if (!json) printf("\nChanges every %g s (Ctrl-C stops):\n", interval);
+  fflush(stdout);
+  double start = now_seconds();
+  for (unsigned long i = 1; !interrupted && (count == 0 || i <= count); i++) {
+    double wake = start + interval * (double)i;
+    while (!interrupted) {
+      double left = wake - now_seconds();
+      if (left <= 0) break;
+      struct timespec t = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
+      nanosleep(&t, NULL); /* EINTR on Ctrl-C */
+    }
+    if (interrupted) break;
+    memcpy(now, first, sizeof *now);
+    status_refresh(now);
+    if (json) print_watch_json(first, now, (unsigned)i, now_seconds() - start);
+    else print_watch_text(first, now, (unsigned)i, now_seconds() - start);
+    memcpy(first, now, sizeof *now);
+  }
+  free(now);
+  return EXIT_DONE;
+}
+
+/* ---- the command ------------------------------------------------------------------------------------ */
 
 int cmd_status(int argc, char **argv) {
-  (void)argc;
-  (void)argv;
-  return fail(EXIT_PRIVILEGE, "status", "not available in this build yet");
+  bool json = false;
+  const char *root = "/";
+  double interval = 0;
+  unsigned long count = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i];
+    if (strcmp(arg, "--json") == 0) {
+      json = true;
+    } else if (strcmp(arg, "--watch") == 0 || strcmp(arg, "--count") == 0 || strcmp(arg, "--root") == 0) {
+      if (i + 1 >= argc) return usage_error("status", "%s needs a value", arg);
+      const char *value = argv[++i];
+      char *end;
+      if (strcmp(arg, "--root") == 0) {
+        root = value;
+      } else if (strcmp(arg, "--watch") == 0) {
+        interval = strtod(value, &end);
+        if (*end || !(interval >= 0.1 && interval <= 86400))
+          return usage_error("status", "--watch takes seconds between 0.1 and 86400, not '%s'", value);
+      } else {
+        count = strtoul(value, &end, 10);
+        if (*end || count == 0 || value[0] == '-')
+          return usage_error("status", "--count takes a positive number of intervals, not '%s'", value);
+      }
+    } else {
+      return usage_error("status", "unknown argument '%s'", arg);
+    }
+  }
+  if (count && interval == 0) return usage_error("status", "--count needs --watch");
+  struct status_snapshot *s = malloc(sizeof *s);
+  if (!s) return fail(EXIT_SHORT, "status", "out of memory");
+  status_read(root, s);
+  struct status_diagnosis diagnoses[STATUS_MAX_DIAGNOSES];
+  unsigned n = status_diagnose(s, diagnoses, STATUS_MAX_DIAGNOSES);
+  if (json) {
+    struct json j;
+    json_begin(&j, stdout);
+    json_status(&j, s, diagnoses, n);
+    json_end(&j);
+  } else {
+    print_text(s, diagnoses, n);
+  }
+  int rc = interval > 0 ? watch(s, interval, count, json) : EXIT_DONE;
+  free(s);
+  return rc;
 }

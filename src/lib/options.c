@@ -1,12 +1,14 @@
 /* options.c - every HUGIFY_* environment variable, parsed in one place. */
 #include "options.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "os.h"
+#include "procfs.h"
 #include "units.h"
 
 static bool parse_bool(const char *text, bool *out) {
@@ -16,11 +18,24 @@ static bool parse_bool(const char *text, bool *out) {
   return false;
 }
 
-static bool parse_heap(const char *text, enum heap_mode *out) {
-  static const char *const names[] = {"off", "auto", "thp", "hugetlb"};
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-    if (strcasecmp(text, names[i]) == 0) { *out = (enum heap_mode)i; return true; }
+static const char *const heap_names[HEAP_MODE_COUNT] = {"off", "auto", "thp", "hugetlb", "mimalloc", "jemalloc"};
+
+const char *options_heap_name(enum heap_mode mode) {
+  return (unsigned)mode < HEAP_MODE_COUNT ? heap_names[mode] : "?";
+}
+
+bool options_parse_heap(const char *text, enum heap_mode *out) {
+  for (size_t i = 0; i < HEAP_MODE_COUNT; i++)
+    if (strcasecmp(text, heap_names[i]) == 0) { *out = (enum heap_mode)i; return true; }
   return false;
+}
+
+/* A process id: 1 .. INT_MAX. */
+static bool parse_pid(const char *text, int *out) {
+  uint64_t value;
+  if (!parse_u64(text, &value) || value < 1 || value > INT_MAX) return false;
+  *out = (int)value;
+  return true;
 }
 
 static bool copy_string(const char *text, char *out, size_t cap) {
@@ -29,7 +44,21 @@ static bool copy_string(const char *text, char *out, size_t cap) {
   return true;
 }
 
-enum option_type { OPT_BOOL, OPT_HEAP, OPT_SIZE, OPT_STRING, OPT_STEP };
+/* "2M,1G" -> a bit per enum hugify_page_kind. */
+static bool parse_kinds(const char *text, unsigned *out) {
+  char copy[64], *save = NULL;
+  if (snprintf(copy, sizeof copy, "%s", text) >= (int)sizeof copy) return false;
+  unsigned kinds = 0;
+  for (char *word = strtok_r(copy, ",", &save); word; word = strtok_r(NULL, ",", &save)) {
+    enum hugify_page_kind kind;
+    if (hugify_page_kind_parse(word, &kind) != 0) return false;
+    kinds |= 1u << kind;
+  }
+  *out = kinds;
+  return true;
+}
+
+enum option_type { OPT_BOOL, OPT_HEAP, OPT_SIZE, OPT_STRING, OPT_STEP, OPT_KINDS, OPT_PID, OPT_TEXT_PAGES };
 static const struct {
   const char *name;
   enum option_type type;
@@ -40,14 +69,19 @@ static const struct {
   {name, type, offsetof(struct hugify_options, member), sizeof(((struct hugify_options *)0)->member), expected}
     OPT("HUGIFY_VERBOSE", OPT_BOOL, verbose, "0 or 1"),
     OPT("HUGIFY_TEXT", OPT_BOOL, text, "0 or 1"),
-    OPT("HUGIFY_HEAP", OPT_HEAP, heap, "off|auto|thp|hugetlb"),
+    OPT("HUGIFY_HEAP", OPT_HEAP, heap, "off|auto|thp|hugetlb|mimalloc|jemalloc"),
     OPT("HUGIFY_REPORT", OPT_STRING, report, "a file path or -"),
+    OPT("HUGIFY_REPORT_JSON", OPT_BOOL, report_json, "0 or 1"),
+    OPT("HUGIFY_RUN_PID", OPT_PID, run_pid, "a process id"),
+    OPT("HUGIFY_PRELOAD_PATH", OPT_STRING, preload_path, "the path of libhugify-preload.so"),
     OPT("HUGIFY_PERF_MAP", OPT_BOOL, perf_map, "0 or 1"),
     OPT("HUGIFY_TEXT_MAIN_ONLY", OPT_BOOL, text_main_only, "0 or 1"),
     OPT("HUGIFY_TEXT_MIN_SIZE", OPT_SIZE, text_min_size, "a size such as 2M"),
     OPT("HUGIFY_TEXT_INCLUDE", OPT_STRING, text_include, "patterns separated by ':'"),
     OPT("HUGIFY_TEXT_EXCLUDE", OPT_STRING, text_exclude, "patterns separated by ':'"),
     OPT("HUGIFY_TEXT_FAIL_STEP", OPT_STEP, text_fail_step, "a step number from 1 to 99"),
+    OPT("HUGIFY_BENCH_UNAVAILABLE", OPT_KINDS, bench_unavailable, "page kinds such as 2M,1G"),
+    OPT("HUGIFY_TEXT_PAGES", OPT_TEXT_PAGES, text_hugetlb, "thp or 2M"),
 #undef OPT
 };
 
@@ -55,9 +89,15 @@ static bool parse_one(enum option_type type, const char *text, void *field, size
   uint64_t number;
   switch (type) {
   case OPT_BOOL: return parse_bool(text, field);
-  case OPT_HEAP: return parse_heap(text, field);
+  case OPT_HEAP: return options_parse_heap(text, field);
+  case OPT_PID: return parse_pid(text, field);
   case OPT_SIZE: return parse_size(text, field);
   case OPT_STRING: return copy_string(text, field, cap);
+  case OPT_KINDS: return parse_kinds(text, field);
+  case OPT_TEXT_PAGES:
+    if (strcasecmp(text, "thp") != 0 && strcasecmp(text, "2m") != 0 && strcasecmp(text, "2mb") != 0) return false;
+    *(bool *)field = strcasecmp(text, "thp") != 0;
+    return true;
   case OPT_STEP:
     if (!parse_size(text, &number) || number < 1 || number > 99) return false;
     *(int *)field = (int)number;

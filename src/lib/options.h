@@ -6,19 +6,29 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum heap_mode { HEAP_OFF = 0, HEAP_AUTO, HEAP_THP, HEAP_HUGETLB };
+/* HUGIFY_HEAP: what the preload does for the heap (docs/run.md). mimalloc/jemalloc: `hugify run` preloads
+ * that allocator with its huge-page options; the preload itself then leaves the heap alone. */
+enum heap_mode { HEAP_OFF = 0, HEAP_AUTO, HEAP_THP, HEAP_HUGETLB, HEAP_MIMALLOC, HEAP_JEMALLOC, HEAP_MODE_COUNT };
 
 struct hugify_options {
   bool verbose;          /* HUGIFY_VERBOSE=1: one line on stderr per failure inside the host */
   bool text;             /* HUGIFY_TEXT=1: remap code onto huge pages before main */
-  enum heap_mode heap;   /* HUGIFY_HEAP=off|auto|thp|hugetlb */
+  enum heap_mode heap;   /* HUGIFY_HEAP=off|auto|thp|hugetlb|mimalloc|jemalloc */
   char report[4096];     /* HUGIFY_REPORT=FILE|-: the exit report (JSON to FILE, text to stderr for -) */
+  bool report_json;      /* HUGIFY_REPORT_JSON=1: with HUGIFY_REPORT=-, JSON on stderr instead of text */
+  int run_pid;           /* HUGIFY_RUN_PID=PID: the process `hugify run` started (set by the CLI); any other
+                            process writes its report to FILE.<pid> and keeps quiet on stderr */
+  char preload_path[4096];/* HUGIFY_PRELOAD_PATH=FILE: read by the CLI only: libhugify-preload.so to use
+                            instead of the one next to the hugify binary */
   bool perf_map;         /* HUGIFY_PERF_MAP=1: write /tmp/perf-PID.map for moved code */
   bool text_main_only;   /* HUGIFY_TEXT_MAIN_ONLY=1: only the main executable */
   uint64_t text_min_size;/* HUGIFY_TEXT_MIN_SIZE=SIZE: skip objects with less code */
   char text_include[1024];/* HUGIFY_TEXT_INCLUDE=PAT[:PAT...]: only objects whose path matches (fnmatch) */
   char text_exclude[1024];/* HUGIFY_TEXT_EXCLUDE=PAT[:PAT...]: never these */
   int text_fail_step;    /* HUGIFY_TEXT_FAIL_STEP=K: test-only fault injection, 0 = off */
+  bool text_hugetlb;     /* HUGIFY_TEXT_PAGES=thp|2M: 2M = code on hugetlb pages when the pool has them */
+  unsigned bench_unavailable; /* HUGIFY_BENCH_UNAVAILABLE=KIND[,KIND]: test-only: hugify bench treats
+                                 these page kinds as unavailable (bit 1 << enum hugify_page_kind) */
 };
 
 /* The lookup returns the value of a variable or NULL (getenv, or a table in tests). */
@@ -28,6 +38,10 @@ typedef const char *(*options_lookup)(const char *name, void *context);
  * default and adds one clause to `warnings` ("HUGIFY_HEAP=banana: expected off|auto|thp|hugetlb").
  * Returns the number of bad values. Pure: no I/O beyond the lookup. */
 int options_parse(options_lookup lookup, void *context, struct hugify_options *out, char *warnings, size_t cap);
+
+/* "off", "auto", ... for a heap mode; the parser of HUGIFY_HEAP values (also for `hugify run --heap`). */
+const char *options_heap_name(enum heap_mode mode);
+bool options_parse_heap(const char *text, enum heap_mode *out);
 
 /* options_parse over the process environment. */
 int options_from_environment(struct hugify_options *out, char *warnings, size_t cap);

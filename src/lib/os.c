@@ -81,7 +81,8 @@ int os_read_u64(const char *path, uint64_t *value) {
 }
 
 int os_write_file(const char *path, const char *text) {
-  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  /* O_TRUNC as `echo >` does: sysfs ignores it; a regular file (a captured tree in tests) needs it */
+  int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
   if (fd < 0) return -errno;
   size_t len = strlen(text);
   ssize_t n;
@@ -113,8 +114,8 @@ static int compare_u64(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-int os_hugetlb_sizes(uint64_t *sizes, int cap) {
-  DIR *dir = opendir(OS_SYSFS_HUGEPAGES);
+int os_hugepage_size_dirs(const char *path, uint64_t *sizes, int cap) {
+  DIR *dir = opendir(path);
   if (!dir) return -errno;
   int count = 0;
   struct dirent *entry;
@@ -127,11 +128,17 @@ int os_hugetlb_sizes(uint64_t *sizes, int cap) {
   return count;
 }
 
+int os_hugetlb_sizes(uint64_t *sizes, int cap) { return os_hugepage_size_dirs(OS_SYSFS_HUGEPAGES, sizes, cap); }
+
 void os_hugetlb_path(char *buf, size_t cap, uint64_t page_size, const char *leaf) {
   snprintf(buf, cap, OS_SYSFS_HUGEPAGES "/hugepages-%llukB/%s", (unsigned long long)(page_size >> 10), leaf);
 }
 
 int os_hugetlb_read(uint64_t page_size, struct hugify_hugetlb_size *out) {
+  return os_hugetlb_read_under("", page_size, out);
+}
+
+int os_hugetlb_read_under(const char *root, uint64_t page_size, struct hugify_hugetlb_size *out) {
   static const struct { const char *leaf; size_t offset; } files[] = {
       {"nr_hugepages", offsetof(struct hugify_hugetlb_size, total)},
       {"free_hugepages", offsetof(struct hugify_hugetlb_size, free)},
@@ -142,8 +149,9 @@ int os_hugetlb_read(uint64_t page_size, struct hugify_hugetlb_size *out) {
   memset(out, 0, sizeof *out);
   out->page_size = page_size;
   for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-    char path[256];
-    os_hugetlb_path(path, sizeof path, page_size, files[i].leaf);
+    char leaf[256], path[4096];
+    os_hugetlb_path(leaf, sizeof leaf, page_size, files[i].leaf);
+    snprintf(path, sizeof path, "%s%s", root, leaf);
     int rc = os_read_u64(path, (uint64_t *)((char *)out + files[i].offset));
     if (rc) return rc;
   }
@@ -302,24 +310,34 @@ int os_pagemap_resident(uintptr_t start, uintptr_t end, struct os_resident *out)
   out->base = out->huge = 0;
   pthread_once(&pagemap_once, open_pagemap);
   if (pagemap_fd < 0) return -ENOENT;
+  return os_pagemap_resident_fd(pagemap_fd, start, end, out);
+}
+
+int os_pagemap_resident_fd(int fd, uintptr_t start, uintptr_t end, struct os_resident *out) {
+  out->base = out->huge = 0;
   struct os_page_region regions[256];
   struct os_pm_scan_arg arg;
-  uintptr_t at = start;
-  while (at < end) {
+  /* The scan works on whole pages; a range that starts or ends inside a page counts only its part. */
+  uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), at = start & ~(page - 1);
+  uintptr_t scan_end = (end + page - 1) & ~(page - 1), first = at;
+  while (at < scan_end) {
     memset(&arg, 0, sizeof arg);
     arg.size = sizeof arg;
     arg.start = at;
-    arg.end = end;
+    arg.end = scan_end;
     arg.vec = (uintptr_t)regions;
     arg.vec_len = sizeof regions / sizeof regions[0];
     /* present and not the shared zero page */
     arg.category_mask = OS_PAGE_IS_PRESENT | OS_PAGE_IS_PFNZERO;
     arg.category_inverted = OS_PAGE_IS_PFNZERO;
     arg.return_mask = OS_PAGE_IS_HUGE;
-    long n = ioctl(pagemap_fd, OS_PAGEMAP_SCAN, &arg);
-    if (n < 0) return errno == EINVAL && at == start ? -ENOTTY : -errno;
+    long n = ioctl(fd, OS_PAGEMAP_SCAN, &arg);
+    if (n < 0) return errno == EINVAL && at == first ? -ENOTTY : -errno;
     for (long i = 0; i < n; i++) {
-      uint64_t bytes = regions[i].end - regions[i].start;
+      uint64_t from = regions[i].start > start ? regions[i].start : start;
+      uint64_t to = regions[i].end < end ? regions[i].end : end;
+      if (to <= from) continue;
+      uint64_t bytes = to - from;
       if (regions[i].categories & OS_PAGE_IS_HUGE) out->huge += bytes;
       else out->base += bytes;
     }
@@ -429,5 +447,36 @@ int hugify_probe(struct hugify_system *sys) {
   sys->pagemap_scan = os_probe_pagemap_scan(sys->reason, sizeof sys->reason);
   sys->pmu = os_probe_pmu(sys->reason, sizeof sys->reason);
   sys->can_change_pools = os_can_change_pools();
+  return 0;
+}
+
+/* ---- PAGEMAP_SCAN: private anonymous pages inside a file mapping (text remap) -------------------- */
+
+#define OS_PAGE_IS_FILE (1u << 2)
+#define OS_PAGE_IS_SWAPPED (1u << 4)
+
+int os_pagemap_anonymous(uintptr_t start, uintptr_t end, uint64_t *bytes) {
+  *bytes = 0;
+  pthread_once(&pagemap_once, open_pagemap);
+  if (pagemap_fd < 0) return -ENOENT;
+  struct os_page_region regions[256];
+  struct os_pm_scan_arg arg;
+  for (uintptr_t at = start; at < end;) {
+    memset(&arg, 0, sizeof arg);
+    arg.size = sizeof arg;
+    arg.start = at;
+    arg.end = end;
+    arg.vec = (uintptr_t)regions;
+    arg.vec_len = sizeof regions / sizeof regions[0];
+    arg.category_mask = OS_PAGE_IS_FILE; /* not a page-cache page ... */
+    arg.category_inverted = OS_PAGE_IS_FILE;
+    arg.category_anyof_mask = OS_PAGE_IS_PRESENT | OS_PAGE_IS_SWAPPED; /* ... but one that is there */
+    arg.return_mask = OS_PAGE_IS_PRESENT | OS_PAGE_IS_SWAPPED;
+    long n = ioctl(pagemap_fd, OS_PAGEMAP_SCAN, &arg);
+    if (n < 0) return errno == EINVAL && at == start ? -ENOTTY : -errno;
+    for (long i = 0; i < n; i++) *bytes += regions[i].end - regions[i].start;
+    if (arg.walk_end <= at) break;
+    at = arg.walk_end;
+  }
   return 0;
 }

@@ -59,8 +59,12 @@ int os_name_anon(void *start, size_t length, const char *name);
 /* ---- hugetlb sizes ---- */
 /* Page sizes of /sys/kernel/mm/hugepages, ascending. Returns the count (<= cap) or -errno. */
 int os_hugetlb_sizes(uint64_t *sizes, int cap);
+/* The same for any directory of "hugepages-<N>kB" entries (per-node pools, mTHP controls, a captured tree). */
+int os_hugepage_size_dirs(const char *path, uint64_t *sizes, int cap);
 /* The per-size counters of /sys/kernel/mm/hugepages/hugepages-NkB. Returns 0 or -errno. */
 int os_hugetlb_read(uint64_t page_size, struct hugify_hugetlb_size *out);
+/* The same under a directory that stands in for / ("" for /): a captured tree (hugify status --root). */
+int os_hugetlb_read_under(const char *root, uint64_t page_size, struct hugify_hugetlb_size *out);
 /* Path of a per-size sysfs file: OS_SYSFS_HUGEPAGES/hugepages-<N>kB/<leaf>. */
 void os_hugetlb_path(char *buf, size_t cap, uint64_t page_size, const char *leaf);
 /* mmap flags selecting a hugetlb page size. */
@@ -85,8 +89,15 @@ struct os_resident {
 };
 /* Returns 0, -ENOTTY when the kernel lacks PAGEMAP_SCAN, or -errno. Zero-page mappings do not count. */
 int os_pagemap_resident(uintptr_t start, uintptr_t end, struct os_resident *out);
+/* The same over an open /proc/PID/pagemap (another process's memory; needs PTRACE_MODE_READ to open). */
+int os_pagemap_resident_fd(int pagemap_fd, uintptr_t start, uintptr_t end, struct os_resident *out);
 
 /* Append printf-formatted text to a reason buffer, separated by "; " from what is there. */
 void os_reason_add(char *reason, size_t cap, const char *format, ...) __attribute__((format(printf, 3, 4)));
+
+/* Bytes of [start, end) backed by private anonymous pages, present or swapped: in a file mapping, the
+ * pages written since it was mapped (copy-on-write: breakpoints, uprobes, relocations). Returns 0,
+ * -ENOTTY when the kernel lacks PAGEMAP_SCAN, or -errno. */
+int os_pagemap_anonymous(uintptr_t start, uintptr_t end, uint64_t *bytes);
 
 #endif

@@ -2,6 +2,7 @@
 #include "procfs.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 
 #include "os.h"
+#include "units.h"
 
 bool parse_u64(const char *text, uint64_t *value) {
   while (isspace((unsigned char)*text)) text++;
@@ -198,3 +200,407 @@ uint64_t smaps_vma_thp_bytes(const struct smaps_vma *vma) {
 }
 
 uint64_t smaps_vma_hugetlb_bytes(const struct smaps_vma *vma) { return vma->private_hugetlb + vma->shared_hugetlb; }
+
+/* ---- /proc/PID/task/TID/syscall, /proc/PID/status ------------------------------------------------ */
+
+bool parse_task_syscall_sp(const char *text, uint64_t *sp) {
+  const char *fields[16];
+  int count = 0;
+  for (const char *p = text; *p && count < 16;) {
+    while (*p == ' ' || *p == '\n') p++;
+    if (!*p) break;
+    fields[count++] = p;
+    while (*p && *p != ' ' && *p != '\n') p++;
+  }
+  if (count < 3 || strncmp(fields[count - 2], "0x", 2) != 0) return false;
+  char *end;
+  errno = 0;
+  unsigned long long value = strtoull(fields[count - 2] + 2, &end, 16);
+  if (errno || end == fields[count - 2] + 2 || (*end && *end != ' ')) return false;
+  *sp = value;
+  return true;
+}
+
+long procfs_read_stack_pointers(int pid, uint64_t **out) {
+  char dir_path[64];
+  if (pid > 0) snprintf(dir_path, sizeof dir_path, "/proc/%d/task", pid);
+  else snprintf(dir_path, sizeof dir_path, "/proc/self/task");
+  DIR *dir = opendir(dir_path);
+  if (!dir) return -errno;
+  size_t count = 0, cap = 0;
+  uint64_t *sps = NULL;
+  int first_error = 0;
+  bool read_any = false;
+  struct dirent *entry;
+  while ((entry = readdir(dir))) {
+    if (entry->d_name[0] == '.') continue;
+    char path[sizeof dir_path + sizeof entry->d_name + 16], text[256];
+    snprintf(path, sizeof path, "%s/%s/syscall", dir_path, entry->d_name);
+    ssize_t n = os_read_small(path, text, sizeof text);
+    if (n < 0) { if (!first_error) first_error = (int)-n; continue; }
+    read_any = true;
+    uint64_t sp;
+    if (!parse_task_syscall_sp(text, &sp)) continue;
+    if (count == cap) {
+      cap = cap ? 2 * cap : 16;
+      uint64_t *bigger = realloc(sps, cap * sizeof *sps);
+      if (!bigger) { free(sps); closedir(dir); return -ENOMEM; }
+      sps = bigger;
+    }
+    sps[count++] = sp;
+  }
+  closedir(dir);
+  if (!read_any) { free(sps); return -(first_error ? first_error : ENOENT); }
+  *out = sps;
+  return (long)count;
+}
+
+int procfs_read_thp_enabled(int pid) {
+  char path[64];
+  if (pid > 0) snprintf(path, sizeof path, "/proc/%d/status", pid);
+  else snprintf(path, sizeof path, "/proc/self/status");
+  char *text = os_read_file(path, NULL);
+  if (!text) return -errno;
+  uint64_t value;
+  bool found = parse_keyed_value(text, "THP_enabled", &value);
+  free(text);
+  return found ? value != 0 : -ENOENT;
+}
+
+/* ---- hugify pool / status ---------------------------------------------------------------------- */
+
+const char *const vmstat_counter_names[VMSTAT_COUNTER_COUNT] = {
+    "thp_fault_alloc", "thp_fault_fallback", "thp_fault_fallback_charge", "thp_collapse_alloc",
+    "thp_collapse_alloc_failed", "thp_file_alloc", "thp_file_fallback", "thp_file_mapped",
+    "thp_split_page", "thp_split_page_failed", "thp_deferred_split_page", "thp_split_pmd",
+    "thp_zero_page_alloc", "thp_zero_page_alloc_failed", "thp_swpout", "thp_swpout_fallback",
+    "thp_migration_success", "thp_migration_fail", "compact_stall", "compact_success",
+    "compact_fail", "compact_daemon_wake", "htlb_buddy_alloc_success", "htlb_buddy_alloc_fail",
+};
+
+void parse_vmstat(const char *text, struct vmstat_counters *out) {
+  memset(out, 0, sizeof *out);
+  for (int i = 0; i < VMSTAT_COUNTER_COUNT; i++)
+    out->present[i] = parse_keyed_value(text, vmstat_counter_names[i], &out->value[i]);
+}
+
+/* Next line of text: [*line, *end); false at the end. */
+static bool text_next_line(const char **cursor, const char **line, const char **end) {
+  if (!**cursor) return false;
+  *line = *cursor;
+  *end = strchr(*line, '\n');
+  if (!*end) *end = *line + strlen(*line);
+  *cursor = **end ? *end + 1 : *end;
+  return true;
+}
+
+long parse_buddyinfo(const char *text, struct buddyinfo_zone *zones, size_t cap) {
+  size_t count = 0;
+  const char *cursor = text, *line, *end;
+  while (text_next_line(&cursor, &line, &end)) {
+    if (end == line) continue;
+    char buf[512];
+    size_t len = (size_t)(end - line);
+    if (len >= sizeof buf) len = sizeof buf - 1;
+    memcpy(buf, line, len);
+    buf[len] = '\0';
+    struct buddyinfo_zone zone;
+    memset(&zone, 0, sizeof zone);
+    int used = 0;
+    if (sscanf(buf, "Node %d, zone %15s%n", &zone.node, zone.zone, &used) != 2 || zone.node < 0) {
+      errno = EINVAL;
+      return -1;
+    }
+    const char *p = buf + used;
+    while (*p) {
+      char *after;
+      while (*p == ' ' || *p == '\t') p++;
+      if (!*p) break;
+      if (!isdigit((unsigned char)*p)) { errno = EINVAL; return -1; }
+      unsigned long long blocks = strtoull(p, &after, 10);
+      if (zone.order_count < BUDDYINFO_MAX_ORDERS) zone.free_blocks[zone.order_count++] = blocks;
+      p = after;
+    }
+    if (count < cap) zones[count++] = zone;
+  }
+  return (long)count;
+}
+
+uint64_t buddyinfo_free_pages(const struct buddyinfo_zone *zones, size_t count, int node, uint64_t base_page_size,
+                              uint64_t bytes, bool *upper_bound) {
+  if (upper_bound) *upper_bound = false;
+  if (base_page_size == 0 || bytes < base_page_size) return 0;
+  unsigned order = 0;
+  while ((base_page_size << order) < bytes && order < 63) order++;
+  uint64_t pages = 0, largest_bytes = 0;
+  for (size_t i = 0; i < count; i++) {
+    const struct buddyinfo_zone *z = &zones[i];
+    if ((node >= 0 && z->node != node) || strcmp(z->zone, "DMA") == 0 || z->order_count == 0) continue;
+    if (order < z->order_count) {
+      for (unsigned o = order; o < z->order_count; o++) pages += z->free_blocks[o] << (o - order);
+    } else {
+      unsigned top = z->order_count - 1;
+      largest_bytes += z->free_blocks[top] * (base_page_size << top);
+    }
+  }
+  if (largest_bytes) {
+    if (upper_bound) *upper_bound = true;
+    pages += largest_bytes / bytes;
+  }
+  return pages;
+}
+
+/* Copy one white-space separated field of a mounts line, decoding the kernel's octal escapes. */
+static const char *mount_field(const char *p, const char *end, char *out, size_t cap) {
+  while (p < end && (*p == ' ' || *p == '\t')) p++;
+  size_t n = 0;
+  while (p < end && *p != ' ' && *p != '\t') {
+    char c = *p++;
+    if (c == '\\' && end - p >= 3 && p[0] >= '0' && p[0] <= '3' && p[1] >= '0' && p[1] <= '7' && p[2] >= '0' &&
+        p[2] <= '7') {
+      c = (char)((p[0] - '0') * 64 + (p[1] - '0') * 8 + (p[2] - '0'));
+      p += 3;
+    }
+    if (n + 1 < cap) out[n++] = c;
+  }
+  out[n] = '\0';
+  return p;
+}
+
+long parse_mounts(const char *text, struct mount_entry **out) {
+  size_t count = 0, cap = 32;
+  struct mount_entry *mounts = malloc(cap * sizeof *mounts);
+  if (!mounts) { errno = ENOMEM; return -1; }
+  const char *cursor = text, *line, *end;
+  while (text_next_line(&cursor, &line, &end)) {
+    if (count == cap) {
+      struct mount_entry *bigger = realloc(mounts, 2 * cap * sizeof *mounts);
+      if (!bigger) { free(mounts); errno = ENOMEM; return -1; }
+      mounts = bigger;
+      cap *= 2;
+    }
+    struct mount_entry *m = &mounts[count];
+    const char *p = mount_field(line, end, m->source, sizeof m->source);
+    p = mount_field(p, end, m->path, sizeof m->path);
+    p = mount_field(p, end, m->type, sizeof m->type);
+    mount_field(p, end, m->options, sizeof m->options);
+    if (m->path[0] == '/' && m->type[0]) count++;
+  }
+  *out = mounts;
+  return (long)count;
+}
+
+bool parse_hugetlbfs_options(const char *options, struct hugetlbfs_options *out) {
+  memset(out, 0, sizeof *out);
+  out->mode = 0755;
+  bool ok = true;
+  const char *p = options;
+  while (*p) {
+    const char *comma = strchr(p, ',');
+    size_t len = comma ? (size_t)(comma - p) : strlen(p);
+    char option[128];
+    if (len >= sizeof option) len = sizeof option - 1;
+    memcpy(option, p, len);
+    option[len] = '\0';
+    p += len + (comma ? 1 : 0);
+    char *value = strchr(option, '=');
+    if (!value) {
+      if (strcmp(option, "ro") == 0) out->read_only = true;
+      continue;
+    }
+    *value++ = '\0';
+    uint64_t number = 0;
+    if (strcmp(option, "pagesize") == 0) {
+      ok &= parse_size(value, &out->page_size);
+    } else if (strcmp(option, "size") == 0 || strcmp(option, "min_size") == 0) {
+      /* The kernel prints bytes; a written percentage ("50%") is kept as 0 = not known in bytes. */
+      if (strchr(value, '%')) continue;
+      ok &= parse_size(value, option[0] == 's' ? &out->size : &out->min_size);
+    } else if (strcmp(option, "nr_inodes") == 0) {
+      ok &= parse_size(value, &out->nr_inodes);
+    } else if (strcmp(option, "mode") == 0) {
+      char *after;
+      unsigned long mode = strtoul(value, &after, 8);
+      if (*after || mode > 07777) ok = false;
+      else out->mode = (unsigned)mode;
+    } else if (strcmp(option, "uid") == 0 || strcmp(option, "gid") == 0) {
+      if (!parse_u64(value, &number) || number > UINT32_MAX) ok = false;
+      else if (option[0] == 'u') out->uid = (uint32_t)number;
+      else out->gid = (uint32_t)number;
+    }
+  }
+  return ok;
+}
+
+/* "0:2,1:2" -> per-node counts; false on malformed text. */
+static bool parse_node_counts(const char *value, struct cmdline_pool *pool) {
+  pool->per_node = true;
+  pool->pages = 0;
+  memset(pool->node_pages, 0, sizeof pool->node_pages);
+  const char *p = value;
+  while (*p) {
+    char *after;
+    if (!isdigit((unsigned char)*p)) return false;
+    unsigned long node = strtoul(p, &after, 10);
+    if (*after != ':' || !isdigit((unsigned char)after[1])) return false;
+    unsigned long long pages = strtoull(after + 1, &after, 10);
+    if (*after && *after != ',') return false;
+    if (node < CMDLINE_MAX_NODES) pool->node_pages[node] = pages;
+    pool->pages += pages;
+    p = *after ? after + 1 : after;
+  }
+  return true;
+}
+
+static struct cmdline_pool *cmdline_pool_for(struct cmdline_hugepages *out, uint64_t page_size) {
+  for (unsigned i = 0; i < out->pool_count; i++)
+    if (out->pools[i].page_size == page_size) return &out->pools[i];
+  if (out->pool_count == CMDLINE_MAX_POOLS) return NULL;
+  struct cmdline_pool *pool = &out->pools[out->pool_count++];
+  memset(pool, 0, sizeof *pool);
+  pool->page_size = page_size;
+  return pool;
+}
+
+bool parse_cmdline_hugepages(const char *text, struct cmdline_hugepages *out) {
+  memset(out, 0, sizeof *out);
+  bool ok = true, size_given = false;
+  uint64_t current_size = 0; /* the size the next hugepages= applies to; 0 = the default size */
+  const char *p = text;
+  while (*p) {
+    while (isspace((unsigned char)*p)) p++;
+    if (!*p) break;
+    const char *start = p;
+    while (*p && !isspace((unsigned char)*p)) p++;
+    size_t len = (size_t)(p - start);
+    if (len == 2 && start[0] == '-' && start[1] == '-') break;
+    char param[256];
+    if (len >= sizeof param) continue;
+    memcpy(param, start, len);
+    param[len] = '\0';
+    char *value = strchr(param, '=');
+    if (!value) continue;
+    *value++ = '\0';
+    bool huge = true;
+    if (strcmp(param, "hugepagesz") == 0) {
+      uint64_t size;
+      if (parse_size(value, &size) && size) { current_size = size; size_given = true; }
+      else ok = false;
+    } else if (strcmp(param, "default_hugepagesz") == 0) {
+      if (!parse_size(value, &out->default_size)) ok = false;
+    } else if (strcmp(param, "hugepages") == 0) {
+      struct cmdline_pool *pool = cmdline_pool_for(out, size_given ? current_size : 0);
+      if (!pool) ok = false;
+      else if (strchr(value, ':')) ok &= parse_node_counts(value, pool);
+      else if (!parse_u64(value, &pool->pages)) ok = false;
+      else pool->per_node = false;
+    } else if (strcmp(param, "transparent_hugepage") == 0) {
+      snprintf(out->transparent_hugepage, sizeof out->transparent_hugepage, "%s", value);
+    } else {
+      huge = strncmp(param, "hugetlb", 7) == 0 || strncmp(param, "transparent_hugepage", 20) == 0 ||
+             strcmp(param, "thp_anon") == 0;
+    }
+    if (huge) {
+      size_t used = strlen(out->params);
+      snprintf(out->params + used, sizeof out->params - used, "%s%.*s", used ? " " : "", (int)len, start);
+    }
+  }
+  /* hugepages= given before any hugepagesz= names the default size once default_hugepagesz= is known */
+  for (unsigned i = 0; i < out->pool_count; i++)
+    if (out->pools[i].page_size == 0 && out->default_size) out->pools[i].page_size = out->default_size;
+  return ok;
+}
+
+bool parse_limit(const char *text, const char *name, uint64_t *soft, uint64_t *hard) {
+  size_t nlen = strlen(name);
+  const char *cursor = text, *line, *end;
+  while (text_next_line(&cursor, &line, &end)) {
+    if ((size_t)(end - line) <= nlen || strncmp(line, name, nlen) != 0 || line[nlen] != ' ') continue;
+    char first[32], second[32];
+    char buf[256];
+    size_t len = (size_t)(end - line - (ptrdiff_t)nlen);
+    if (len >= sizeof buf) len = sizeof buf - 1;
+    memcpy(buf, line + nlen, len);
+    buf[len] = '\0';
+    if (sscanf(buf, "%31s %31s", first, second) != 2) return false;
+    const char *words[2] = {first, second};
+    uint64_t *values[2] = {soft, hard};
+    for (int i = 0; i < 2; i++) {
+      if (strcmp(words[i], "unlimited") == 0) *values[i] = UINT64_MAX;
+      else if (!parse_u64(words[i], values[i])) return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+bool parse_keyed_text(const char *text, const char *key, char *out, size_t cap) {
+  size_t klen = strlen(key);
+  const char *cursor = text, *line, *end;
+  while (text_next_line(&cursor, &line, &end)) {
+    if ((size_t)(end - line) <= klen || strncmp(line, key, klen) != 0 || line[klen] != ':') continue;
+    const char *from = line + klen + 1;
+    while (from < end && isspace((unsigned char)*from)) from++;
+    while (end > from && isspace((unsigned char)end[-1])) end--;
+    size_t n = (size_t)(end - from);
+    if (cap == 0) return true;
+    if (n >= cap) n = cap - 1;
+    memcpy(out, from, n);
+    out[n] = '\0';
+    return true;
+  }
+  return false;
+}
+
+bool parse_id_list(const char *text, uint64_t *bitmap, unsigned max_ids) {
+  memset(bitmap, 0, ((max_ids + 63) / 64) * sizeof *bitmap);
+  const char *p = text;
+  while (isspace((unsigned char)*p)) p++;
+  while (*p && !isspace((unsigned char)*p)) {
+    char *after;
+    if (!isdigit((unsigned char)*p)) return false;
+    unsigned long first = strtoul(p, &after, 10), last = first;
+    if (*after == '-') {
+      if (!isdigit((unsigned char)after[1])) return false;
+      last = strtoul(after + 1, &after, 10);
+      if (last < first) return false;
+    }
+    if (*after && *after != ',' && !isspace((unsigned char)*after)) return false;
+    for (unsigned long id = first; id <= last && id < max_ids; id++) bitmap[id / 64] |= UINT64_C(1) << (id % 64);
+    p = *after == ',' ? after + 1 : after;
+  }
+  while (isspace((unsigned char)*p)) p++;
+  return *p == '\0';
+}
+
+bool parse_cgroup_v2_path(const char *text, char *out, size_t cap) {
+  const char *cursor = text, *line, *end;
+  while (text_next_line(&cursor, &line, &end)) {
+    if (end - line < 4 || strncmp(line, "0::", 3) != 0) continue;
+    size_t n = (size_t)(end - line - 3);
+    if (cap == 0) return true;
+    if (n >= cap) n = cap - 1;
+    memcpy(out, line + 3, n);
+    out[n] = '\0';
+    return true;
+  }
+  return false;
+}
+
+bool parse_cgroup_limit(const char *text, uint64_t *value) {
+  while (isspace((unsigned char)*text)) text++;
+  if (strncmp(text, "max", 3) == 0) {
+    const char *rest = text + 3;
+    while (isspace((unsigned char)*rest)) rest++;
+    if (*rest) return false;
+    *value = UINT64_MAX;
+    return true;
+  }
+  return parse_u64(text, value);
+}
+
+void cgroup_hugetlb_size_name(uint64_t page_size, char *out, size_t cap) {
+  if (page_size >= (UINT64_C(1) << 30)) snprintf(out, cap, "%lluGB", (unsigned long long)(page_size >> 30));
+  else if (page_size >= (UINT64_C(1) << 20)) snprintf(out, cap, "%lluMB", (unsigned long long)(page_size >> 20));
+  else snprintf(out, cap, "%lluKB", (unsigned long long)(page_size >> 10));
+}

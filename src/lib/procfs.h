@@ -62,4 +62,119 @@ uint64_t smaps_vma_thp_bytes(const struct smaps_vma *vma);
 uint64_t smaps_vma_hugetlb_bytes(const struct smaps_vma *vma);
 bool smaps_vma_is_hugetlb(const struct smaps_vma *vma);
 
+/* ---- /proc/PID/task/TID/syscall and /proc/PID/status (hugify inspect, hugify collapse) ---- */
+/* "230 0x0 0x0 0x7ffd... 0x0 0x0 0x64 SP PC" (or "-1 SP PC" when blocked outside a system call) -> SP, the
+ * next-to-last field. False for "running" and anything malformed. */
+bool parse_task_syscall_sp(const char *text, uint64_t *sp);
+/* Stack pointers of the threads of pid (0 = self) that are blocked in the kernel; *out malloc'd. Returns the
+ * count, or -errno when no thread's file could be read (EACCES: needs PTRACE_MODE_ATTACH on the target). */
+long procfs_read_stack_pointers(int pid, uint64_t **out);
+/* THP_enabled of /proc/PID/status (pid 0 = self): 1, 0 (THP disabled by prctl PR_SET_THP_DISABLE), or
+ * -errno (-ENOENT also when the kernel does not report the field). */
+int procfs_read_thp_enabled(int pid);
+
+/* ---- hugify pool / status: vmstat, buddyinfo, mounts, kernel command line, limits, cgroup, id lists ---- */
+
+/* The /proc/vmstat counters that concern huge pages, in the order of vmstat_counter_names. */
+enum vmstat_counter {
+  VMSTAT_THP_FAULT_ALLOC, VMSTAT_THP_FAULT_FALLBACK, VMSTAT_THP_FAULT_FALLBACK_CHARGE, VMSTAT_THP_COLLAPSE_ALLOC,
+  VMSTAT_THP_COLLAPSE_ALLOC_FAILED, VMSTAT_THP_FILE_ALLOC, VMSTAT_THP_FILE_FALLBACK, VMSTAT_THP_FILE_MAPPED,
+  VMSTAT_THP_SPLIT_PAGE, VMSTAT_THP_SPLIT_PAGE_FAILED, VMSTAT_THP_DEFERRED_SPLIT_PAGE, VMSTAT_THP_SPLIT_PMD,
+  VMSTAT_THP_ZERO_PAGE_ALLOC, VMSTAT_THP_ZERO_PAGE_ALLOC_FAILED, VMSTAT_THP_SWPOUT, VMSTAT_THP_SWPOUT_FALLBACK,
+  VMSTAT_THP_MIGRATION_SUCCESS, VMSTAT_THP_MIGRATION_FAIL, VMSTAT_COMPACT_STALL, VMSTAT_COMPACT_SUCCESS,
+  VMSTAT_COMPACT_FAIL, VMSTAT_COMPACT_DAEMON_WAKE, VMSTAT_HTLB_BUDDY_ALLOC_SUCCESS, VMSTAT_HTLB_BUDDY_ALLOC_FAIL,
+  VMSTAT_COUNTER_COUNT
+};
+extern const char *const vmstat_counter_names[VMSTAT_COUNTER_COUNT]; /* "thp_fault_alloc", ... */
+
+struct vmstat_counters {
+  uint64_t value[VMSTAT_COUNTER_COUNT];
+  bool present[VMSTAT_COUNTER_COUNT]; /* false: this kernel has no such counter */
+};
+/* Text of /proc/vmstat -> the counters above (absent ones stay 0 and not present). */
+void parse_vmstat(const char *text, struct vmstat_counters *out);
+
+/* /proc/buddyinfo: "Node 0, zone   Normal    574    501 ..." -> free blocks per order. */
+#define BUDDYINFO_MAX_ORDERS 16
+struct buddyinfo_zone {
+  int node;
+  char zone[16];
+  unsigned order_count;                        /* orders 0 .. order_count-1 */
+  uint64_t free_blocks[BUDDYINFO_MAX_ORDERS];  /* free blocks of 2^order base pages */
+};
+/* Returns the number of zones stored (at most cap), or -1 (errno EINVAL) on malformed text. */
+long parse_buddyinfo(const char *text, struct buddyinfo_zone *zones, size_t cap);
+/* How many pages of `bytes` (a power of two) the buddy allocator holds free right now in the zones of
+ * `node` (-1: every node), without reclaim or compaction: free blocks of that order or larger. The DMA
+ * zone is left out (lowmem reserves keep it for devices). When `bytes` is larger than the largest order
+ * (gigantic pages), the count is the free bytes in largest-order blocks divided by `bytes`, an upper
+ * bound (buddyinfo does not say whether those blocks are adjacent), and *upper_bound is set. */
+uint64_t buddyinfo_free_pages(const struct buddyinfo_zone *zones, size_t count, int node, uint64_t base_page_size,
+                              uint64_t bytes, bool *upper_bound);
+
+/* /proc/mounts (or /proc/PID/mounts): "SOURCE PATH TYPE OPTIONS 0 0", octal escapes (\040) decoded. */
+struct mount_entry {
+  char source[128];
+  char path[512];
+  char type[32];
+  char options[512];
+};
+/* *out is malloc'd (caller frees); returns the count, or -1 with errno (ENOMEM). Malformed lines are skipped. */
+long parse_mounts(const char *text, struct mount_entry **out);
+
+/* Options of a hugetlbfs mount as /proc/mounts shows them (fs/hugetlbfs/inode.c, hugetlbfs_show_options):
+ * "rw,relatime,gid=100,mode=1770,pagesize=2M,size=16777216,min_size=4194304". The kernel prints uid, gid
+ * and mode only when they differ from 0, 0 and 0755, and 1 GiB as "pagesize=1024M". */
+struct hugetlbfs_options {
+  uint64_t page_size;  /* bytes; 0 when absent (then the mount uses the default huge page size) */
+  uint64_t size;       /* bytes the mount may hold at most; 0 = no limit */
+  uint64_t min_size;   /* bytes reserved for the mount from the pool at mount time; 0 = none */
+  uint64_t nr_inodes;  /* 0 = no limit */
+  unsigned mode;       /* 0755 unless given */
+  uint32_t uid, gid;
+  bool read_only;
+};
+bool parse_hugetlbfs_options(const char *options, struct hugetlbfs_options *out);
+
+/* Huge-page parameters of the kernel command line (/proc/cmdline), as Documentation/admin-guide/
+ * kernel-parameters.txt and mm/hugetlbpage.rst define them: "hugepages=N" applies to the size of the
+ * hugepagesz= before it, or to the default size when none came before; "hugepages=0:2,1:2" gives counts
+ * per NUMA node. Everything after a lone "--" belongs to init and is ignored. */
+#define CMDLINE_MAX_POOLS 8
+#define CMDLINE_MAX_NODES 64
+struct cmdline_pool {
+  uint64_t page_size;                    /* bytes; 0 = the default huge page size */
+  uint64_t pages;                        /* total (the sum over nodes when per_node) */
+  bool per_node;
+  uint64_t node_pages[CMDLINE_MAX_NODES]; /* when per_node */
+};
+struct cmdline_hugepages {
+  uint64_t default_size;                  /* default_hugepagesz=, 0 when absent */
+  unsigned pool_count;
+  struct cmdline_pool pools[CMDLINE_MAX_POOLS];
+  char transparent_hugepage[16];          /* transparent_hugepage=always|madvise|never, "" when absent */
+  char params[1024];                      /* every huge-page parameter as written, space-separated */
+};
+/* False when a huge-page parameter is malformed (the others are still stored). */
+bool parse_cmdline_hugepages(const char *text, struct cmdline_hugepages *out);
+
+/* /proc/PID/limits: soft and hard limit of the row `name` ("Max locked memory"); "unlimited" -> UINT64_MAX. */
+bool parse_limit(const char *text, const char *name, uint64_t *soft, uint64_t *hard);
+
+/* "Key:<white space>text" line (/proc/PID/status): the text, trimmed, into out. False when absent. */
+bool parse_keyed_text(const char *text, const char *key, char *out, size_t cap);
+
+/* A kernel id list ("0-3,8,10-11", as in cpulist, has_cpu, Cpus_allowed_list) -> bitmap of `max_ids` bits
+ * (ids at or past max_ids are ignored). An empty text is an empty list. False on malformed text. */
+bool parse_id_list(const char *text, uint64_t *bitmap, unsigned max_ids);
+static inline bool id_list_has(const uint64_t *bitmap, unsigned id) { return (bitmap[id / 64] >> (id % 64)) & 1; }
+
+/* /proc/PID/cgroup: the cgroup v2 path (line "0::/path"). False when the process is in no v2 hierarchy. */
+bool parse_cgroup_v2_path(const char *text, char *out, size_t cap);
+/* A cgroup limit file ("max" or bytes): "max" -> UINT64_MAX. */
+bool parse_cgroup_limit(const char *text, uint64_t *value);
+/* The name a hugetlb cgroup gives a page size in its file names (mm/hugetlb_cgroup.c, mem_fmt):
+ * 2 MiB -> "2MB", 1 GiB -> "1GB", 64 KiB -> "64KB". */
+void cgroup_hugetlb_size_name(uint64_t page_size, char *out, size_t cap);
+
 #endif

@@ -1,14 +1,87 @@
 /* preload.c - libhugify-preload.so: applies the HUGIFY_* settings to the host process. It never writes to
  * stdout, never changes the host's exit status, and a failure inside it means "carry on without huge
- * pages" (and, with HUGIFY_VERBOSE=1, one line on stderr saying so). */
+ * pages" (and, with HUGIFY_VERBOSE=1, one line on stderr saying so). No threads, no locks: the
+ * constructor runs before main, the mmap cover and the fallback list are lock-free, the report runs at
+ * exit. Fork keeps all of it (the child reports under its own pid); exec starts afresh. */
+#include "preload.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
 #include <unistd.h>
 
-#include "options.h"
+static struct hugify_options options;
+static struct preload_fallback_entry fallbacks[PRELOAD_MAX_FALLBACKS];
+static atomic_uint fallbacks_claimed, fallbacks_written;
+static atomic_uint_fast64_t inside_ns;
+
+const struct hugify_options *preload_options(void) { return &options; }
+
+uint64_t preload_now_ns(void) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+void preload_add_ns(uint64_t nanoseconds) { atomic_fetch_add_explicit(&inside_ns, nanoseconds, memory_order_relaxed); }
+uint64_t preload_total_ns(void) { return atomic_load_explicit(&inside_ns, memory_order_relaxed); }
+
+bool preload_is_top_level(void) { return options.run_pid == 0 || options.run_pid == getpid(); }
+
+void preload_fallback(const char *what, const char *format, ...) {
+  unsigned slot = atomic_fetch_add(&fallbacks_claimed, 1);
+  char reason[sizeof fallbacks[0].reason];
+  va_list args;
+  va_start(args, format);
+  vsnprintf(reason, sizeof reason, format, args);
+  va_end(args);
+  if (slot < PRELOAD_MAX_FALLBACKS) {
+    snprintf(fallbacks[slot].what, sizeof fallbacks[slot].what, "%s", what);
+    memcpy(fallbacks[slot].reason, reason, sizeof reason);
+    atomic_fetch_add(&fallbacks_written, 1);
+  }
+  if (options.verbose && preload_is_top_level())
+    dprintf(STDERR_FILENO, "hugify: %s: %s; carrying on without huge pages there\n", what, reason);
+}
+
+const struct preload_fallback_entry *preload_fallbacks(unsigned *count) {
+  unsigned written = atomic_load(&fallbacks_written);
+  *count = written < PRELOAD_MAX_FALLBACKS ? written : PRELOAD_MAX_FALLBACKS;
+  return fallbacks;
+}
+
+/* glibc 2.36 reads the THP mode into a stack buffer it does not terminate (__malloc_thp_mode in
+ * sysdeps/unix/sysv/linux/malloc-hugepages.c compares it with strcmp), so glibc.malloc.hugetlb=1 takes
+ * effect only when the byte after it happens to be 0 when malloc initializes. Measured here: a first
+ * malloc from deep inside the text step left the tunable without effect (0% of the heap advised). So
+ * malloc is initialized first thing, on a stack cleared for it. Nothing if malloc is already running. */
+__attribute__((noinline)) static void clear_stack_below(void) {
+  volatile char area[16384];
+  for (size_t i = 0; i < sizeof area; i++) area[i] = 0;
+}
+__attribute__((noinline)) static void initialize_malloc(void) {
+  void *volatile block = malloc(1); /* volatile: the compiler may not drop the pair */
+  free(block);
+}
 
 __attribute__((constructor)) static void hugify_preload_start(void) {
-  struct hugify_options options;
+  clear_stack_below();
+  initialize_malloc();
+  uint64_t started = preload_now_ns();
   char warnings[1024] = "";
-  if (options_from_environment(&options, warnings, sizeof warnings) > 0)
-    dprintf(STDERR_FILENO, "hugify: %s\n", warnings);
+  int bad = options_from_environment(&options, warnings, sizeof warnings);
+  /* One warning, from the process hugify run started (its children inherit the same environment). */
+  if (bad > 0 && preload_is_top_level()) dprintf(STDERR_FILENO, "hugify: %s\n", warnings);
+  if (bad > 0) preload_fallback("options", "%s", warnings);
+
+  preload_heap_start(&options);
+  if (options.report[0]) atexit(preload_report_at_exit);
+  preload_add_ns(preload_now_ns() - started);
+  if (options.text) {
+    uint64_t text_started = preload_now_ns();
+    preload_text_step(&options);
+    preload_add_ns(preload_now_ns() - text_started);
+  }
 }

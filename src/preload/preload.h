@@ -2,9 +2,54 @@
 #ifndef HUGIFY_PRELOAD_H
 #define HUGIFY_PRELOAD_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 #include "options.h"
 
 /* text_step.c: hugify_remap_text() with the HUGIFY_TEXT_* options, before main. Never fails the host. */
 void preload_text_step(const struct hugify_options *options);
+
+/* ---- preload.c: state shared by the steps ---- */
+
+/* The options this process started with (parsed once, in the constructor). */
+const struct hugify_options *preload_options(void);
+
+/* Record a fallback for the exit report: `what` names the part ("heap", "text /usr/lib/libc.so.6"),
+ * the reason says why it runs without huge pages. With HUGIFY_VERBOSE=1 also one line on stderr (the
+ * top-level process only). Thread-safe, never allocates; keeps the first PRELOAD_MAX_FALLBACKS. */
+#define PRELOAD_MAX_FALLBACKS 32
+void preload_fallback(const char *what, const char *format, ...) __attribute__((format(printf, 2, 3)));
+
+struct preload_fallback_entry {
+  char what[96];
+  char reason[320];
+};
+/* The fallbacks recorded so far (count <= PRELOAD_MAX_FALLBACKS). */
+const struct preload_fallback_entry *preload_fallbacks(unsigned *count);
+
+/* Time spent inside hugify in this process: monotonic clock, and the running total. */
+uint64_t preload_now_ns(void);
+void preload_add_ns(uint64_t nanoseconds);
+uint64_t preload_total_ns(void);
+
+/* True in the process `hugify run` started (HUGIFY_RUN_PID), or in every process without it. */
+bool preload_is_top_level(void);
+
+/* ---- heap_cover.c: the heap modes inside the host ---- */
+
+/* Check what the CLI set up for the heap mode (glibc tunables, the preloaded allocator) and switch the
+ * mmap cover on for auto/thp: anonymous private mappings of 2 MiB or more made through mmap() (other
+ * allocators, runtimes, the program itself) are placed 2 MiB-aligned and advised MADV_HUGEPAGE. */
+void preload_heap_start(const struct hugify_options *options);
+/* The file malloc resolves to in this process ("" when unknown). */
+const char *preload_malloc_library(void);
+/* At exit, with the heap as measured: --heap hugetlb records the shortfall against the pool as a fallback. */
+void preload_heap_at_exit(uint64_t heap_resident, uint64_t heap_hugetlb);
+
+/* ---- report.c: the exit report (HUGIFY_REPORT) ---- */
+
+/* Measure /proc/self/smaps now and write the report where HUGIFY_REPORT says. Registered with atexit. */
+void preload_report_at_exit(void);
 
 #endif

@@ -1,0 +1,459 @@
+/* collapse.c - hugify_collapse: the existing anonymous memory of this or another process onto THP now,
+ * with MADV_COLLAPSE (madvise for the caller, process_madvise through a pidfd for another process).
+ *
+ * The plan is made per 2 MiB window from smaps (which mappings) and PAGEMAP_SCAN (which windows hold
+ * pages, which are huge already). Windows go to the kernel in calls of at most chunk_size bytes: each call
+ * takes the target's mmap lock, so small calls keep its page faults and mmaps from waiting long. When a
+ * call stops short, the window that failed is found by asking again one window at a time, so every
+ * failed range is reported with the kernel's own errno. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "inspect.h"
+#include "internal.h"
+#include "os.h"
+#include "procfs.h"
+
+#define DEFAULT_CHUNK (UINT64_C(64) << 20)
+#define MAX_IOVECS_PER_CALL 512 /* well under UIO_MAXIOV (1024) */
+
+struct collapse_context {
+  const struct hugify_collapse_opts *opts;
+  uint64_t done;  /* bytes tried so far, for opts->progress */
+  pid_t pid;
+  int pidfd;   /* -1 for the caller's own memory */
+  uint64_t pmd;
+  struct hugify_collapse_report *report;
+  size_t failure_cap;
+};
+
+static double clock_seconds(clockid_t clock) {
+  struct timespec ts;
+  clock_gettime(clock, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+static double now_seconds(void) { return clock_seconds(CLOCK_MONOTONIC); }
+
+void hugify_collapse_report_free(struct hugify_collapse_report *report) {
+  if (!report) return;
+  free(report->mappings);
+  free(report->failures);
+  report->mappings = NULL;
+  report->failures = NULL;
+  report->mapping_count = report->failure_count = 0;
+}
+
+/* process_madvise semantics for both cases: the bytes of the leading ranges that were fully advised, or -1
+ * with errno when the first range failed. */
+static ssize_t advise(struct collapse_context *c, const struct iovec *ranges, size_t count) {
+  double start = now_seconds(), cpu_start = clock_seconds(CLOCK_THREAD_CPUTIME_ID);
+  ssize_t done;
+  if (c->pidfd >= 0) {
+    done = os_process_madvise(c->pidfd, ranges, count, MADV_COLLAPSE);
+  } else {
+    done = 0;
+    for (size_t i = 0; i < count; i++) {
+      if (madvise(ranges[i].iov_base, ranges[i].iov_len, MADV_COLLAPSE) != 0) {
+        if (done == 0) done = -1;
+        break;
+      }
+      done += (ssize_t)ranges[i].iov_len;
+    }
+  }
+  int saved = errno;
+  double took = now_seconds() - start;
+  c->report->cpu_seconds += clock_seconds(CLOCK_THREAD_CPUTIME_ID) - cpu_start;
+  c->report->seconds += took;
+  if (took > c->report->longest_call) c->report->longest_call = took;
+  c->report->calls++;
+  for (size_t i = 0; i < count; i++) c->done += ranges[i].iov_len;
+  if (c->done > c->report->attempted) c->done = c->report->attempted; /* retries count once */
+  if (c->opts->progress) c->opts->progress(c->opts->progress_context, c->done, c->report->attempted);
+  errno = saved;
+  return done;
+}
+
+static const char *errno_name(int error) {
+  switch (error) {
+  case EAGAIN: return "EAGAIN";
+  case ENOMEM: return "ENOMEM";
+  case EBUSY: return "EBUSY";
+  case EINVAL: return "EINVAL";
+  case EPERM: return "EPERM";
+  case EACCES: return "EACCES";
+  case ESRCH: return "ESRCH";
+  case EFAULT: return "EFAULT";
+  default: return "error";
+  }
+}
+
+static void describe_failure(int error, int thp_disabled, char *out, size_t cap) {
+  const char *text;
+  switch (error) {
+  case EAGAIN: text = "a page was busy (locked, pinned or being migrated); trying again may work"; break;
+  case ENOMEM: text = "no free 2 MiB page could be had (memory short or fragmented; try "
+                      "'echo 1 > /proc/sys/vm/compact_memory'), or the range is no longer mapped"; break;
+  case EBUSY: text = "the memory cgroup could not be charged for the huge page"; break;
+  case EINVAL:
+    text = thp_disabled ? "the process disabled THP (prctl PR_SET_THP_DISABLE): the kernel refuses MADV_COLLAPSE"
+                        : "the kernel refused the range (no longer eligible: remapped, or marked "
+                          "MADV_NOHUGEPAGE, during the collapse)";
+    break;
+  default: text = strerror(error); break;
+  }
+  snprintf(out, cap, "%s: %s", errno_name(error), text);
+}
+
+/* Record a failed window; a window right after the last failure with the same errno extends it. */
+static int add_failure(struct collapse_context *c, uint64_t start, uint64_t end, int error) {
+  struct hugify_collapse_report *r = c->report;
+  if (r->failure_count > 0) {
+    struct hugify_collapse_failure *last = &r->failures[r->failure_count - 1];
+    if (last->end == start && last->error == error) { last->end = end; return 0; }
+  }
+  if (r->failure_count == c->failure_cap) {
+    size_t cap = c->failure_cap ? 2 * c->failure_cap : 16;
+    struct hugify_collapse_failure *bigger = realloc(r->failures, cap * sizeof *bigger);
+    if (!bigger) return -ENOMEM;
+    r->failures = bigger;
+    c->failure_cap = cap;
+  }
+  struct hugify_collapse_failure *f = &r->failures[r->failure_count++];
+  memset(f, 0, sizeof *f);
+  f->start = start;
+  f->end = end;
+  f->error = error;
+  describe_failure(error, r->thp_disabled == 1, f->reason, sizeof f->reason);
+  return 0;
+}
+
+static struct hugify_collapse_mapping *mapping_of(struct hugify_collapse_report *r, uint64_t address) {
+  for (size_t i = 0; i < r->mapping_count; i++)
+    if (address >= r->mappings[i].start && address < r->mappings[i].end) return &r->mappings[i];
+  return NULL;
+}
+
+/* Retry a range window by window, recording each window the kernel refuses. Returns -ESRCH when the
+ * target is gone, else 0. */
+static int retry_by_window(struct collapse_context *c, const struct iovec *range) {
+  uint64_t start = (uint64_t)(uintptr_t)range->iov_base, end = start + range->iov_len;
+  for (uint64_t at = start; at < end; at += c->pmd) {
+    struct iovec window = {(void *)(uintptr_t)at, (size_t)c->pmd};
+    if (advise(c, &window, 1) == (ssize_t)c->pmd) continue;
+    int error = errno;
+    if (error == ESRCH) return -ESRCH;
+    if (add_failure(c, at, at + c->pmd, error) != 0) return -ENOMEM;
+    struct hugify_collapse_mapping *m = mapping_of(c->report, at);
+    if (m) m->failed += c->pmd;
+  }
+  return 0;
+}
+
+/* Advise all ranges, at most chunk bytes and MAX_IOVECS_PER_CALL ranges per call. Ranges are windows or
+ * runs of windows no longer than chunk. Returns 0, -ESRCH (target gone) or -ENOMEM. */
+static int run_ranges(struct collapse_context *c, const struct iovec *ranges, size_t count, uint64_t chunk) {
+  size_t next = 0;
+  while (next < count) {
+    size_t n = 0;
+    uint64_t bytes = 0;
+    while (next + n < count && n < MAX_IOVECS_PER_CALL && bytes + ranges[next + n].iov_len <= chunk) {
+      bytes += ranges[next + n].iov_len;
+      n++;
+    }
+    if (n == 0) n = 1, bytes = ranges[next].iov_len; /* cannot happen: ranges are split to <= chunk */
+    ssize_t done = advise(c, &ranges[next], n);
+    if (done == (ssize_t)bytes) { next += n; continue; }
+    if (done < 0 && errno == ESRCH) return -ESRCH;
+    /* The range at which the kernel stopped failed; the ones after it were not tried. */
+    size_t failed = next;
+    for (uint64_t covered = done > 0 ? (uint64_t)done : 0; failed + 1 < next + n && covered >= ranges[failed].iov_len;)
+      covered -= ranges[failed++].iov_len;
+    int rc = retry_by_window(c, &ranges[failed]);
+    if (rc) return rc;
+    next = failed + 1;
+  }
+  return 0;
+}
+
+/* Sum Rss and AnonHugePages of the vmas overlapping [start, end), prorated where they overlap partly. */
+static void measure(const struct smaps_vma *vmas, long count, uint64_t start, uint64_t end, uint64_t *resident,
+                    uint64_t *huge) {
+  double rss = 0, thp = 0;
+  for (long i = 0; i < count; i++) {
+    uint64_t lo = vmas[i].start > start ? vmas[i].start : start, hi = vmas[i].end < end ? vmas[i].end : end;
+    if (lo >= hi || vmas[i].size == 0) continue;
+    if (lo == vmas[i].start && hi == vmas[i].end) {
+      rss += (double)vmas[i].rss;
+      thp += (double)vmas[i].anon_huge;
+      continue;
+    }
+    double share = (double)(hi - lo) / (double)vmas[i].size;
+    rss += share * (double)vmas[i].rss;
+    thp += share * (double)vmas[i].anon_huge;
+  }
+  *resident = (uint64_t)rss;
+  *huge = (uint64_t)thp;
+}
+
+static bool still_mapped(const struct smaps_vma *vmas, long count, uint64_t start, uint64_t end) {
+  for (long i = 0; i < count && start < end; i++)
+    if (vmas[i].start <= start && vmas[i].end > start) start = vmas[i].end;
+  return start >= end;
+}
+
+/* Check that we may collapse pid at all, before reading anything: a zero-length process_madvise does every
+ * check the real call does (process exists, ptrace read access, CAP_SYS_NICE, advice allowed remotely). */
+static int check_target(struct collapse_context *c, struct hugify_collapse_report *r, bool dry_run) {
+  c->pidfd = os_pidfd_open(c->pid);
+  if (c->pidfd < 0) {
+    int err = errno;
+    if (err == ESRCH) {
+      snprintf(r->reason, sizeof r->reason, "no process %d", (int)c->pid);
+      return -ESRCH;
+    }
+    if (err == ENOSYS) {
+      snprintf(r->reason, sizeof r->reason, "pidfd_open: not supported by this kernel (needs Linux 5.3+)");
+      return -ENOSYS;
+    }
+    snprintf(r->reason, sizeof r->reason, "pidfd_open(%d): %s", (int)c->pid, strerror(err));
+    return -err;
+  }
+  if (os_process_madvise(c->pidfd, NULL, 0, MADV_COLLAPSE) == 0) return 0;
+  int err = errno;
+  switch (err) {
+  case ESRCH:
+    snprintf(r->reason, sizeof r->reason, "no process %d (it exited)", (int)c->pid);
+    return -ESRCH;
+  case EACCES:
+    snprintf(r->reason, sizeof r->reason,
+             "not permitted to collapse process %d: process_madvise needs ptrace read access to it (run as its "
+             "user or as root, or grant CAP_SYS_PTRACE) and CAP_SYS_NICE",
+             (int)c->pid);
+    return -EPERM;
+  case EPERM:
+    snprintf(r->reason, sizeof r->reason,
+             "not permitted to collapse process %d: process_madvise on another process needs CAP_SYS_NICE (run as "
+             "root, or: setcap cap_sys_nice,cap_sys_ptrace+ep $(command -v hugify))",
+             (int)c->pid);
+    if (dry_run) return 0; /* a dry run can still plan, when smaps is readable */
+    return -EPERM;
+  case EINVAL:
+    snprintf(r->reason, sizeof r->reason,
+             "this kernel's process_madvise does not accept MADV_COLLAPSE (needs Linux 6.1+)");
+    return -ENOSYS;
+  default:
+    snprintf(r->reason, sizeof r->reason, "process_madvise(%d): %s", (int)c->pid, strerror(err));
+    return -err;
+  }
+}
+
+static int read_smaps_of(pid_t pid, bool self, struct smaps_vma **vmas, struct hugify_collapse_report *r) {
+  long count = procfs_read_smaps(self ? 0 : pid, vmas);
+  if (count >= 0) return (int)count;
+  int err = (int)-count;
+  if (err == ENOENT || err == ESRCH) {
+    snprintf(r->reason, sizeof r->reason, "no process %d", (int)pid);
+    return -ESRCH;
+  }
+  if (err == EACCES || err == EPERM) {
+    snprintf(r->reason, sizeof r->reason,
+             "not permitted to read /proc/%d/smaps: needs ptrace read access to process %d (its user, or root)",
+             (int)pid, (int)pid);
+    return -EPERM;
+  }
+  snprintf(r->reason, sizeof r->reason, "cannot read /proc/%d/smaps: %s", (int)pid, strerror(err));
+  return -err;
+}
+
+/* Append a range to the list, merging with the previous one when contiguous and the result stays within
+ * chunk bytes. */
+static int push_range(struct iovec **ranges, size_t *count, size_t *cap, uint64_t start, uint64_t length,
+                      uint64_t chunk) {
+  if (*count > 0) {
+    struct iovec *last = &(*ranges)[*count - 1];
+    if ((uint64_t)(uintptr_t)last->iov_base + last->iov_len == start && last->iov_len + length <= chunk) {
+      last->iov_len += (size_t)length;
+      return 0;
+    }
+  }
+  if (*count == *cap) {
+    size_t bigger_cap = *cap ? 2 * *cap : 64;
+    struct iovec *bigger = realloc(*ranges, bigger_cap * sizeof *bigger);
+    if (!bigger) return -ENOMEM;
+    *ranges = bigger;
+    *cap = bigger_cap;
+  }
+  (*ranges)[(*count)++] = (struct iovec){(void *)(uintptr_t)start, (size_t)length};
+  return 0;
+}
+
+/* Plan the windows of every eligible mapping. With PAGEMAP_SCAN on the target's pagemap: skip windows that
+ * are huge already, and windows with more empty pages than khugepaged/max_ptes_none allows (MADV_COLLAPSE
+ * ignores that knob and would fill them with zeroes). Without it: every window of a mapping with resident
+ * memory. */
+static int plan(struct collapse_context *c, const struct smaps_vma *vmas, long count, uint64_t min_size,
+                uint64_t chunk, struct iovec **ranges, size_t *range_count) {
+  struct hugify_collapse_report *r = c->report;
+  r->mappings = calloc(count > 0 ? (size_t)count : 1, sizeof *r->mappings);
+  if (!r->mappings) return -ENOMEM;
+  int pagemap = -1;
+  if (os_probe_pagemap_scan(NULL, 0) == HUGIFY_FEATURE_YES) {
+    char path[64];
+    if (c->pidfd >= 0) snprintf(path, sizeof path, "/proc/%d/pagemap", (int)c->pid);
+    else snprintf(path, sizeof path, "/proc/self/pagemap");
+    pagemap = open(path, O_RDONLY | O_CLOEXEC);
+  }
+  if (pagemap < 0)
+    os_reason_add(r->reason, sizeof r->reason,
+                  "PAGEMAP_SCAN unavailable: every window of a mapping with resident memory is tried");
+  uint64_t max_ptes_none = c->pmd / 4096 - 1;
+  if (os_read_u64(OS_SYSFS_THP "/khugepaged/max_ptes_none", &max_ptes_none) != 0) max_ptes_none = c->pmd / 4096 - 1;
+  uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+  size_t cap = 0;
+  int rc = 0;
+  for (long i = 0; i < count && rc == 0; i++) {
+    const struct smaps_vma *vma = &vmas[i];
+    if (!vma_collapse_eligible(vma, c->pmd)) continue;
+    uint64_t eligible = aligned_window_bytes(vma->start, vma->end, c->pmd);
+    if (eligible < min_size) continue;
+    struct hugify_collapse_mapping *m = &r->mappings[r->mapping_count++];
+    m->start = vma->start;
+    m->end = vma->end;
+    snprintf(m->path, sizeof m->path, "%s", vma->path);
+    m->eligible = eligible;
+    m->resident_before = m->resident_after = vma->rss;
+    m->huge_before = m->huge_after = vma->anon_huge;
+    uint64_t first = (vma->start + c->pmd - 1) & ~(c->pmd - 1);
+    for (uint64_t w = first; w + c->pmd <= vma->end && rc == 0; w += c->pmd) {
+      struct os_resident resident;
+      if (pagemap >= 0 && os_pagemap_resident_fd(pagemap, w, w + c->pmd, &resident) == 0) {
+        if (resident.huge >= c->pmd) continue;
+        uint64_t present = resident.base + resident.huge;
+        if (present == 0 || (c->pmd - present) / page > max_ptes_none) {
+          m->skipped_empty += c->pmd;
+          continue;
+        }
+      } else if (vma->rss == 0) {
+        m->skipped_empty += c->pmd;
+        continue;
+      }
+      m->attempted += c->pmd;
+      rc = push_range(ranges, range_count, &cap, w, c->pmd, chunk);
+    }
+    r->eligible += m->eligible;
+    r->attempted += m->attempted;
+    r->skipped_empty += m->skipped_empty;
+    r->resident_before += m->resident_before;
+    r->huge_before += m->huge_before;
+  }
+  if (pagemap >= 0) close(pagemap);
+  return rc;
+}
+
+/* Figures after the collapse, and failure reasons refined by what the target looks like now. */
+static void measure_after(struct collapse_context *c, const struct smaps_vma *vmas, long count) {
+  struct hugify_collapse_report *r = c->report;
+  r->resident_after = r->huge_after = 0;
+  for (size_t i = 0; i < r->mapping_count; i++) {
+    struct hugify_collapse_mapping *m = &r->mappings[i];
+    measure(vmas, count, m->start, m->end, &m->resident_after, &m->huge_after);
+    r->resident_after += m->resident_after;
+    r->huge_after += m->huge_after;
+    r->failed += m->failed;
+  }
+  for (size_t i = 0; i < r->failure_count; i++) {
+    struct hugify_collapse_failure *f = &r->failures[i];
+    if (!still_mapped(vmas, count, f->start, f->end))
+      snprintf(f->reason, sizeof f->reason, "%s: the process unmapped or moved the range during the collapse",
+               errno_name(f->error));
+  }
+}
+
+int hugify_collapse(pid_t pid, const struct hugify_collapse_opts *opts, struct hugify_collapse_report *report) {
+  if (!report) return -EINVAL;
+  memset(report, 0, sizeof *report);
+  struct hugify_collapse_opts defaults = {0};
+  if (!opts) opts = &defaults;
+  if (pid < 0 || (opts->flags & ~HUGIFY_COLLAPSE_FLAGS_ALL)) {
+    snprintf(report->reason, sizeof report->reason, pid < 0 ? "invalid pid" : "unknown flags");
+    return -EINVAL;
+  }
+  bool self = pid == 0 || pid == getpid();
+  bool dry_run = opts->flags & HUGIFY_COLLAPSE_DRY_RUN;
+  struct collapse_context c = {.opts = opts, .pid = self ? getpid() : pid, .pidfd = -1, .report = report};
+  c.pmd = page_kind_size(HUGIFY_PAGE_THP);
+  report->pid = c.pid;
+  report->self = self;
+  report->dry_run = dry_run;
+  uint64_t chunk = opts->chunk_size ? opts->chunk_size : DEFAULT_CHUNK;
+  chunk = chunk < c.pmd ? c.pmd : chunk & ~(c.pmd - 1);
+  report->chunk_size = chunk;
+  char comm_path[64];
+  snprintf(comm_path, sizeof comm_path, "/proc/%d/comm", (int)c.pid);
+  if (os_read_small(comm_path, report->command, sizeof report->command) < 0) report->command[0] = '\0';
+
+  if (os_probe_madv_collapse(NULL, 0) == HUGIFY_FEATURE_NO) {
+    snprintf(report->reason, sizeof report->reason, "this kernel lacks MADV_COLLAPSE (needs Linux 6.1+)");
+    return -ENOSYS;
+  }
+  if (!self && os_probe_process_madvise(NULL, 0) == HUGIFY_FEATURE_NO) {
+    snprintf(report->reason, sizeof report->reason, "this kernel lacks process_madvise (needs Linux 5.10+)");
+    return -ENOSYS;
+  }
+  int rc = 0;
+  if (!self && (rc = check_target(&c, report, dry_run)) != 0) goto out;
+
+  int enabled = procfs_read_thp_enabled(self ? 0 : pid);
+  report->thp_disabled = enabled < 0 ? -1 : !enabled;
+  if (report->thp_disabled == 1)
+    os_reason_add(report->reason, sizeof report->reason,
+                  "process %d disabled THP (prctl PR_SET_THP_DISABLE): the kernel refuses MADV_COLLAPSE for it",
+                  (int)c.pid);
+
+  struct smaps_vma *vmas = NULL;
+  long count = read_smaps_of(c.pid, self, &vmas, report);
+  if (count < 0) { rc = (int)count; goto out; }
+  struct iovec *ranges = NULL;
+  size_t range_count = 0;
+  rc = plan(&c, vmas, count, opts->min_size, chunk, &ranges, &range_count);
+  free(vmas);
+  vmas = NULL;
+  if (rc == 0 && dry_run) {
+    report->resident_after = report->resident_before;
+    report->huge_after = report->huge_before;
+  }
+  if (rc == 0 && !dry_run && range_count > 0) {
+    rc = run_ranges(&c, ranges, range_count, chunk);
+    if (rc == -ESRCH) {
+      report->exited = 1;
+      rc = 0;
+    }
+  }
+  free(ranges);
+  if (rc == -ENOMEM) snprintf(report->reason, sizeof report->reason, "out of memory");
+  if (rc == 0 && !dry_run) {
+    count = report->exited ? -ESRCH : procfs_read_smaps(self ? 0 : pid, &vmas);
+    if (count >= 0) {
+      measure_after(&c, vmas, count);
+      free(vmas);
+    } else {
+      report->exited = 1;
+      for (size_t i = 0; i < report->mapping_count; i++) {
+        report->mappings[i].resident_after = report->mappings[i].huge_after = 0;
+        report->failed += report->mappings[i].failed;
+      }
+    }
+    if (report->exited)
+      os_reason_add(report->reason, sizeof report->reason,
+                    "process %d exited during the collapse: the figures after are missing", (int)c.pid);
+  }
+out:
+  if (c.pidfd >= 0) close(c.pidfd);
+  return rc;
+}

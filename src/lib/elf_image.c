@@ -1,0 +1,224 @@
+/* elf_image.c - ELF images as bytes -> what the text remap can cover (hugify_elf_parse), and the function
+ * symbols the perf map needs. Pure functions over the bytes; only elf_map_file and hugify_elf_read do I/O.
+ * Every offset read from the file is checked against the size before use: files may be truncated,
+ * corrupt or hostile. */
+#include "elf_image.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SMALL_PAGE UINT64_C(4096)
+
+static uint64_t align_down(uint64_t x, uint64_t a) { return x & ~(a - 1); }
+static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) & ~(a - 1); }
+
+uint64_t elf_huge_window(uint64_t start, uint64_t end, uint64_t *window_start, uint64_t *window_end) {
+  uint64_t lo = align_up(align_down(start, SMALL_PAGE), ELF_HUGE_PAGE);
+  uint64_t hi = align_down(align_up(end, SMALL_PAGE), ELF_HUGE_PAGE);
+  if (hi <= lo) hi = lo;
+  if (window_start) *window_start = lo;
+  if (window_end) *window_end = hi;
+  return hi - lo;
+}
+
+static bool in_bounds(uint64_t offset, uint64_t length, size_t size) {
+  return offset <= size && length <= size - offset;
+}
+
+/* Bytes of the executable loads in whole 2 MiB windows when the image is loaded at `base`. */
+static uint64_t huge_at_base(const struct hugify_elf_info *info, uint64_t base) {
+  uint64_t total = 0;
+  for (unsigned i = 0; i < info->load_count; i++) {
+    const struct hugify_elf_load *l = &info->loads[i];
+    if (l->flags & PF_X) total += elf_huge_window(base + l->vaddr, base + l->vaddr + l->memory_size, NULL, NULL);
+  }
+  return total;
+}
+
+/* Relinked with max-page-size = common-page-size = 2 MiB, every load after the first starts on a fresh
+ * 2 MiB boundary of the file (separate code; RELRO's end on a common-page boundary costs the same). */
+static uint64_t relinked_size(const struct hugify_elf_info *info) {
+  if (info->load_count == 0 || info->text_aligned) return info->file_size;
+  uint64_t end = 0, last = 0;
+  for (unsigned i = 0; i < info->load_count; i++) {
+    const struct hugify_elf_load *l = &info->loads[i];
+    uint64_t start = i == 0 ? l->offset : align_up(end, ELF_HUGE_PAGE) + l->offset % SMALL_PAGE;
+    end = start + l->file_size;
+    if (l->offset + l->file_size > last) last = l->offset + l->file_size;
+  }
+  return end + (info->file_size > last ? info->file_size - last : 0);
+}
+
+static int fail(struct hugify_elf_info *out, int code, const char *why) {
+  snprintf(out->reason, sizeof out->reason, "%s", why);
+  return code;
+}
+
+int hugify_elf_parse(const void *data, size_t size, struct hugify_elf_info *out) {
+  if (!out) return -EINVAL;
+  memset(out, 0, sizeof *out);
+  out->file_size = size;
+  out->symbols = out->has_symtab = -1;
+  const unsigned char *bytes = data;
+  if (!data || size < EI_NIDENT || memcmp(bytes, ELFMAG, SELFMAG) != 0) return fail(out, -ENOEXEC, "not an ELF file");
+  if (bytes[EI_CLASS] != ELFCLASS64 || bytes[EI_DATA] != ELFDATA2LSB)
+    return fail(out, -ENOEXEC, "only 64-bit little-endian ELF files are supported");
+  if (size < sizeof(Elf64_Ehdr)) return fail(out, -EINVAL, "truncated ELF header");
+  Elf64_Ehdr eh;
+  memcpy(&eh, bytes, sizeof eh);
+  if (eh.e_type != ET_EXEC && eh.e_type != ET_DYN)
+    return fail(out, -ENOEXEC, "not an executable or shared object (relocatable object or core file)");
+  out->machine = eh.e_machine;
+  if (eh.e_phnum == 0) return fail(out, -EINVAL, "no program headers");
+  if (eh.e_phentsize != sizeof(Elf64_Phdr) || !in_bounds(eh.e_phoff, (uint64_t)eh.e_phnum * sizeof(Elf64_Phdr), size))
+    return fail(out, -EINVAL, "program headers truncated or malformed");
+
+  bool interp = false;
+  int pie_flag = -1; /* DF_1_PIE in DT_FLAGS_1: 1 set, 0 clear, -1 no DT_FLAGS_1 (older linkers) */
+  bool soname = false;
+  for (unsigned i = 0; i < eh.e_phnum; i++) {
+    Elf64_Phdr ph;
+    memcpy(&ph, bytes + eh.e_phoff + (uint64_t)i * sizeof ph, sizeof ph);
+    if (ph.p_type == PT_INTERP) interp = true;
+    if (ph.p_type == PT_DYNAMIC && in_bounds(ph.p_offset, ph.p_filesz, size))
+      for (uint64_t off = 0; off + sizeof(Elf64_Dyn) <= ph.p_filesz; off += sizeof(Elf64_Dyn)) {
+        Elf64_Dyn dyn;
+        memcpy(&dyn, bytes + ph.p_offset + off, sizeof dyn);
+        if (dyn.d_tag == DT_NULL) break;
+        if (dyn.d_tag == DT_FLAGS_1) pie_flag = (dyn.d_un.d_val & DF_1_PIE) != 0;
+        if (dyn.d_tag == DT_SONAME) soname = true;
+      }
+    if (ph.p_type != PT_LOAD) continue;
+    if (ph.p_filesz > ph.p_memsz || ph.p_vaddr + ph.p_memsz < ph.p_vaddr)
+      return fail(out, -EINVAL, "a PT_LOAD segment is inconsistent (file size above memory size, or it wraps)");
+    if (ph.p_align > out->max_align) out->max_align = ph.p_align;
+    if (ph.p_flags & PF_X) {
+      out->text_segments++;
+      out->text_bytes += ph.p_memsz;
+    }
+    if (out->load_count == HUGIFY_ELF_MAX_LOADS) continue;
+    struct hugify_elf_load *l = &out->loads[out->load_count++];
+    *l = (struct hugify_elf_load){ph.p_offset, ph.p_vaddr, ph.p_filesz, ph.p_memsz, ph.p_align, ph.p_flags, 0};
+    if (ph.p_flags & PF_X) l->huge_at_2m = elf_huge_window(ph.p_vaddr, ph.p_vaddr + ph.p_memsz, NULL, NULL);
+  }
+  if (out->load_count == 0) return fail(out, -EINVAL, "no PT_LOAD segments");
+  /* A PIE says so with DF_1_PIE; without DT_FLAGS_1, one with PT_INTERP and no DT_SONAME is taken for a
+   * PIE (libc.so.6 has PT_INTERP, to run as a program, and a DT_SONAME). */
+  bool pie = pie_flag >= 0 ? pie_flag == 1 : interp && !soname;
+  out->kind = eh.e_type == ET_EXEC ? HUGIFY_ELF_EXECUTABLE : pie ? HUGIFY_ELF_PIE : HUGIFY_ELF_SHARED_OBJECT;
+
+  out->text_aligned = out->text_segments > 0;
+  for (unsigned i = 0; i < out->load_count; i++)
+    if ((out->loads[i].flags & PF_X) && out->loads[i].align < ELF_HUGE_PAGE) out->text_aligned = 0;
+
+  out->huge_at_2m = huge_at_base(out, 0);
+  uint64_t sum = 0, min = UINT64_MAX;
+  for (uint64_t base = 0; base < ELF_HUGE_PAGE; base += SMALL_PAGE) {
+    uint64_t h = huge_at_base(out, base);
+    sum += h;
+    if (h < min) min = h;
+  }
+  out->huge_at_4k_min = min;
+  out->huge_at_4k_mean = sum / (ELF_HUGE_PAGE / SMALL_PAGE);
+  bool lands_aligned = out->kind == HUGIFY_ELF_EXECUTABLE || out->max_align >= ELF_HUGE_PAGE;
+  out->huge_expected = lands_aligned ? out->huge_at_2m : out->huge_at_4k_min;
+  out->relinked_size_estimate = relinked_size(out);
+  for (unsigned i = 0; i < out->load_count; i++)
+    if (out->loads[i].flags & PF_X)
+      out->huge_relinked += align_down(align_up(out->loads[i].memory_size + out->loads[i].vaddr % SMALL_PAGE, SMALL_PAGE),
+                                       ELF_HUGE_PAGE);
+  if (out->huge_relinked < out->huge_expected) out->huge_relinked = out->huge_expected;
+
+  long functions = elf_functions(data, size, NULL, NULL);
+  if (functions >= 0) {
+    out->symbols = (int)(functions > INT32_MAX ? INT32_MAX : functions);
+    Elf64_Shdr sh;
+    out->has_symtab = 0;
+    for (unsigned i = 0; i < eh.e_shnum; i++) {
+      memcpy(&sh, bytes + eh.e_shoff + (uint64_t)i * sizeof sh, sizeof sh);
+      if (sh.sh_type == SHT_SYMTAB) out->has_symtab = 1;
+    }
+  }
+  return 0;
+}
+
+/* The symbols of one symbol table section (checked), one callback per defined sized function. */
+static long walk_symbols(const unsigned char *bytes, size_t size, const Elf64_Shdr *table, const Elf64_Shdr *strings,
+                         elf_function_fn fn, void *context) {
+  if (table->sh_entsize != sizeof(Elf64_Sym) || !in_bounds(table->sh_offset, table->sh_size, size) ||
+      !in_bounds(strings->sh_offset, strings->sh_size, size))
+    return -1;
+  const char *names = (const char *)bytes + strings->sh_offset;
+  long count = 0;
+  for (uint64_t off = 0; off + sizeof(Elf64_Sym) <= table->sh_size; off += sizeof(Elf64_Sym)) {
+    Elf64_Sym sym;
+    memcpy(&sym, bytes + table->sh_offset + off, sizeof sym);
+    if (ELF64_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_shndx == SHN_UNDEF || sym.st_size == 0) continue;
+    if (sym.st_name >= strings->sh_size || !memchr(names + sym.st_name, '\0', strings->sh_size - sym.st_name)) continue;
+    if (fn) fn(context, sym.st_value, sym.st_size, names + sym.st_name);
+    count++;
+  }
+  return count;
+}
+
+long elf_functions(const void *data, size_t size, elf_function_fn fn, void *context) {
+  const unsigned char *bytes = data;
+  if (!data || size < sizeof(Elf64_Ehdr) || memcmp(bytes, ELFMAG, SELFMAG) != 0 || bytes[EI_CLASS] != ELFCLASS64)
+    return -1;
+  Elf64_Ehdr eh;
+  memcpy(&eh, bytes, sizeof eh);
+  if (eh.e_shnum == 0) return 0; /* no section headers at all: nothing to name functions with */
+  if (eh.e_shentsize != sizeof(Elf64_Shdr) || !in_bounds(eh.e_shoff, (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr), size))
+    return -1;
+  int chosen = -1;
+  for (unsigned i = 0; i < eh.e_shnum; i++) {
+    Elf64_Shdr sh;
+    memcpy(&sh, bytes + eh.e_shoff + (uint64_t)i * sizeof sh, sizeof sh);
+    if (sh.sh_type == SHT_SYMTAB) { chosen = (int)i; break; }
+    if (sh.sh_type == SHT_DYNSYM) chosen = (int)i;
+  }
+  if (chosen < 0) return 0;
+  Elf64_Shdr table, strings;
+  memcpy(&table, bytes + eh.e_shoff + (uint64_t)chosen * sizeof table, sizeof table);
+  if (table.sh_link >= eh.e_shnum) return -1;
+  memcpy(&strings, bytes + eh.e_shoff + (uint64_t)table.sh_link * sizeof strings, sizeof strings);
+  return walk_symbols(bytes, size, &table, &strings, fn, context);
+}
+
+void *elf_map_file(const char *path, size_t *size) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return NULL;
+  struct stat st;
+  void *p = NULL;
+  if (fstat(fd, &st) != 0) goto done;
+  if (!S_ISREG(st.st_mode) || st.st_size == 0) { errno = S_ISDIR(st.st_mode) ? EISDIR : ENOEXEC; goto done; }
+  p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  if (p == MAP_FAILED) p = NULL;
+  else *size = (size_t)st.st_size;
+done:;
+  int saved = errno;
+  close(fd);
+  errno = saved;
+  return p;
+}
+
+int hugify_elf_read(const char *path, struct hugify_elf_info *out) {
+  if (!path || !out) return -EINVAL;
+  size_t size = 0;
+  void *data = elf_map_file(path, &size);
+  if (!data) {
+    int err = errno;
+    memset(out, 0, sizeof *out);
+    snprintf(out->reason, sizeof out->reason, "%s", strerror(err));
+    return -err;
+  }
+  int rc = hugify_elf_parse(data, size, out);
+  munmap(data, size);
+  return rc;
+}

@@ -1,0 +1,37 @@
+/* elf_image.h - reading ELF images (pure functions over bytes): program headers for the text remap and
+ * `hugify elf`, function symbols for the perf map. */
+#ifndef HUGIFY_ELF_IMAGE_H
+#define HUGIFY_ELF_IMAGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hugify.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ELF_HUGE_PAGE (UINT64_C(2) << 20)
+
+/* Bytes of [start, end) (rounded out to 4 KiB pages) that lie in whole 2 MiB-aligned windows, and where
+ * those windows begin and end (*window_start == *window_end when there are none). */
+uint64_t elf_huge_window(uint64_t start, uint64_t end, uint64_t *window_start, uint64_t *window_end);
+
+/* Called once per defined function symbol with a nonzero size. */
+typedef void (*elf_function_fn)(void *context, uint64_t value, uint64_t size, const char *name);
+
+/* The function symbols of an ELF64 image: .symtab when present, else .dynsym. Returns how many were
+ * passed to fn, -1 when the section headers lie outside the data (or the image is not ELF64). fn may be
+ * NULL (count only). */
+long elf_functions(const void *data, size_t size, elf_function_fn fn, void *context);
+
+/* Map a file read-only. Returns the address (and *size) or NULL with errno. Unmap with munmap. */
+void *elf_map_file(const char *path, size_t *size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,314 @@
+/* inspect.c - hugify_inspect: how much of a process is on huge pages, by class and page kind, and why
+ * the rest is not. Every figure is a sum of /proc/PID/smaps fields. */
+#include "inspect.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "os.h"
+
+static const char *const class_names[HUGIFY_CLASS_COUNT] = {"code", "heap", "anon", "stack", "shm", "file"};
+
+const char *hugify_memory_class_name(enum hugify_memory_class memory_class) {
+  return (unsigned)memory_class < HUGIFY_CLASS_COUNT ? class_names[memory_class] : "?";
+}
+
+static const struct { const char *name, *text; } reasons[HUGIFY_WHY_COUNT] = {
+    [HUGIFY_WHY_NONE] = {"none", "all resident memory is on huge pages"},
+    [HUGIFY_WHY_THP_DISABLED] = {"thp_disabled",
+                                 "the process disabled THP (prctl PR_SET_THP_DISABLE; inherited across fork "
+                                 "and exec); the kernel also refuses MADV_COLLAPSE for it"},
+    [HUGIFY_WHY_NOHUGEPAGE] = {"nohugepage",
+                               "marked MADV_NOHUGEPAGE by the program (thread stacks get it from MAP_STACK)"},
+    [HUGIFY_WHY_SPECIAL] = {"special", "kernel special mapping ([vdso], [vvar], ...)"},
+    [HUGIFY_WHY_FILE] = {"file",
+                         "file-backed page cache: huge only with file THP (CONFIG_READ_ONLY_THP_FOR_FS); for "
+                         "code, `hugify run` copies text onto huge pages"},
+    [HUGIFY_WHY_SHMEM] = {"shmem",
+                          "shared memory: huge only as /sys/kernel/mm/transparent_hugepage/shmem_enabled "
+                          "allows"},
+    [HUGIFY_WHY_TOO_SMALL] = {"too_small", "no 2 MiB-aligned 2 MiB window fits in the mapping"},
+    [HUGIFY_WHY_THP_NEVER] = {"thp_never",
+                              "system THP mode is never (or THP is absent); `hugify collapse PID` still works"},
+    [HUGIFY_WHY_NOT_ADVISED] = {"not_advised",
+                                "system THP mode is madvise and the program never madvised this mapping; "
+                                "`hugify collapse PID` or `hugify run` fix it"},
+    [HUGIFY_WHY_NOT_COLLAPSED] = {"not_collapsed",
+                                  "eligible, but faulted on 4 KiB pages and not collapsed yet; "
+                                  "`hugify collapse PID` fixes it"},
+};
+
+const char *hugify_not_huge_reason_name(enum hugify_not_huge_reason why) {
+  return (unsigned)why < HUGIFY_WHY_COUNT ? reasons[why].name : "?";
+}
+const char *hugify_not_huge_reason_text(enum hugify_not_huge_reason why) {
+  return (unsigned)why < HUGIFY_WHY_COUNT ? reasons[why].text : "?";
+}
+
+uint64_t hugify_usage_huge(const struct hugify_usage *usage) {
+  return usage ? usage->thp + usage->hugetlb_2m + usage->hugetlb_1g : 0;
+}
+
+/* ---- pure classification --------------------------------------------------------------------------- */
+
+uint64_t aligned_window_bytes(uint64_t start, uint64_t end, uint64_t window) {
+  uint64_t first = (start + window - 1) & ~(window - 1), last = end & ~(window - 1);
+  return last > first ? last - first : 0;
+}
+
+static bool starts_with(const char *text, const char *prefix) { return strncmp(text, prefix, strlen(prefix)) == 0; }
+
+bool vma_is_private_anonymous(const struct smaps_vma *vma) {
+  if (vma->perms[3] != 'p' || vma->inode != 0) return false;
+  return vma->path[0] == '\0' || strcmp(vma->path, "[heap]") == 0 || strcmp(vma->path, "[stack]") == 0 ||
+         starts_with(vma->path, "[anon:");
+}
+
+bool vma_collapse_eligible(const struct smaps_vma *vma, uint64_t pmd_size) {
+  return vma_is_private_anonymous(vma) && vma->perms[1] == 'w' && !(vma->vm_flags & SMAPS_VM_NOHUGEPAGE) &&
+         !smaps_vma_is_hugetlb(vma) && aligned_window_bytes(vma->start, vma->end, pmd_size) >= pmd_size;
+}
+
+/* "[vdso]", "[vvar]", "[vsyscall]", "[uprobes]": bracketed names that are neither anonymous memory nor shm. */
+static bool vma_is_special(const struct smaps_vma *vma) {
+  return vma->path[0] == '[' && !vma_is_private_anonymous(vma) && !starts_with(vma->path, "[anon_shmem:");
+}
+
+static bool vma_is_shm(const struct smaps_vma *vma) {
+  if (vma->perms[3] != 's') return false;
+  static const char *const prefixes[] = {"/dev/shm/", "/SYSV", "/memfd:", "/dev/zero", "/anon_hugepage",
+                                         "[anon_shmem:"};
+  for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+    if (starts_with(vma->path, prefixes[i])) return true;
+  return smaps_vma_is_hugetlb(vma);
+}
+
+void inspect_vma_usage(const struct smaps_vma *vma, struct hugify_usage *usage) {
+  memset(usage, 0, sizeof *usage);
+  uint64_t thp = smaps_vma_thp_bytes(vma), hugetlb = smaps_vma_hugetlb_bytes(vma);
+  usage->thp = thp;
+  usage->base = vma->rss > thp ? vma->rss - thp : 0;
+  if (vma->kernel_page_size >= OS_HUGE_1G) usage->hugetlb_1g = hugetlb;
+  else usage->hugetlb_2m = hugetlb;
+  usage->resident = vma->rss + hugetlb;
+  usage->anonymous = vma->anonymous;
+  usage->anon_thp = vma->anon_huge;
+}
+
+static void usage_add(struct hugify_usage *sum, const struct hugify_usage *u) {
+  sum->resident += u->resident;
+  sum->base += u->base;
+  sum->thp += u->thp;
+  sum->hugetlb_2m += u->hugetlb_2m;
+  sum->hugetlb_1g += u->hugetlb_1g;
+  sum->anonymous += u->anonymous;
+  sum->anon_thp += u->anon_thp;
+}
+
+static bool holds_stack_pointer(const struct smaps_vma *vma, const struct inspect_context *context) {
+  for (size_t i = 0; i < context->stack_pointer_count; i++)
+    if (context->stack_pointers[i] >= vma->start && context->stack_pointers[i] < vma->end) return true;
+  return false;
+}
+
+/* A pthread stack: private anonymous read-write memory directly above a small PROT_NONE guard mapping. */
+static bool follows_guard(const struct smaps_vma *vmas, size_t i) {
+  if (i == 0 || strcmp(vmas[i].perms, "rw-p") != 0 || vmas[i].path[0] != '\0') return false;
+  const struct smaps_vma *guard = &vmas[i - 1];
+  return guard->end == vmas[i].start && strcmp(guard->perms, "---p") == 0 && guard->path[0] == '\0' &&
+         guard->inode == 0 && guard->end - guard->start <= INSPECT_GUARD_MAX;
+}
+
+static enum hugify_memory_class class_of(const struct smaps_vma *vmas, size_t i,
+                                         const struct inspect_context *context, int *thread_stack,
+                                         struct hugify_inspect_report *report) {
+  const struct smaps_vma *vma = &vmas[i];
+  *thread_stack = 0;
+  if (vma->perms[2] == 'x') return HUGIFY_CLASS_CODE;
+  if (strcmp(vma->path, "[heap]") == 0) return HUGIFY_CLASS_HEAP;
+  if (strcmp(vma->path, "[stack]") == 0) return HUGIFY_CLASS_STACK;
+  if (vma_is_shm(vma)) return HUGIFY_CLASS_SHM;
+  if (vma_is_private_anonymous(vma)) {
+    if (holds_stack_pointer(vma, context)) {
+      report->stacks_by_pointer++;
+      *thread_stack = 1;
+      return HUGIFY_CLASS_STACK;
+    }
+    if (follows_guard(vmas, i)) {
+      report->stacks_by_guard++;
+      *thread_stack = 1;
+      return HUGIFY_CLASS_STACK;
+    }
+    return HUGIFY_CLASS_ANON;
+  }
+  if (vma->perms[3] == 'p' && starts_with(vma->path, "/anon_hugepage")) return HUGIFY_CLASS_ANON;
+  return HUGIFY_CLASS_FILE;
+}
+
+static enum hugify_not_huge_reason why_not_huge(const struct smaps_vma *vma, const struct hugify_usage *usage,
+                                                const struct inspect_context *context, uint64_t aligned) {
+  if (usage->resident <= hugify_usage_huge(usage)) return HUGIFY_WHY_NONE;
+  if (context->thp_disabled == 1) return HUGIFY_WHY_THP_DISABLED;
+  if (vma->vm_flags & SMAPS_VM_NOHUGEPAGE) return HUGIFY_WHY_NOHUGEPAGE;
+  if (vma_is_special(vma)) return HUGIFY_WHY_SPECIAL;
+  if (vma_is_shm(vma)) return HUGIFY_WHY_SHMEM;
+  if (!vma_is_private_anonymous(vma)) return HUGIFY_WHY_FILE;
+  if (aligned == 0) return HUGIFY_WHY_TOO_SMALL;
+  const char *mode = context->thp_mode ? context->thp_mode : "";
+  if (strcmp(mode, "never") == 0 || mode[0] == '\0') return HUGIFY_WHY_THP_NEVER;
+  if (strcmp(mode, "madvise") == 0 && !(vma->vm_flags & SMAPS_VM_HUGEPAGE)) return HUGIFY_WHY_NOT_ADVISED;
+  return HUGIFY_WHY_NOT_COLLAPSED;
+}
+
+static int object_index(struct hugify_inspect_report *report, const char *path, size_t cap) {
+  const char *name = path[0] ? path : "[anon]";
+  for (size_t i = 0; i < report->object_count; i++)
+    if (strcmp(report->objects[i].path, name) == 0) return (int)i;
+  if (report->object_count == cap) return -1;
+  struct hugify_inspect_object *object = &report->objects[report->object_count];
+  memset(object, 0, sizeof *object);
+  snprintf(object->path, sizeof object->path, "%s", name);
+  return (int)report->object_count++;
+}
+
+int inspect_classify(const struct smaps_vma *vmas, size_t count, const struct inspect_context *context,
+                     struct hugify_inspect_report *report) {
+  uint64_t pmd = context->pmd_size ? context->pmd_size : OS_HUGE_2M;
+  free(report->mappings);
+  free(report->objects);
+  report->mappings = calloc(count ? count : 1, sizeof *report->mappings);
+  report->objects = calloc(count ? count : 1, sizeof *report->objects);
+  report->mapping_count = report->object_count = 0;
+  if (!report->mappings || !report->objects) return -ENOMEM;
+  memset(&report->total, 0, sizeof report->total);
+  memset(report->classes, 0, sizeof report->classes);
+  memset(report->not_huge, 0, sizeof report->not_huge);
+  report->collapsible = 0;
+  report->stacks_by_pointer = report->stacks_by_guard = 0;
+
+  for (size_t i = 0; i < count; i++) {
+    const struct smaps_vma *vma = &vmas[i];
+    struct hugify_inspect_mapping *m = &report->mappings[report->mapping_count++];
+    m->start = vma->start;
+    m->end = vma->end;
+    snprintf(m->perms, sizeof m->perms, "%s", vma->perms);
+    snprintf(m->path, sizeof m->path, "%s", vma->path);
+    m->memory_class = class_of(vmas, i, context, &m->thread_stack, report);
+    m->thp_eligible = vma->thp_eligible;
+    m->aligned_bytes = aligned_window_bytes(vma->start, vma->end, pmd);
+    inspect_vma_usage(vma, &m->usage);
+    m->why = why_not_huge(vma, &m->usage, context, m->aligned_bytes);
+    m->object = m->memory_class == HUGIFY_CLASS_CODE ? object_index(report, vma->path, count) : -1;
+
+    usage_add(&report->total, &m->usage);
+    usage_add(&report->classes[m->memory_class], &m->usage);
+    if (m->object >= 0) usage_add(&report->objects[m->object].code, &m->usage);
+    uint64_t huge = hugify_usage_huge(&m->usage);
+    uint64_t not_huge = m->usage.resident > huge ? m->usage.resident - huge : 0;
+    report->not_huge[m->why] += not_huge;
+    if (vma_collapse_eligible(vma, pmd) &&
+        (m->why == HUGIFY_WHY_THP_NEVER || m->why == HUGIFY_WHY_NOT_ADVISED || m->why == HUGIFY_WHY_NOT_COLLAPSED)) {
+      uint64_t room = m->aligned_bytes > m->usage.thp ? m->aligned_bytes - m->usage.thp : 0;
+      report->collapsible += not_huge < room ? not_huge : room;
+    }
+  }
+  return 0;
+}
+
+/* ---- hugify_inspect: read, then classify ----------------------------------------------------------- */
+
+void hugify_inspect_report_free(struct hugify_inspect_report *report) {
+  if (!report) return;
+  free(report->mappings);
+  free(report->objects);
+  report->mappings = NULL;
+  report->objects = NULL;
+  report->mapping_count = report->object_count = 0;
+}
+
+/* mTHP sizes below the PMD size that are enabled (directly, or by "inherit" from an enabled top level). */
+static void enabled_mthp_sizes(const char *thp_mode, uint64_t pmd, char *out, size_t cap) {
+  out[0] = '\0';
+  bool top_enabled = strcmp(thp_mode, "always") == 0 || strcmp(thp_mode, "madvise") == 0;
+  for (uint64_t size = 8192; size < pmd; size *= 2) {
+    char leaf[64], mode[32], label[32];
+    snprintf(leaf, sizeof leaf, "hugepages-%llukB/enabled", (unsigned long long)(size >> 10));
+    os_thp_setting(leaf, mode, sizeof mode);
+    bool enabled = strcmp(mode, "always") == 0 || strcmp(mode, "madvise") == 0 ||
+                   (strcmp(mode, "inherit") == 0 && top_enabled);
+    if (!enabled) continue;
+    snprintf(label, sizeof label, "%lluK", (unsigned long long)(size >> 10));
+    size_t used = strlen(out);
+    snprintf(out + used, cap - used, "%s%s", used ? "," : "", label);
+  }
+}
+
+int hugify_inspect(pid_t pid, struct hugify_inspect_report *report) {
+  if (!report) return -EINVAL;
+  memset(report, 0, sizeof *report);
+  if (pid < 0) {
+    snprintf(report->reason, sizeof report->reason, "invalid pid %d", (int)pid);
+    return -EINVAL;
+  }
+  report->pid = pid > 0 ? pid : getpid();
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/comm", (int)report->pid);
+  if (os_read_small(path, report->command, sizeof report->command) < 0) report->command[0] = '\0';
+
+  struct smaps_vma *vmas = NULL;
+  long count = procfs_read_smaps(pid, &vmas);
+  if (count < 0) {
+    int err = (int)-count;
+    if (err == ENOENT || err == ESRCH) {
+      snprintf(report->reason, sizeof report->reason, "no process %d", (int)report->pid);
+      return -ESRCH;
+    }
+    if (err == EACCES || err == EPERM) {
+      snprintf(report->reason, sizeof report->reason,
+               "not permitted to read /proc/%d/smaps: it needs ptrace read access to process %d (%s) — the same "
+               "user, or CAP_SYS_PTRACE (run as root)",
+               (int)report->pid, (int)report->pid, report->command[0] ? report->command : "?");
+      return -EPERM;
+    }
+    snprintf(report->reason, sizeof report->reason, "cannot read /proc/%d/smaps: %s", (int)report->pid,
+             strerror(err));
+    return -err;
+  }
+
+  if (count == 0)
+    os_reason_add(report->reason, sizeof report->reason,
+                  "process %d has no memory map (a kernel thread, or a process that is exiting)", (int)report->pid);
+  int enabled = procfs_read_thp_enabled(pid);
+  report->thp_disabled = enabled < 0 ? -1 : !enabled;
+  os_thp_setting("enabled", report->thp_mode, sizeof report->thp_mode);
+  os_thp_setting("shmem_enabled", report->shmem_mode, sizeof report->shmem_mode);
+  uint64_t pmd = page_kind_size(HUGIFY_PAGE_THP);
+  enabled_mthp_sizes(report->thp_mode, pmd, report->mthp_sizes, sizeof report->mthp_sizes);
+
+  uint64_t *stack_pointers = NULL;
+  long pointers = procfs_read_stack_pointers(pid, &stack_pointers);
+  if (pointers < 0) {
+    os_reason_add(report->reason, sizeof report->reason,
+                  "thread stack pointers unreadable (%s: /proc/PID/task/TID/syscall needs ptrace attach "
+                  "access); thread stacks found by the guard-page pattern only",
+                  strerror((int)-pointers));
+    pointers = 0;
+  }
+  struct inspect_context context = {
+      .thp_disabled = report->thp_disabled,
+      .thp_mode = report->thp_mode,
+      .shmem_mode = report->shmem_mode,
+      .pmd_size = pmd,
+      .stack_pointers = stack_pointers,
+      .stack_pointer_count = (size_t)pointers,
+  };
+  int rc = inspect_classify(vmas, (size_t)count, &context, report);
+  free(stack_pointers);
+  free(vmas);
+  if (rc) snprintf(report->reason, sizeof report->reason, "out of memory");
+  return rc;
+}

@@ -1,0 +1,47 @@
+/* inspect.h - the pure part of hugify_inspect and hugify_collapse: which class a mapping is, why its
+ * memory is not huge, whether MADV_COLLAPSE may touch it. Functions of parsed smaps only, so they are
+ * tested on fixture text (tests/unit/inspect_classify.cpp). Not exported. */
+#ifndef HUGIFY_INSPECT_H
+#define HUGIFY_INSPECT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hugify.h"
+#include "procfs.h"
+
+/* What inspect_classify needs besides smaps, read by hugify_inspect (or written by a test). */
+struct inspect_context {
+  int thp_disabled;               /* 1: THP_enabled: 0 in /proc/PID/status; 0; -1 unknown */
+  const char *thp_mode;           /* system THP mode: "always", "madvise", "never", "" (no THP) */
+  const char *shmem_mode;         /* shmem_enabled: "always", "within_size", "advise", "never", ... */
+  uint64_t pmd_size;              /* THP size (0: 2 MiB) */
+  const uint64_t *stack_pointers; /* of threads blocked in the kernel (procfs_read_stack_pointers) */
+  size_t stack_pointer_count;
+};
+
+/* Largest PROT_NONE mapping taken for a thread stack's guard page (glibc/musl use one page by default;
+ * pthread_attr_setguardsize can make it larger). */
+#define INSPECT_GUARD_MAX (UINT64_C(1) << 20)
+
+/* Fill report->total, classes, not_huge, collapsible, mappings, objects and stacks_by_* from smaps.
+ * Leaves pid, command, thp_* and reason alone. Returns 0 or -ENOMEM (arrays malloc'd; free with
+ * hugify_inspect_report_free). */
+int inspect_classify(const struct smaps_vma *vmas, size_t count, const struct inspect_context *context,
+                     struct hugify_inspect_report *report);
+
+/* Usage of one mapping as smaps gives it (see struct hugify_usage). */
+void inspect_vma_usage(const struct smaps_vma *vma, struct hugify_usage *usage);
+
+/* Bytes of [start, end) in windows of `window` bytes aligned to `window`. */
+uint64_t aligned_window_bytes(uint64_t start, uint64_t end, uint64_t window);
+
+/* Private anonymous memory: no file behind it ("", "[heap]", "[stack]", "[anon:NAME]"). */
+bool vma_is_private_anonymous(const struct smaps_vma *vma);
+
+/* Whether MADV_COLLAPSE may be asked for this mapping: private anonymous, writable, not MADV_NOHUGEPAGE,
+ * not hugetlb, at least one aligned window of pmd_size. */
+bool vma_collapse_eligible(const struct smaps_vma *vma, uint64_t pmd_size);
+
+#endif

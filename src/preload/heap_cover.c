@@ -1,0 +1,191 @@
+/* heap_cover.c - the heap modes inside the host.
+ *
+ * glibc malloc is set up by `hugify run` before the program starts, through GLIBC_TUNABLES (see
+ * docs/run.md: glibc.malloc.hugetlb=1 plus top_pad and mmap_threshold, which make glibc 2.36 advise its
+ * thread arenas too). glibc's own mmap calls do not go through the PLT, so nothing here can see them.
+ * What this file adds is the rest of the process: every anonymous private mapping of 2 MiB or more made
+ * through mmap() — by other allocators, language runtimes, the program itself — is placed at a 2 MiB
+ * boundary (the kernel only does that for lengths that are multiples of 2 MiB) and advised
+ * MADV_HUGEPAGE, unless the process disabled THP with prctl or asked for a stack. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "os.h"
+#include "preload.h"
+
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+#ifndef MAP_UNINITIALIZED
+#define MAP_UNINITIALIZED 0x4000000
+#endif
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
+
+#define COVER_MIN OS_HUGE_2M
+
+typedef void *(*mmap_function)(void *, size_t, int, int, int, off_t);
+static mmap_function next_mmap;   /* the mmap after ours (libc's), resolved in the constructor */
+static atomic_int cover_active;   /* 1: auto/thp mode and THP usable in this process */
+static atomic_int cover_warned;   /* one fallback line for a failing madvise */
+static uint64_t pool_free_at_start, pool_total_at_start; /* --heap hugetlb: the 2 MiB pool at start */
+
+static void *call_next_mmap(void *addr, size_t length, int prot, int flags, int fd, off_t offset) {
+  if (next_mmap) return next_mmap(addr, length, prot, flags, fd, offset);
+  /* Before our constructor ran (another preloaded library's constructor): the system call itself. */
+  long result = syscall(SYS_mmap, addr, length, prot, flags, fd, offset);
+  return result == -1 ? MAP_FAILED : (void *)result;
+}
+
+static bool thp_disabled_by_prctl(void) { return prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0) > 0; }
+
+static void advise(void *start, size_t length) {
+  if (thp_disabled_by_prctl()) return; /* the program said no (possibly after we started) */
+  if (madvise(start, length, MADV_HUGEPAGE) != 0 && !atomic_exchange(&cover_warned, 1))
+    preload_fallback("heap mmap cover", "madvise(MADV_HUGEPAGE) failed: %s", strerror(errno));
+}
+
+/* Only fresh anonymous private memory big enough to hold a huge page, and nothing with placement or
+ * page-size wishes of its own: stacks (MAP_STACK gets MADV_NOHUGEPAGE from the kernel), MAP_GROWSDOWN,
+ * MAP_32BIT, MAP_HUGETLB, shared memory. */
+static bool wants_cover(size_t length, int flags) {
+  if (!atomic_load_explicit(&cover_active, memory_order_relaxed) || length < COVER_MIN) return false;
+  if (!(flags & MAP_ANONYMOUS) || (flags & MAP_TYPE) != MAP_PRIVATE) return false;
+  return !(flags & (MAP_STACK | MAP_GROWSDOWN | MAP_32BIT | MAP_HUGETLB));
+}
+
+/* A 2 MiB-aligned mapping of `length` bytes: map 2 MiB more, unmap the ends. */
+static void *map_aligned(size_t length, int prot, int flags, int fd, off_t offset) {
+  size_t rounded = (length + 4095) & ~(size_t)4095, reserve = rounded + COVER_MIN - 4096;
+  if (reserve < rounded) return call_next_mmap(NULL, length, prot, flags, fd, offset);
+  char *raw = call_next_mmap(NULL, reserve, prot, flags & ~MAP_POPULATE, fd, offset);
+  if (raw == MAP_FAILED) return call_next_mmap(NULL, length, prot, flags, fd, offset);
+  uintptr_t aligned = ((uintptr_t)raw + COVER_MIN - 1) & ~(uintptr_t)(COVER_MIN - 1);
+  size_t head = aligned - (uintptr_t)raw, tail = reserve - head - rounded;
+  if (head) munmap(raw, head);
+  if (tail) munmap((char *)aligned + rounded, tail);
+  advise((void *)aligned, rounded);
+  if (flags & MAP_POPULATE)
+    madvise((void *)aligned, rounded, (prot & PROT_WRITE) ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
+  return (void *)aligned;
+}
+
+__attribute__((visibility("default"))) void *mmap(void *addr, size_t length, int prot, int flags, int fd,
+                                                  off_t offset) {
+  if (!wants_cover(length, flags)) return call_next_mmap(addr, length, prot, flags, fd, offset);
+  uint64_t started = preload_now_ns();
+  int saved = errno;
+  void *result;
+  /* The kernel aligns anonymous mappings whose length is a multiple of 2 MiB by itself; a caller's
+   * address (hint or fixed) is the caller's business. Either way the mapping is advised. */
+  if (addr || (flags & (MAP_FIXED | MAP_FIXED_NOREPLACE)) || length % COVER_MIN == 0) {
+    result = call_next_mmap(addr, length, prot, flags, fd, offset);
+    if (result != MAP_FAILED) advise(result, length);
+  } else {
+    result = map_aligned(length, prot, flags, fd, offset);
+  }
+  if (result != MAP_FAILED) errno = saved;
+  preload_add_ns(preload_now_ns() - started);
+  return result;
+}
+
+__attribute__((visibility("default"), alias("mmap"))) void *mmap64(void *addr, size_t length, int prot,
+                                                                   int flags, int fd, off_t offset);
+
+/* ---- the modes ---------------------------------------------------------------------------------- */
+
+/* Whether `key=value` is one of the colon-separated settings of GLIBC_TUNABLES. */
+static bool tunable_is(const char *key, const char *value) {
+  const char *tunables = getenv("GLIBC_TUNABLES");
+  char wanted[128];
+  snprintf(wanted, sizeof wanted, "%s=%s", key, value);
+  size_t length = strlen(wanted);
+  for (const char *p = tunables; p && *p; p = strchr(p, ':'), p = p ? p + 1 : NULL)
+    if (strncmp(p, wanted, length) == 0 && (p[length] == ':' || p[length] == '\0')) return true;
+  return false;
+}
+
+/* The library that malloc resolves to in this process ("" when unknown). */
+const char *preload_malloc_library(void) {
+  Dl_info info;
+  void *address = dlsym(RTLD_DEFAULT, "malloc");
+  if (!address || !dladdr(address, &info) || !info.dli_fname) return "";
+  return info.dli_fname;
+}
+
+static void check_thp_usable(const char *mode_name) {
+  char thp[16];
+  os_thp_setting("enabled", thp, sizeof thp);
+  if (thp[0] == '\0' || strcmp(thp, "never") == 0) {
+    preload_fallback("heap", "--heap %s: transparent huge pages are %s on this machine (change with: echo "
+                     "madvise > " OS_SYSFS_THP "/enabled)", mode_name, thp[0] ? "'never'" : "absent");
+    return;
+  }
+  if (thp_disabled_by_prctl()) {
+    preload_fallback("heap", "the process disabled THP (prctl PR_SET_THP_DISABLE, inherited from its parent)");
+    return;
+  }
+  atomic_store(&cover_active, 1);
+}
+
+static void read_pool(uint64_t *free_pages, uint64_t *total_pages) {
+  struct hugify_hugetlb_size pool;
+  *free_pages = *total_pages = 0;
+  if (os_hugetlb_read(OS_HUGE_2M, &pool) == 0) {
+    *free_pages = pool.free > pool.reserved ? pool.free - pool.reserved : 0;
+    *total_pages = pool.total;
+  }
+}
+
+void preload_heap_start(const struct hugify_options *options) {
+  next_mmap = (mmap_function)dlsym(RTLD_NEXT, "mmap");
+  const char *allocator = preload_malloc_library();
+  bool glibc = strstr(allocator, "/libc.so") != NULL;
+  switch (options->heap) {
+  case HEAP_OFF: return;
+  case HEAP_AUTO:
+  case HEAP_THP:
+    check_thp_usable(options_heap_name(options->heap));
+    if (glibc && !tunable_is("glibc.malloc.hugetlb", "1"))
+      preload_fallback("heap glibc malloc", "GLIBC_TUNABLES lacks glibc.malloc.hugetlb=1 (start the program with "
+                       "`hugify run`): malloc's own memory is not advised");
+    return;
+  case HEAP_HUGETLB:
+    read_pool(&pool_free_at_start, &pool_total_at_start);
+    if (glibc && !tunable_is("glibc.malloc.hugetlb", "2"))
+      preload_fallback("heap glibc malloc", "GLIBC_TUNABLES lacks glibc.malloc.hugetlb=2 (start the program with "
+                       "`hugify run --heap hugetlb`)");
+    return;
+  case HEAP_MIMALLOC:
+  case HEAP_JEMALLOC: {
+    const char *name = options->heap == HEAP_MIMALLOC ? "libmimalloc" : "libjemalloc";
+    if (!strstr(allocator, name))
+      preload_fallback("heap", "--heap %s: malloc is %s, not %s (start the program with `hugify run --heap %s`)",
+                       options_heap_name(options->heap), allocator[0] ? allocator : "unknown", name,
+                       options_heap_name(options->heap));
+    return;
+  }
+  case HEAP_MODE_COUNT: return;
+  }
+}
+
+void preload_heap_at_exit(uint64_t heap_resident, uint64_t heap_hugetlb) {
+  if (preload_options()->heap != HEAP_HUGETLB || heap_resident <= heap_hugetlb + OS_HUGE_2M) return;
+  uint64_t free_now, total_now;
+  read_pool(&free_now, &total_now);
+  preload_fallback("heap hugetlb",
+                   "%llu MiB of the heap on normal pages: the 2 MiB pool had %llu free pages (of %llu) at start and "
+                   "%llu at exit; glibc falls back to normal pages when the pool is short and for the main arena's "
+                   "first allocations (grow it with `hugify pool`)",
+                   (unsigned long long)((heap_resident - heap_hugetlb) >> 20), (unsigned long long)pool_free_at_start,
+                   (unsigned long long)pool_total_at_start, (unsigned long long)free_now);
+}

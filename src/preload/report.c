@@ -1,0 +1,279 @@
+/* report.c - the exit report of libhugify-preload.so (HUGIFY_REPORT): /proc/self/smaps read just before
+ * the process exits (atexit), classified by hugify_inspect, code split per loaded object by the address
+ * ranges of its executable segments (so moved text still counts for its object). JSON to a file, written
+ * to a temporary name and renamed, so a reader never sees half a report; or text (or JSON) on stderr.
+ * Schema: docs/run.md ("hugify-run-report/1"). Any failure here means no report, never a changed exit. */
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "hugify.h"
+#include "os.h"
+#include "preload.h"
+#include "units.h"
+
+#define REPORT_MAX_OBJECTS 256
+
+struct usage_sum {
+  uint64_t resident, thp, hugetlb;
+};
+
+struct text_object {
+  char path[512];
+  uintptr_t starts[HUGIFY_TEXT_MAX_SEGMENTS], ends[HUGIFY_TEXT_MAX_SEGMENTS];
+  unsigned segments;
+  struct usage_sum usage;
+};
+
+struct text_objects {
+  struct text_object *objects;
+  size_t count;
+};
+
+static void sum_usage(struct usage_sum *sum, const struct hugify_usage *usage, double share) {
+  sum->resident += (uint64_t)(share * (double)usage->resident);
+  sum->thp += (uint64_t)(share * (double)usage->thp);
+  sum->hugetlb += (uint64_t)(share * (double)(usage->hugetlb_2m + usage->hugetlb_1g));
+}
+
+static uint64_t usage_huge(const struct usage_sum *sum) { return sum->thp + sum->hugetlb; }
+
+static int collect_object(struct dl_phdr_info *info, size_t size, void *context) {
+  (void)size;
+  struct text_objects *list = context;
+  if (list->count == REPORT_MAX_OBJECTS) return 1;
+  bool main_program = list->count == 0;
+  const char *name = info->dlpi_name ? info->dlpi_name : "";
+  if (!main_program && (name[0] == '\0' || strncmp(name, "linux-vdso", 10) == 0)) return 0;
+  struct text_object *object = &list->objects[list->count];
+  memset(object, 0, sizeof *object);
+  if (main_program) {
+    ssize_t n = readlink("/proc/self/exe", object->path, sizeof object->path - 1);
+    object->path[n > 0 ? n : 0] = '\0';
+  } else {
+    snprintf(object->path, sizeof object->path, "%s", name);
+  }
+  for (int i = 0; i < info->dlpi_phnum && object->segments < HUGIFY_TEXT_MAX_SEGMENTS; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X) || ph->p_memsz == 0) continue;
+    uintptr_t start = info->dlpi_addr + ph->p_vaddr, end = start + ph->p_memsz;
+    object->starts[object->segments] = start & ~(uintptr_t)4095;
+    object->ends[object->segments] = (end + 4095) & ~(uintptr_t)4095;
+    object->segments++;
+  }
+  if (object->segments) list->count++;
+  return 0;
+}
+
+/* Each code mapping's usage, prorated to the part that lies in one of the object's segments. */
+static void measure_objects(struct text_objects *list, const struct hugify_inspect_report *inspect) {
+  for (size_t m = 0; m < inspect->mapping_count; m++) {
+    const struct hugify_inspect_mapping *mapping = &inspect->mappings[m];
+    if (mapping->memory_class != HUGIFY_CLASS_CODE || mapping->end <= mapping->start) continue;
+    for (size_t o = 0; o < list->count; o++) {
+      struct text_object *object = &list->objects[o];
+      for (unsigned s = 0; s < object->segments; s++) {
+        uint64_t lo = mapping->start > object->starts[s] ? mapping->start : object->starts[s];
+        uint64_t hi = mapping->end < object->ends[s] ? mapping->end : object->ends[s];
+        if (lo < hi)
+          sum_usage(&object->usage, &mapping->usage, (double)(hi - lo) / (double)(mapping->end - mapping->start));
+      }
+    }
+  }
+}
+
+static void read_command(char *out, size_t cap) {
+  char buf[4096];
+  int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+  ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+  if (fd >= 0) close(fd);
+  if (n <= 0) { out[0] = '\0'; return; }
+  if (buf[n - 1] == '\0') n--;
+  for (ssize_t i = 0; i < n; i++) if (buf[i] == '\0') buf[i] = ' ';
+  size_t length = (size_t)n < cap - 1 ? (size_t)n : cap - 1;
+  memcpy(out, buf, length);
+  out[length] = '\0';
+}
+
+struct measured {
+  struct usage_sum heap, anon, text;
+  struct text_objects objects;
+  uint64_t not_huge[HUGIFY_WHY_COUNT];
+  char command[1024];
+  uint64_t max_rss;
+};
+
+static void json_usage(struct json *j, const char *key, const struct usage_sum *usage, bool keep_open) {
+  json_object(j, key);
+  json_u64(j, "resident_bytes", usage->resident);
+  json_u64(j, "huge_bytes", usage_huge(usage));
+  json_u64(j, "thp_bytes", usage->thp);
+  json_u64(j, "hugetlb_bytes", usage->hugetlb);
+  json_double(j, "huge_fraction", usage->resident ? (double)usage_huge(usage) / (double)usage->resident : 0.0);
+  if (!keep_open) json_close(j);
+}
+
+static void write_json(FILE *out, const struct measured *m, double seconds) {
+  const struct hugify_options *options = preload_options();
+  struct json j;
+  json_begin(&j, out);
+  json_string(&j, "schema", "hugify-run-report/1");
+  json_i64(&j, "pid", getpid());
+  json_i64(&j, "parent_pid", getppid());
+  json_bool(&j, "top_level", preload_is_top_level());
+  json_string(&j, "command", m->command);
+  json_string(&j, "heap_mode", options_heap_name(options->heap));
+  json_bool(&j, "text_remap", options->text);
+  json_string(&j, "glibc_tunables", getenv("GLIBC_TUNABLES"));
+  json_string(&j, "malloc", preload_malloc_library());
+  json_usage(&j, "heap", &m->heap, false);
+  json_usage(&j, "anon", &m->anon, false);
+  json_usage(&j, "text", &m->text, true);
+  json_array(&j, "objects");
+  for (size_t i = 0; i < m->objects.count; i++) {
+    const struct text_object *object = &m->objects.objects[i];
+    json_object(&j, NULL);
+    json_string(&j, "path", object->path);
+    json_u64(&j, "resident_bytes", object->usage.resident);
+    json_u64(&j, "huge_bytes", usage_huge(&object->usage));
+    json_close(&j);
+  }
+  json_close(&j);
+  json_close(&j);
+  json_object(&j, "not_huge");
+  for (int why = 1; why < HUGIFY_WHY_COUNT; why++)
+    if (m->not_huge[why]) json_u64(&j, hugify_not_huge_reason_name(why), m->not_huge[why]);
+  json_close(&j);
+  json_u64(&j, "max_rss_bytes", m->max_rss);
+  json_array(&j, "fallbacks");
+  unsigned count;
+  const struct preload_fallback_entry *fallbacks = preload_fallbacks(&count);
+  for (unsigned i = 0; i < count; i++) {
+    json_object(&j, NULL);
+    json_string(&j, "what", fallbacks[i].what);
+    json_string(&j, "reason", fallbacks[i].reason);
+    json_close(&j);
+  }
+  json_close(&j);
+  json_double(&j, "hugify_seconds", seconds);
+  json_end(&j);
+}
+
+static void text_row(struct table *t, const char *name, const struct usage_sum *usage) {
+  char resident[32], huge[32], share[16];
+  format_bytes(usage->resident, resident, sizeof resident);
+  format_bytes(usage_huge(usage), huge, sizeof huge);
+  snprintf(share, sizeof share, "%.1f%%", usage->resident ? 100.0 * (double)usage_huge(usage) / (double)usage->resident : 0.0);
+  table_row(t, name, resident, huge, share);
+}
+
+static void write_text(FILE *out, const struct measured *m, double seconds) {
+  fprintf(out, "hugify run: pid %d (%s), heap %s, %.3f s inside hugify\n", (int)getpid(), m->command,
+          options_heap_name(preload_options()->heap), seconds);
+  static const char *const headers[] = {"memory", "resident", "on huge pages", "share"};
+  static const bool right[] = {false, true, true, true};
+  struct table t;
+  table_init(&t, 4, headers, right);
+  text_row(&t, "heap", &m->heap);
+  text_row(&t, "other anon", &m->anon);
+  text_row(&t, "code", &m->text);
+  for (size_t i = 0; i < m->objects.count; i++) {
+    const struct text_object *object = &m->objects.objects[i];
+    if (object->usage.resident == 0) continue;
+    char name[560];
+    snprintf(name, sizeof name, "  %s", object->path);
+    text_row(&t, name, &object->usage);
+  }
+  table_print(&t, out, "  ");
+  table_free(&t);
+  unsigned count;
+  const struct preload_fallback_entry *fallbacks = preload_fallbacks(&count);
+  for (unsigned i = 0; i < count; i++) fprintf(out, "  fallback: %s: %s\n", fallbacks[i].what, fallbacks[i].reason);
+  fflush(out);
+}
+
+static bool measure(struct measured *m) {
+  struct hugify_inspect_report inspect;
+  if (hugify_inspect(0, &inspect) != 0) {
+    hugify_inspect_report_free(&inspect);
+    return false;
+  }
+  /* heap: brk and every private anonymous mapping that is not a stack (arenas, malloc's mmaps, other
+   * allocators, private hugetlb); anon: stacks and shared anonymous memory; text: executable mappings. */
+  sum_usage(&m->heap, &inspect.classes[HUGIFY_CLASS_HEAP], 1.0);
+  sum_usage(&m->heap, &inspect.classes[HUGIFY_CLASS_ANON], 1.0);
+  sum_usage(&m->anon, &inspect.classes[HUGIFY_CLASS_STACK], 1.0);
+  sum_usage(&m->anon, &inspect.classes[HUGIFY_CLASS_SHM], 1.0);
+  sum_usage(&m->text, &inspect.classes[HUGIFY_CLASS_CODE], 1.0);
+  memcpy(m->not_huge, inspect.not_huge, sizeof m->not_huge);
+  enum heap_mode mode = preload_options()->heap;
+  for (size_t i = 0; i < inspect.mapping_count && (mode == HEAP_AUTO || mode == HEAP_THP); i++) {
+    const struct hugify_inspect_mapping *mapping = &inspect.mappings[i];
+    if (strcmp(mapping->path, "[heap]") == 0 && mapping->why == HUGIFY_WHY_NOT_ADVISED &&
+        mapping->usage.resident >= OS_HUGE_2M)
+      preload_fallback("heap glibc malloc", "glibc.malloc.hugetlb=1 did not take effect: [heap] (%llu KiB resident) "
+                       "was never advised (malloc was initialized before the preload)",
+                       (unsigned long long)(mapping->usage.resident >> 10));
+  }
+  m->objects.objects = calloc(REPORT_MAX_OBJECTS, sizeof *m->objects.objects);
+  if (m->objects.objects) {
+    dl_iterate_phdr(collect_object, &m->objects);
+    measure_objects(&m->objects, &inspect);
+  }
+  hugify_inspect_report_free(&inspect);
+  read_command(m->command, sizeof m->command);
+  struct rusage usage;
+  if (getrusage(RUSAGE_SELF, &usage) == 0) m->max_rss = (uint64_t)usage.ru_maxrss << 10;
+  return true;
+}
+
+static void write_file(const char *path, const struct measured *m, double seconds) {
+  char temporary[4200];
+  snprintf(temporary, sizeof temporary, "%s.tmp.%d", path, (int)getpid());
+  FILE *out = fopen(temporary, "we");
+  if (!out) {
+    preload_fallback("report", "cannot write %s: %s", temporary, strerror(errno));
+    return;
+  }
+  write_json(out, m, seconds);
+  bool ok = !ferror(out);
+  ok = fclose(out) == 0 && ok;
+  if (!ok || rename(temporary, path) != 0) unlink(temporary);
+}
+
+void preload_report_at_exit(void) {
+  const struct hugify_options *options = preload_options();
+  bool to_stderr = strcmp(options->report, "-") == 0;
+  if (to_stderr && !preload_is_top_level()) return;
+  int saved = errno;
+  uint64_t started = preload_now_ns();
+  struct measured *m = calloc(1, sizeof *m);
+  if (!m || !measure(m)) {
+    preload_fallback("report", "could not read /proc/self/smaps");
+    free(m);
+    errno = saved;
+    return;
+  }
+  preload_heap_at_exit(m->heap.resident, m->heap.hugetlb);
+  preload_add_ns(preload_now_ns() - started);
+  double seconds = (double)preload_total_ns() / 1e9;
+  if (to_stderr) {
+    if (options->report_json) write_json(stderr, m, seconds);
+    else write_text(stderr, m, seconds);
+  } else if (preload_is_top_level()) {
+    write_file(options->report, m, seconds);
+  } else {
+    char path[4200];
+    snprintf(path, sizeof path, "%s.%d", options->report, (int)getpid());
+    write_file(path, m, seconds);
+  }
+  free(m->objects.objects);
+  free(m);
+  errno = saved;
+}

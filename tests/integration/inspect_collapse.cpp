@@ -1,0 +1,425 @@
+// hugify inspect / hugify collapse / hugify_collapse() against real child processes (tests/helpers/
+// collapse_target.c) holding memory of known kinds. Figures are checked against an independent smaps read.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hugify.h"
+#include "test_support.hpp"
+
+namespace {
+
+constexpr uint64_t MiB = uint64_t{1} << 20;
+constexpr uint64_t k2M = 2 * MiB;
+constexpr uintptr_t kEverything = ~uintptr_t{0}; // smaps_field over the whole address space
+
+// A running collapse_target: its regions by name, killed on destruction unless finished.
+struct child {
+  pid_t pid = -1;
+  int out = -1;
+  std::map<std::string, std::pair<uintptr_t, size_t>> regions;
+  std::string error;
+
+  child() = default;
+  child(const child &) = delete;
+  child &operator=(const child &) = delete;
+  ~child() {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+    if (out >= 0) close(out);
+  }
+  uintptr_t at(const std::string &name) const { return regions.at(name).first; }
+  size_t size(const std::string &name) const { return regions.at(name).second; }
+  // SIGUSR1: the child checks its data and exits 0 (intact) or 1.
+  int finish() {
+    kill(pid, SIGUSR1);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    pid = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+};
+
+// Start collapse_target with args (optionally through `prefix`, e.g. setpriv) and wait for "ready".
+void start(child &c, const std::vector<std::string> &args, const std::vector<std::string> &prefix = {}) {
+  int pipe_fds[2];
+  ASSERT_EQ(pipe2(pipe_fds, O_CLOEXEC), 0);
+  std::vector<std::string> argv = prefix;
+  argv.push_back(test_support::helper_path("collapse_target"));
+  argv.insert(argv.end(), args.begin(), args.end());
+  c.pid = fork();
+  if (c.pid == 0) {
+    dup2(pipe_fds[1], 1);
+    std::vector<char *> raw;
+    for (auto &a : argv) raw.push_back(const_cast<char *>(a.c_str()));
+    raw.push_back(nullptr);
+    execvp(raw[0], raw.data());
+    _exit(127);
+  }
+  close(pipe_fds[1]);
+  c.out = pipe_fds[0];
+  std::string text;
+  char buf[4096];
+  while (text.find("ready") == std::string::npos) {
+    ssize_t n = read(c.out, buf, sizeof buf);
+    if (n <= 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  ASSERT_NE(text.find("ready"), std::string::npos) << "collapse_target did not start: " << text;
+  size_t line_start = 0;
+  while (line_start < text.size()) {
+    size_t end = text.find('\n', line_start);
+    std::string line = text.substr(line_start, end - line_start);
+    char name[32];
+    unsigned long long address = 0, size = 0;
+    if (sscanf(line.c_str(), "%31s 0x%llx %llu", name, &address, &size) == 3)
+      c.regions[name] = {static_cast<uintptr_t>(address), static_cast<size_t>(size)};
+    if (end == std::string::npos) break;
+    line_start = end + 1;
+  }
+}
+
+// The mapping [start, end) that holds address, from /proc/PID/maps (read here, not by libhugify).
+std::pair<uintptr_t, uintptr_t> mapping_of(pid_t pid, uintptr_t address) {
+  std::string maps = test_support::read_file("/proc/" + std::to_string(pid) + "/maps");
+  size_t at = 0;
+  while (at < maps.size()) {
+    unsigned long long lo, hi;
+    if (sscanf(maps.c_str() + at, "%llx-%llx", &lo, &hi) == 2 && address >= lo && address < hi) return {lo, hi};
+    at = maps.find('\n', at);
+    if (at == std::string::npos) break;
+    at++;
+  }
+  return {0, 0};
+}
+
+// Share of a mapping's resident memory on THP, from an independent smaps read.
+double thp_share(pid_t pid, uintptr_t address) {
+  auto [lo, hi] = mapping_of(pid, address);
+  uint64_t rss = test_support::smaps_field(pid, lo, hi - lo, "Rss");
+  uint64_t thp = test_support::smaps_field(pid, lo, hi - lo, "AnonHugePages");
+  return rss ? static_cast<double>(thp) / static_cast<double>(rss) : 0.0;
+}
+
+// Minimal reader for the CLI's JSON: the number after "key": at or after `from`.
+uint64_t json_number(const std::string &json, const std::string &key, size_t from = 0) {
+  size_t at = json.find("\"" + key + "\": ", from);
+  if (at == std::string::npos) return UINT64_MAX;
+  return std::strtoull(json.c_str() + at + key.size() + 4, nullptr, 10);
+}
+// Offset of the JSON object that starts with "key": { at or after from.
+size_t json_object_at(const std::string &json, const std::string &key, size_t from = 0) {
+  return json.find("\"" + key + "\": {", from);
+}
+std::string hex(uintptr_t value) {
+  char text[32];
+  snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(value));
+  return text;
+}
+bool have_setpriv() { return access("/usr/bin/setpriv", X_OK) == 0 || access("/bin/setpriv", X_OK) == 0; }
+const std::vector<std::string> kAsNobody = {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"};
+
+void expect_near(uint64_t actual, uint64_t expected, double tolerance, const char *what) {
+  double diff = static_cast<double>(actual) - static_cast<double>(expected);
+  EXPECT_LE(std::abs(diff), tolerance * static_cast<double>(expected)) << what << ": " << actual << " vs " << expected;
+}
+
+// ---- collapse ----------------------------------------------------------------------------------------
+
+TEST(Collapse, PutsA4KHeapOnHugePagesWhileItIsWrittenAndLeavesNoHugePageAlone) {
+  child c;
+  start(c, {"--heap", "256M", "--writer", "--nohuge", "16M"});
+  ASSERT_GT(c.pid, 0);
+  EXPECT_LT(thp_share(c.pid, c.at("heap")), 0.05) << "the heap should start on 4 KiB pages";
+
+  auto result = test_support::hugify({"collapse", std::to_string(c.pid), "--json"});
+  EXPECT_EQ(result.status, 0) << result.out << result.err;
+  EXPECT_NE(result.out.find("\"failures\": []"), std::string::npos) << result.out;
+
+  double share = thp_share(c.pid, c.at("heap"));
+  EXPECT_GE(share, 0.95) << "heap coverage after collapse (independent smaps read)";
+  auto nohuge = mapping_of(c.pid, c.at("nohuge"));
+  EXPECT_EQ(test_support::smaps_field(c.pid, nohuge.first, nohuge.second - nohuge.first, "AnonHugePages"), 0u);
+  EXPECT_EQ(result.out.find(hex(nohuge.first)), std::string::npos) << "the NOHUGEPAGE region must not be touched";
+
+  // The report's figures after are the smaps figures (the writer does not change residency).
+  auto heap = mapping_of(c.pid, c.at("heap"));
+  size_t row = result.out.find("\"start\": \"" + hex(heap.first) + "\"");
+  ASSERT_NE(row, std::string::npos) << result.out;
+  EXPECT_EQ(json_number(result.out, "huge_after", row),
+            test_support::smaps_field(c.pid, heap.first, heap.second - heap.first, "AnonHugePages"));
+  EXPECT_EQ(c.finish(), 0) << "the target's data (written during the collapse) must be intact";
+}
+
+TEST(Collapse, DryRunPlansButChangesNothing) {
+  child c;
+  start(c, {"--heap", "64M"});
+  auto result = test_support::hugify({"collapse", std::to_string(c.pid), "--dry-run", "--json"});
+  EXPECT_EQ(result.status, 0) << result.err;
+  EXPECT_GE(json_number(result.out, "attempted"), 60 * MiB) << result.out;
+  EXPECT_EQ(json_number(result.out, "calls"), 0u);
+  EXPECT_LT(thp_share(c.pid, c.at("heap")), 0.05);
+  EXPECT_EQ(c.finish(), 0);
+}
+
+TEST(Collapse, TextReportAndMinSize) {
+  child c;
+  start(c, {"--heap", "32M", "--small", "8M"});
+  auto result = test_support::hugify({"collapse", std::to_string(c.pid), "--min-size", "16M"});
+  EXPECT_EQ(result.status, 0) << result.err;
+  EXPECT_NE(result.out.find("0 B failed"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("after:"), std::string::npos) << result.out;
+  EXPECT_GE(thp_share(c.pid, c.at("heap")), 0.9);
+  EXPECT_LT(thp_share(c.pid, c.at("small")), 0.05) << "below --min-size: left alone";
+  EXPECT_EQ(c.finish(), 0);
+}
+
+TEST(Collapse, OwnMemoryThroughTheLibrary) {
+  size_t size = 32 * MiB;
+  // 2 MiB-aligned, filled on 4 KiB pages (THP off for the process while filling).
+  char *raw = static_cast<char *>(mmap(nullptr, size + k2M, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(raw, MAP_FAILED);
+  char *p = reinterpret_cast<char *>((reinterpret_cast<uintptr_t>(raw) + k2M - 1) & ~(k2M - 1));
+  if (p > raw) munmap(raw, static_cast<size_t>(p - raw));
+  munmap(p + size, static_cast<size_t>(raw + k2M - p));
+  prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0);
+  for (size_t i = 0; i < size; i += 4096) p[i] = static_cast<char>(i >> 12);
+  prctl(PR_SET_THP_DISABLE, 0, 0, 0, 0);
+  EXPECT_EQ(test_support::smaps_field(0, reinterpret_cast<uintptr_t>(p), size, "AnonHugePages"), 0u);
+
+  hugify_collapse_report report{};
+  ASSERT_EQ(hugify_collapse(0, nullptr, &report), 0) << report.reason;
+  EXPECT_EQ(report.self, 1);
+  EXPECT_EQ(report.pid, getpid());
+  EXPECT_GE(report.attempted, size);
+  EXPECT_EQ(report.failure_count, 0u) << (report.failure_count ? report.failures[0].reason : "");
+  // The whole mapping holding the block (the kernel may have merged it with a neighbour: no prorating).
+  auto mapping = mapping_of(getpid(), reinterpret_cast<uintptr_t>(p));
+  EXPECT_GE(test_support::smaps_field(0, mapping.first, mapping.second - mapping.first, "AnonHugePages"), size);
+  for (size_t i = 0; i < size; i += 4096) ASSERT_EQ(p[i], static_cast<char>(i >> 12)) << "offset " << i;
+  hugify_collapse_report_free(&report);
+  munmap(p, size);
+}
+
+TEST(Collapse, TargetThatExitsMidwayGivesAPartialReport) {
+  child c;
+  start(c, {"--heap", "64M"});
+  struct kill_after_first_call {
+    pid_t *pid;
+    static void callback(void *context, uint64_t, uint64_t) {
+      pid_t *pid = static_cast<kill_after_first_call *>(context)->pid;
+      if (*pid <= 0) return;
+      kill(*pid, SIGKILL);
+      waitpid(*pid, nullptr, 0);
+      *pid = -1;
+    }
+  } killer{&c.pid};
+  hugify_collapse_opts opts{};
+  opts.chunk_size = k2M; // one window per call: many calls, and the child dies after the first
+  opts.progress = kill_after_first_call::callback;
+  opts.progress_context = &killer;
+  hugify_collapse_report report{};
+  pid_t target = c.pid;
+  ASSERT_EQ(hugify_collapse(target, &opts, &report), 0) << report.reason;
+  EXPECT_EQ(report.exited, 1);
+  EXPECT_EQ(report.calls, 2u) << "one call done, the next one finds the process gone";
+  EXPECT_NE(std::string(report.reason).find("exited"), std::string::npos) << report.reason;
+  hugify_collapse_report_free(&report);
+}
+
+TEST(Collapse, NoSuchProcess) {
+  child c;
+  start(c, {});
+  pid_t gone = c.pid;
+  kill(c.pid, SIGKILL);
+  waitpid(c.pid, nullptr, 0);
+  c.pid = -1;
+  auto result = test_support::hugify({"collapse", std::to_string(gone)});
+  EXPECT_EQ(result.status, 1);
+  EXPECT_NE(result.err.find("no process " + std::to_string(gone)), std::string::npos) << result.err;
+  hugify_collapse_report report{};
+  EXPECT_EQ(hugify_collapse(gone, nullptr, &report), -ESRCH);
+  hugify_collapse_report_free(&report);
+}
+
+TEST(Collapse, WithoutPermissionExits3NamingTheProcess) {
+  if (!have_setpriv()) GTEST_SKIP() << "setpriv (util-linux) is not installed";
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to run the CLI as another user";
+  child c; // root-owned
+  start(c, {"--heap", "8M"});
+  std::vector<std::string> argv = kAsNobody;
+  argv.insert(argv.end(), {HUGIFY_CLI_PATH, "collapse", std::to_string(c.pid)});
+  auto result = test_support::run(argv);
+  EXPECT_EQ(result.status, 3) << result.out << result.err;
+  EXPECT_NE(result.err.find("process " + std::to_string(c.pid)), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("ptrace"), std::string::npos) << result.err;
+}
+
+TEST(Collapse, SameUserWithoutCapSysNiceExits3) {
+  if (!have_setpriv()) GTEST_SKIP() << "setpriv (util-linux) is not installed";
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to run processes as another user";
+  child c;
+  start(c, {"--heap", "8M"}, kAsNobody); // the target runs as nobody too
+  std::vector<std::string> argv = kAsNobody;
+  argv.insert(argv.end(), {HUGIFY_CLI_PATH, "collapse", std::to_string(c.pid)});
+  auto result = test_support::run(argv);
+  EXPECT_EQ(result.status, 3) << result.out << result.err;
+  EXPECT_NE(result.err.find("CAP_SYS_NICE"), std::string::npos) << result.err;
+  // A dry run needs only read access: it plans.
+  argv.push_back("--dry-run");
+  result = test_support::run(argv);
+  EXPECT_EQ(result.status, 0) << result.err;
+  EXPECT_NE(result.out.find("would collapse"), std::string::npos) << result.out;
+}
+
+TEST(Collapse, ProcessWithThpDisabledIsReportedAsTheKernelAnswers) {
+  child c;
+  start(c, {"--heap", "16M", "--thp-disable"});
+  auto result = test_support::hugify({"collapse", std::to_string(c.pid), "--json"});
+  // Linux 6.18 refuses MADV_COLLAPSE for a process that set PR_SET_THP_DISABLE: EINVAL for every window.
+  EXPECT_EQ(result.status, 1) << result.out << result.err;
+  EXPECT_NE(result.out.find("\"thp_disabled\": true"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("\"errno\": 22"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("PR_SET_THP_DISABLE"), std::string::npos) << result.out;
+  EXPECT_LT(thp_share(c.pid, c.at("heap")), 0.05);
+
+  auto inspect = test_support::hugify({"inspect", std::to_string(c.pid), "--json"});
+  EXPECT_EQ(inspect.status, 0) << inspect.err;
+  EXPECT_NE(inspect.out.find("\"thp_disabled\": true"), std::string::npos);
+  EXPECT_GE(json_number(inspect.out, "thp_disabled", json_object_at(inspect.out, "not_huge")), 16 * MiB);
+  EXPECT_EQ(c.finish(), 0);
+}
+
+// ---- inspect -----------------------------------------------------------------------------------------
+
+TEST(Inspect, EachClassWithin1PercentAndTotalsEqualSmaps) {
+  std::string why = test_support::ensure_free_hugetlb(k2M, 4);
+  if (!why.empty()) GTEST_SKIP() << why;
+  child c;
+  start(c, {"--thp", "32M", "--hugetlb", "8M", "--small", "64M", "--shm", "4M", "--threads", "3"});
+  ASSERT_GT(c.pid, 0);
+  ASSERT_GE(test_support::smaps_field(c.pid, c.at("thp"), c.size("thp"), "AnonHugePages"), 32 * MiB)
+      << "the THP region did not get huge pages";
+
+  auto result = test_support::hugify({"inspect", std::to_string(c.pid), "--json", "--maps"});
+  ASSERT_EQ(result.status, 0) << result.err;
+  const std::string &json = result.out;
+
+  // Totals equal an independent read of the whole smaps.
+  size_t total = json_object_at(json, "total");
+  ASSERT_NE(total, std::string::npos);
+  uint64_t rss = test_support::smaps_field(c.pid, 0, kEverything, "Rss");
+  uint64_t hugetlb = test_support::smaps_field(c.pid, 0, kEverything, "Private_Hugetlb") +
+                     test_support::smaps_field(c.pid, 0, kEverything, "Shared_Hugetlb");
+  uint64_t thp = test_support::smaps_field(c.pid, 0, kEverything, "AnonHugePages") +
+                 test_support::smaps_field(c.pid, 0, kEverything, "ShmemPmdMapped") +
+                 test_support::smaps_field(c.pid, 0, kEverything, "FilePmdMapped");
+  EXPECT_EQ(json_number(json, "resident", total), rss + hugetlb);
+  EXPECT_EQ(json_number(json, "thp", total), thp);
+  EXPECT_EQ(json_number(json, "hugetlb_2m", total), hugetlb);
+  EXPECT_EQ(json_number(json, "anonymous", total), test_support::smaps_field(c.pid, 0, kEverything, "Anonymous"));
+
+  // Each class within 1 % of what the child holds.
+  size_t classes = json_object_at(json, "classes");
+  size_t anon = json_object_at(json, "anon", classes);
+  ASSERT_NE(anon, std::string::npos);
+  expect_near(json_number(json, "thp", anon), 32 * MiB, 0.01, "anon THP");
+  EXPECT_EQ(json_number(json, "hugetlb_2m", anon), 8 * MiB) << "anon hugetlb 2M";
+#if defined(__SANITIZE_ADDRESS__)
+  // A sanitized helper also holds the sanitizer runtime's own anonymous memory (a few MiB on 4 KiB pages).
+  EXPECT_GE(json_number(json, "base_4k", anon), 64 * MiB);
+  EXPECT_LE(json_number(json, "base_4k", anon), 64 * MiB + 16 * MiB);
+#else
+  expect_near(json_number(json, "base_4k", anon), 64 * MiB, 0.01, "anon 4K");
+#endif
+  size_t shm = json_object_at(json, "shm", classes);
+  expect_near(json_number(json, "resident", shm), 4 * MiB, 0.01, "shm");
+  EXPECT_EQ(json_number(json, "huge", shm), 0u);
+  size_t stack = json_object_at(json, "stack", classes);
+  EXPECT_GT(json_number(json, "resident", stack), 0u);
+  EXPECT_GE(json_number(json, "by_stack_pointer"), 3u) << "three threads blocked in pause()";
+  size_t code = json_object_at(json, "code", classes);
+  EXPECT_GT(json_number(json, "resident", code), 0u);
+  EXPECT_NE(json.find(test_support::helper_path("collapse_target")), std::string::npos) << "code per object";
+  EXPECT_NE(json.find("libc.so"), std::string::npos);
+
+  // The 4K region's own row, and why it is not huge.
+  size_t small = json.find("\"start\": \"" + hex(c.at("small")) + "\"");
+  ASSERT_NE(small, std::string::npos);
+  EXPECT_EQ(json_number(json, "base_4k", small), test_support::smaps_field(c.pid, c.at("small"), c.size("small"), "Rss"));
+  std::string mode = test_support::read_file("/sys/kernel/mm/transparent_hugepage/enabled");
+  if (mode.find("[madvise]") != std::string::npos) {
+    EXPECT_EQ(json.find("\"why_not_huge\": ", small), json.find("\"why_not_huge\": \"not_advised\"", small));
+  }
+  EXPECT_GE(json_number(json, "collapsible"), 64 * MiB);
+  EXPECT_EQ(c.finish(), 0);
+}
+
+TEST(Inspect, TextOutputNamesClassesAndReasons) {
+  child c;
+  start(c, {"--small", "8M", "--nohuge", "8M", "--threads", "1"});
+  auto result = test_support::hugify({"inspect", std::to_string(c.pid), "--maps"});
+  ASSERT_EQ(result.status, 0) << result.err;
+  for (const char *word : {"heap", "anon", "stack", "code of", "nohugepage", "why not huge", "libc.so"})
+    EXPECT_NE(result.out.find(word), std::string::npos) << word << " in:\n" << result.out;
+  EXPECT_EQ(c.finish(), 0);
+}
+
+TEST(Inspect, WithoutPermissionExits3NamingTheProcess) {
+  if (!have_setpriv()) GTEST_SKIP() << "setpriv (util-linux) is not installed";
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to run the CLI as another user";
+  child c;
+  start(c, {});
+  std::vector<std::string> argv = kAsNobody;
+  argv.insert(argv.end(), {HUGIFY_CLI_PATH, "inspect", std::to_string(c.pid)});
+  auto result = test_support::run(argv);
+  EXPECT_EQ(result.status, 3) << result.out << result.err;
+  EXPECT_NE(result.err.find("process " + std::to_string(c.pid)), std::string::npos) << result.err;
+}
+
+TEST(Inspect, AllRanksByAnonymousMemoryNotOnHugePages) {
+  child c;
+  start(c, {"--small", "96M"});
+  auto result = test_support::hugify({"inspect", "--all", "--top", "0", "--json"});
+  ASSERT_EQ(result.status, 0) << result.err;
+  size_t row = result.out.find("\"pid\": " + std::to_string(c.pid) + ",");
+  ASSERT_NE(row, std::string::npos) << result.out;
+  EXPECT_GE(json_number(result.out, "anon_not_huge", row), 96 * MiB);
+  // Descending order.
+  uint64_t previous = UINT64_MAX;
+  for (size_t at = result.out.find("\"anon_not_huge\": "); at != std::string::npos;
+       at = result.out.find("\"anon_not_huge\": ", at + 1)) {
+    uint64_t value = json_number(result.out, "anon_not_huge", at);
+    EXPECT_LE(value, previous);
+    previous = value;
+  }
+  EXPECT_EQ(c.finish(), 0);
+}
+
+TEST(Inspect, NoSuchProcessAndBadUsage) {
+  EXPECT_EQ(test_support::hugify({"inspect", "2147483000"}).status, 1);
+  EXPECT_EQ(test_support::hugify({"inspect"}).status, 2);
+  EXPECT_EQ(test_support::hugify({"inspect", "abc"}).status, 2);
+  EXPECT_EQ(test_support::hugify({"collapse"}).status, 2);
+  EXPECT_EQ(test_support::hugify({"collapse", "1", "--chunk", "1M"}).status, 2);
+  auto help = test_support::hugify({"help", "collapse"});
+  EXPECT_EQ(help.status, 0);
+  EXPECT_NE(help.out.find("Examples:"), std::string::npos);
+}
+
+}  // namespace

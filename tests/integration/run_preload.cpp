@@ -1,0 +1,361 @@
+// run_preload.cpp - `hugify run` and libhugify-preload.so on real programs: the bundled heap workloads
+// (single- and multi-threaded, malloc'd nodes, odd-sized malloc blocks and raw mmaps), sh, a static
+// binary, a setuid copy. The exit report is checked against an independent read of /proc/PID/smaps taken
+// while the program is stopped just before it exits.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "test_support.hpp"
+
+namespace {
+
+using test_support::command_result;
+
+std::string temp_path(const std::string &name) {
+  static std::string dir = [] {
+    char pattern[] = "/tmp/hugify-run-test-XXXXXX";
+    return std::string(mkdtemp(pattern));
+  }();
+  return dir + "/" + name;
+}
+
+// The number after "key": inside the object "section" of our own JSON writer's output ("" = top level).
+double json_number(const std::string &json, const std::string &section, const std::string &key) {
+  size_t from = 0, to = json.size();
+  if (!section.empty()) {
+    from = json.find("\"" + section + "\": {");
+    if (from == std::string::npos) return -1;
+    to = json.find('}', from);
+  }
+  size_t at = json.find("\"" + key + "\": ", from);
+  if (at == std::string::npos || at > to) return -1;
+  return std::strtod(json.c_str() + at + key.size() + 4, nullptr);
+}
+
+std::string json_string(const std::string &json, const std::string &key) {
+  size_t at = json.find("\"" + key + "\": \"");
+  if (at == std::string::npos) return "";
+  at += key.size() + 5;
+  return json.substr(at, json.find('"', at) - at);
+}
+
+double heap_fraction(const std::string &report) {
+  double resident = json_number(report, "heap", "resident_bytes"), huge = json_number(report, "heap", "huge_bytes");
+  return resident > 0 ? huge / resident : 0;
+}
+
+std::string workload() { return test_support::helper_path("run_heap_workload"); }
+
+// ---- an independent read of smaps: heap = [heap] and private anonymous memory that is not a stack ------
+struct smaps_mapping {
+  uint64_t start = 0, end = 0;
+  std::string perms, path;
+  uint64_t inode = 0, rss = 0, anon_huge = 0, hugetlb = 0;
+};
+
+std::vector<smaps_mapping> read_smaps(int pid) {
+  std::vector<smaps_mapping> out;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/smaps");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string range, perms, offset, device, inode;
+    size_t dash = line.find('-');
+    if (dash != std::string::npos && dash < line.find(' ') && line.find(':') > dash &&
+        (fields >> range >> perms >> offset >> device >> inode)) {
+      smaps_mapping m;
+      m.start = std::stoull(range.substr(0, dash), nullptr, 16);
+      m.end = std::stoull(range.substr(dash + 1), nullptr, 16);
+      m.perms = perms;
+      m.inode = std::stoull(inode);
+      std::string rest;
+      std::getline(fields, rest);
+      size_t first = rest.find_first_not_of(' ');
+      m.path = first == std::string::npos ? "" : rest.substr(first);
+      out.push_back(m);
+      continue;
+    }
+    if (out.empty()) continue;
+    auto value = [&](const char *name) { return std::strtoull(line.c_str() + std::strlen(name), nullptr, 10) * 1024; };
+    if (line.rfind("Rss:", 0) == 0) out.back().rss = value("Rss:");
+    else if (line.rfind("AnonHugePages:", 0) == 0) out.back().anon_huge = value("AnonHugePages:");
+    else if (line.rfind("Private_Hugetlb:", 0) == 0) out.back().hugetlb += value("Private_Hugetlb:");
+    else if (line.rfind("Shared_Hugetlb:", 0) == 0) out.back().hugetlb += value("Shared_Hugetlb:");
+  }
+  return out;
+}
+
+struct usage {
+  uint64_t resident = 0, huge = 0;
+};
+
+usage independent_heap(int pid) {
+  auto maps = read_smaps(pid);
+  usage heap;
+  for (size_t i = 0; i < maps.size(); i++) {
+    const auto &m = maps[i];
+    bool anonymous = m.inode == 0 && (m.path.empty() || m.path == "[heap]" || m.path.rfind("[anon:", 0) == 0);
+    bool private_hugetlb = m.path.rfind("/anon_hugepage", 0) == 0;
+    if (m.perms[3] != 'p' || m.perms[2] == 'x' || !(anonymous || private_hugetlb)) continue;
+    // a pthread stack: read-write memory right above a guard page mapping of at most 1 MiB
+    bool stack = m.path == "[stack]" ||
+                 (i > 0 && m.perms == "rw-p" && m.path.empty() && maps[i - 1].end == m.start &&
+                  maps[i - 1].perms == "---p" && maps[i - 1].path.empty() && maps[i - 1].end - maps[i - 1].start <= (1u << 20));
+    if (stack) continue;
+    heap.resident += m.rss + m.hugetlb;
+    heap.huge += m.anon_huge + m.hugetlb;
+  }
+  return heap;
+}
+
+// Start `hugify run ... -- argv` (which becomes the program: same pid), wait until it stops itself
+// (run_heap_workload --stop), read its smaps, let it finish. Returns the exit status.
+int run_stopped(const std::vector<std::string> &argv, usage *heap_at_stop) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    int devnull = open("/dev/null", O_RDWR);
+    dup2(devnull, 0);
+    dup2(devnull, 1);
+    std::vector<char *> args;
+    for (const auto &a : argv) args.push_back(const_cast<char *>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, WUNTRACED);
+  if (WIFSTOPPED(status)) {
+    *heap_at_stop = independent_heap(pid);
+    kill(pid, SIGCONT);
+    waitpid(pid, &status, 0);
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// ---- behaviour ----------------------------------------------------------------------------------------
+
+TEST(RunPreload, ExitStatusAndStdoutAreTheProgramsOwn) {
+  auto plain = test_support::run({"sh", "-c", "echo x; exit 7"});
+  auto run = test_support::hugify({"run", "--", "sh", "-c", "echo x; exit 7"});
+  EXPECT_EQ(run.status, 7) << run.err;
+  EXPECT_EQ(run.out, plain.out);
+  EXPECT_EQ(run.out, "x\n");
+  // with a report on stderr and every message switched on, stdout is still the program's alone
+  auto verbose = test_support::hugify({"run", "--verbose", "--report", "-", "--", "sh", "-c", "echo x; exit 7"});
+  EXPECT_EQ(verbose.status, 7) << verbose.err;
+  EXPECT_EQ(verbose.out, "x\n");
+  auto silent = test_support::hugify({"run", "--verbose", "--report", "-", "--", workload(), "--mib", "8"});
+  EXPECT_EQ(silent.status, 0) << silent.err;
+  EXPECT_EQ(silent.out, test_support::run({workload(), "--mib", "8"}).out);
+  EXPECT_NE(silent.err.find("heap"), std::string::npos) << silent.err;
+}
+
+TEST(RunPreload, MissingCommandExits127WithAMessage) {
+  auto run = test_support::hugify({"run", "--", "hugify-no-such-command-here"});
+  EXPECT_EQ(run.status, 127);
+  EXPECT_NE(run.err.find("hugify-no-such-command-here: command not found"), std::string::npos) << run.err;
+  EXPECT_EQ(run.out, "");
+}
+
+TEST(RunPreload, BadUsageExits2) {
+  EXPECT_EQ(test_support::hugify({"run"}).status, 2);
+  EXPECT_EQ(test_support::hugify({"run", "--heap", "banana", "--", "true"}).status, 2);
+  EXPECT_EQ(test_support::hugify({"run", "--text", "maybe", "--", "true"}).status, 2);
+}
+
+TEST(RunPreload, StaticBinaryIsNamedAndStillRuns) {
+  std::string helper = test_support::helper_path("static_hello");
+  auto run = test_support::hugify({"run", "--report", temp_path("static.json"), "--", helper});
+  EXPECT_EQ(run.status, 5) << run.err;
+  EXPECT_EQ(run.out, "static hello\n");
+  EXPECT_NE(run.err.find("statically linked"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("LD_PRELOAD is ignored"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("relink"), std::string::npos) << run.err;
+}
+
+TEST(RunPreload, SetuidProgramIsNamed) {
+  // A setuid copy owned by nobody: as root the loader runs it in secure mode and drops LD_PRELOAD.
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to make a setuid copy owned by another user";
+  std::string copy = temp_path("setuid_true");
+  ASSERT_EQ(test_support::run({"cp", "/bin/true", copy}).status, 0);
+  ASSERT_EQ(chown(copy.c_str(), 65534, 65534), 0);
+  ASSERT_EQ(chmod(copy.c_str(), 04755), 0);
+  auto run = test_support::hugify({"run", "--", copy});
+  EXPECT_EQ(run.status, 0) << run.err;
+  EXPECT_NE(run.err.find("is setuid"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("drops LD_PRELOAD"), std::string::npos) << run.err;
+}
+
+TEST(RunPreload, ExistingGlibcTunablesSurvive) {
+  auto run = test_support::hugify({"run", "--", "sh", "-c", "echo \"$GLIBC_TUNABLES\""},
+                                  {{"GLIBC_TUNABLES", "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=0"}});
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_EQ(run.out.rfind("glibc.malloc.arena_max=2:glibc.malloc.hugetlb=0:", 0), 0u) << run.out;
+  EXPECT_EQ(run.out.find("glibc.malloc.hugetlb=1"), std::string::npos) << run.out; // theirs wins
+  EXPECT_NE(run.out.find("glibc.malloc.top_pad="), std::string::npos) << run.out;
+  // MALLOC_CONF the same way for jemalloc (key:value)
+  auto conf = test_support::hugify({"run", "--heap", "jemalloc", "--", "sh", "-c", "echo \"$MALLOC_CONF\""},
+                                   {{"MALLOC_CONF", "thp:never,narenas:2"}});
+  ASSERT_EQ(conf.status, 0) << conf.err;
+  EXPECT_EQ(conf.out, "thp:never,narenas:2,metadata_thp:always\n");
+}
+
+TEST(RunPreload, BadHugifyValuesWarnOnceAndChangeNothing) {
+  std::map<std::string, std::string> env = {{"HUGIFY_TEXT_MIN_SIZE", "banana"}};
+  auto run = test_support::hugify({"run", "--", "sh", "-c", "echo x; sh -c 'echo y'; exit 3"}, env);
+  EXPECT_EQ(run.status, 3) << run.err;
+  EXPECT_EQ(run.out, "x\ny\n");
+  size_t first = run.err.find("HUGIFY_TEXT_MIN_SIZE=banana");
+  ASSERT_NE(first, std::string::npos) << run.err;
+  EXPECT_EQ(run.err.find("HUGIFY_TEXT_MIN_SIZE=banana", first + 1), std::string::npos) << "more than one warning:\n"
+                                                                                       << run.err;
+  // the preload alone (no CLI), with every value wrong
+  std::map<std::string, std::string> wrong = {
+      {"LD_PRELOAD", HUGIFY_PRELOAD_PATH}, {"HUGIFY_HEAP", "banana"},   {"HUGIFY_TEXT", "2"},
+      {"HUGIFY_VERBOSE", "loud"},          {"HUGIFY_REPORT_JSON", "x"}, {"HUGIFY_RUN_PID", "pid"}};
+  auto plain = test_support::run({"sh", "-c", "echo x; exit 3"}, wrong);
+  EXPECT_EQ(plain.status, 3);
+  EXPECT_EQ(plain.out, "x\n");
+  EXPECT_NE(plain.err.find("HUGIFY_HEAP=banana"), std::string::npos) << plain.err;
+}
+
+TEST(RunPreload, ReportIsValidAndMatchesAnIndependentSmapsRead) {
+  std::string report = temp_path("matches.json");
+  usage at_stop;
+  int status = run_stopped({HUGIFY_CLI_PATH, "run", "--report", report, "--", workload(), "--mib", "96", "--stop"},
+                           &at_stop);
+  ASSERT_EQ(status, 0);
+  std::string json = test_support::read_file(report);
+  ASSERT_FALSE(json.empty());
+  EXPECT_EQ(json_string(json, "schema"), "hugify-run-report/1");
+  EXPECT_GT(json_number(json, "", "pid"), 0);
+  EXPECT_NE(json_string(json, "command").find("run_heap_workload --mib 96"), std::string::npos);
+  EXPECT_GE(json_number(json, "", "hugify_seconds"), 0);
+  EXPECT_NE(json.find("\"objects\": ["), std::string::npos);
+  EXPECT_NE(json.find("\"fallbacks\": ["), std::string::npos);
+  EXPECT_NE(json.find(workload()), std::string::npos) << "the program's own text object";
+  ASSERT_GT(at_stop.resident, 96u << 20);
+  // Between the stop and the report the program only returns from main; the report's own reading of
+  // smaps may touch a little more of the heap, never a huge page more.
+  double resident = json_number(json, "heap", "resident_bytes"), huge = json_number(json, "heap", "huge_bytes");
+  EXPECT_NEAR(resident, static_cast<double>(at_stop.resident), 1 << 20) << json;
+  EXPECT_NEAR(huge, static_cast<double>(at_stop.huge), 2 << 20) << json;
+}
+
+TEST(RunPreload, SingleThreadedHeapIsCovered) {
+  std::string report = temp_path("single.json");
+  auto run = test_support::hugify({"run", "--report", report, "--", workload(), "--mib", "128", "--big", "64"});
+  ASSERT_EQ(run.status, 0) << run.err;
+  std::string json = test_support::read_file(report);
+  EXPECT_GE(heap_fraction(json), 0.90) << json;
+  EXPECT_EQ(json_string(json, "heap_mode"), "auto");
+}
+
+TEST(RunPreload, MultiThreadedHeapIsCoveredArenasIncluded) {
+  // glibc 2.36's tunable alone leaves thread arenas on 4 KiB pages; hugify run must not.
+  std::string report = temp_path("threads.json");
+  usage at_stop;
+  int status = run_stopped(
+      {HUGIFY_CLI_PATH, "run", "--report", report, "--", workload(), "--threads", "4", "--mib", "48", "--stop"}, &at_stop);
+  ASSERT_EQ(status, 0);
+  std::string json = test_support::read_file(report);
+  EXPECT_GE(heap_fraction(json), 0.90) << json;
+  ASSERT_GT(at_stop.resident, 0u);
+  EXPECT_GE(static_cast<double>(at_stop.huge) / static_cast<double>(at_stop.resident), 0.90);
+}
+
+TEST(RunPreload, OtherAllocatorsMmapsAreAlignedAndAdvised) {
+  // Raw anonymous mmaps of odd sizes (what other allocators and runtimes do): glibc's tunable never sees them.
+  std::string report = temp_path("mmap.json");
+  auto run = test_support::hugify({"run", "--report", report, "--", workload(), "--mib", "4", "--mmap", "96"});
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_GE(heap_fraction(test_support::read_file(report)), 0.90) << test_support::read_file(report);
+}
+
+TEST(RunPreload, ChildProcessesAreCoveredAndReportUnderTheirPid) {
+  std::string report = temp_path("child.json");
+  // dash forks the first command (and exits with _exit, which the report does not cover: docs/run.md)
+  auto run = test_support::hugify(
+      {"run", "--report", report, "--", "sh", "-c", "\"$0\" --threads 2 --mib 48; true", workload()});
+  ASSERT_EQ(run.status, 0) << run.err;
+  std::string dir = report.substr(0, report.rfind('/'));
+  auto listing = test_support::run({"sh", "-c", "ls \"$0\"/child.json.*", dir});
+  ASSERT_EQ(listing.status, 0) << "no child report in " << dir;
+  std::string child = listing.out.substr(0, listing.out.find('\n'));
+  std::string json = test_support::read_file(child);
+  EXPECT_NE(json.find("\"top_level\": false"), std::string::npos) << json;
+  EXPECT_NE(json_string(json, "command").find("run_heap_workload"), std::string::npos);
+  EXPECT_GE(heap_fraction(json), 0.90) << json;
+  EXPECT_EQ(child, report + "." + std::to_string(static_cast<long>(json_number(json, "", "pid"))));
+}
+
+TEST(RunPreload, ThpDisabledByPrctlIsRespected) {
+  // THP disabled by the parent (inherited across fork and exec): nothing may end up on THP, and the report says why.
+  std::string report = temp_path("prctl.json");
+  pid_t pid = fork();
+  if (pid == 0) {
+    int devnull = open("/dev/null", O_RDWR);
+    dup2(devnull, 1);
+    dup2(devnull, 2);
+    prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0);
+    execl(HUGIFY_CLI_PATH, HUGIFY_CLI_PATH, "run", "--report", report.c_str(), "--", workload().c_str(), "--mib", "32",
+          "--mmap", "16", static_cast<char *>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  std::string json = test_support::read_file(report);
+  EXPECT_EQ(json_number(json, "heap", "thp_bytes"), 0) << json;
+  EXPECT_NE(json.find("PR_SET_THP_DISABLE"), std::string::npos) << json;
+}
+
+TEST(RunPreload, HugetlbHeapComesFromThePool) {
+  std::string why = test_support::ensure_free_hugetlb(2u << 20, 64);
+  if (!why.empty()) GTEST_SKIP() << why;
+  std::string report = temp_path("hugetlb.json");
+  auto run = test_support::hugify({"run", "--heap", "hugetlb", "--report", report, "--", workload(), "--mib", "32"});
+  ASSERT_EQ(run.status, 0) << run.err;
+  std::string json = test_support::read_file(report);
+  double resident = json_number(json, "heap", "resident_bytes");
+  EXPECT_GE(json_number(json, "heap", "hugetlb_bytes"), 0.90 * resident) << json;
+  EXPECT_NE(json_string(json, "glibc_tunables").find("glibc.malloc.hugetlb=2"), std::string::npos) << json;
+}
+
+TEST(RunPreload, JemallocAndMimallocArePreloaded) {
+  const char *libraries[] = {"/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2"};
+  const char *modes[] = {"jemalloc", "mimalloc"};
+  for (int i = 0; i < 2; i++) {
+    if (access(libraries[i], R_OK) != 0) {
+      auto missing = test_support::hugify({"run", "--heap", modes[i], "--", "true"});
+      EXPECT_EQ(missing.status, 3);
+      EXPECT_NE(missing.err.find("apt-get install"), std::string::npos) << missing.err;
+      continue;
+    }
+    std::string report = temp_path(std::string(modes[i]) + ".json");
+    auto run = test_support::hugify({"run", "--heap", modes[i], "--report", report, "--", workload(), "--mib", "32"});
+    ASSERT_EQ(run.status, 0) << run.err;
+    EXPECT_EQ(run.err.find("Malformed"), std::string::npos) << run.err;
+    std::string json = test_support::read_file(report);
+    EXPECT_NE(json_string(json, "malloc").find(std::string("lib") + modes[i]), std::string::npos) << json;
+    // THP, or hugetlb pages: mimalloc's large OS pages take the 2 MiB pool first when it has free pages
+    EXPECT_GT(json_number(json, "heap", "huge_bytes"), 0) << json;
+  }
+}
+
+}  // namespace

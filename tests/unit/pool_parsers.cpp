@@ -1,0 +1,557 @@
+// hugify status / pool: the parsers, the status gathering and diagnoses, the pool plan and the persistence
+// texts, on captured trees: tests/fixtures/pool/kvm-6.18 (this machine: 2M + 1G pools, mTHP, one node),
+// numa2-6.8 (a two-node server, constructed from the kernel docs) and kernel-5.15 (no mTHP, no MADV_COLLAPSE,
+// a cgroup hugetlb limit below the pool). See tests/fixtures/pool/README.md.
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "test_support.hpp"
+
+extern "C" {
+#include "pool.h"
+#include "procfs.h"
+#include "status.h"
+#include "units.h"
+}
+
+namespace {
+
+constexpr uint64_t KiB = 1024, MiB = 1024 * KiB, GiB = 1024 * MiB;
+
+std::string tree(const std::string &name) { return std::string(HUGIFY_FIXTURES_DIR) + "/pool/" + name; }
+
+std::unique_ptr<status_snapshot> read_status(const std::string &name) {
+  auto s = std::make_unique<status_snapshot>();
+  EXPECT_EQ(status_read(tree(name).c_str(), s.get()), 0);
+  return s;
+}
+
+std::set<std::string> diagnosis_ids(const status_snapshot &s) {
+  status_diagnosis d[STATUS_MAX_DIAGNOSES];
+  unsigned n = status_diagnose(&s, d, STATUS_MAX_DIAGNOSES);
+  std::set<std::string> ids;
+  for (unsigned i = 0; i < n; i++) {
+    ids.insert(d[i].id);
+    EXPECT_GT(std::strlen(d[i].message), 20u) << d[i].id;
+  }
+  return ids;
+}
+
+// ---- parsers ----------------------------------------------------------------------------------------
+
+TEST(PoolVmstat, ThisMachineHasEveryCounter) {
+  vmstat_counters c;
+  parse_vmstat(test_support::fixture("pool/kvm-6.18/proc/vmstat").c_str(), &c);
+  for (int i = 0; i < VMSTAT_COUNTER_COUNT; i++) EXPECT_TRUE(c.present[i]) << vmstat_counter_names[i];
+  EXPECT_EQ(c.value[VMSTAT_THP_FAULT_ALLOC], 238410u);
+  EXPECT_EQ(c.value[VMSTAT_THP_COLLAPSE_ALLOC], 12u);
+  EXPECT_EQ(c.value[VMSTAT_HTLB_BUDDY_ALLOC_SUCCESS], 140u);
+  EXPECT_EQ(c.value[VMSTAT_COMPACT_STALL], 0u);
+}
+
+TEST(PoolVmstat, OlderKernelLacksSomeCounters) {
+  vmstat_counters c;
+  parse_vmstat(test_support::fixture("pool/kernel-5.15/proc/vmstat").c_str(), &c);
+  EXPECT_FALSE(c.present[VMSTAT_THP_SWPOUT]);
+  EXPECT_TRUE(c.present[VMSTAT_COMPACT_STALL]);
+  EXPECT_EQ(c.value[VMSTAT_COMPACT_STALL], 12u);
+  EXPECT_EQ(c.value[VMSTAT_THP_SWPOUT], 0u);
+}
+
+TEST(PoolBuddyinfo, ZonesOrdersAndWhatCouldBeReserved) {
+  buddyinfo_zone zones[8];
+  long n = parse_buddyinfo(test_support::fixture("pool/kvm-6.18/proc/buddyinfo").c_str(), zones, 8);
+  ASSERT_EQ(n, 3);
+  EXPECT_STREQ(zones[0].zone, "DMA");
+  EXPECT_STREQ(zones[2].zone, "Normal");
+  EXPECT_EQ(zones[2].node, 0);
+  ASSERT_EQ(zones[2].order_count, 11u);
+  EXPECT_EQ(zones[2].free_blocks[0], 171u);
+  EXPECT_EQ(zones[2].free_blocks[10], 196u);
+  bool bound = true;
+  // 2 MiB = order 9: DMA32 2 + 240*2, Normal 40 + 196*2; the DMA zone is left out.
+  EXPECT_EQ(buddyinfo_free_pages(zones, 3, 0, 4096, 2 * MiB, &bound), 2u + 480 + 40 + 392);
+  EXPECT_FALSE(bound);
+  EXPECT_EQ(buddyinfo_free_pages(zones, 3, 1, 4096, 2 * MiB, &bound), 0u); // no node 1
+  // 1 GiB is past the largest order: (240 + 196) blocks of 4 MiB = 1744 MiB, at most one page.
+  EXPECT_EQ(buddyinfo_free_pages(zones, 3, -1, 4096, GiB, &bound), 1u);
+  EXPECT_TRUE(bound);
+}
+
+TEST(PoolBuddyinfo, TwoNodesAndMalformedText) {
+  buddyinfo_zone zones[8];
+  ASSERT_EQ(parse_buddyinfo(test_support::fixture("pool/numa2-6.8/proc/buddyinfo").c_str(), zones, 8), 4);
+  EXPECT_EQ(zones[3].node, 1);
+  bool bound;
+  EXPECT_EQ(buddyinfo_free_pages(zones, 4, 1, 4096, 2 * MiB, &bound), 73u + 2 * 4);
+  EXPECT_EQ(parse_buddyinfo("Node x, zone Normal 1 2\n", zones, 8), -1);
+  EXPECT_EQ(parse_buddyinfo("Node 0, zone Normal 1 two\n", zones, 8), -1);
+}
+
+TEST(PoolMounts, HugetlbfsOptionsAsTheKernelPrintsThem) {
+  mount_entry *mounts = nullptr;
+  long n = parse_mounts(test_support::fixture("pool/kvm-6.18/proc/mounts").c_str(), &mounts);
+  ASSERT_GT(n, 5);
+  std::vector<hugetlbfs_options> huge;
+  std::vector<std::string> paths;
+  std::string cgroup2;
+  for (long i = 0; i < n; i++) {
+    if (std::string(mounts[i].type) == "cgroup2") cgroup2 = mounts[i].path;
+    if (std::string(mounts[i].type) != "hugetlbfs") continue;
+    hugetlbfs_options o;
+    EXPECT_TRUE(parse_hugetlbfs_options(mounts[i].options, &o)) << mounts[i].options;
+    huge.push_back(o);
+    paths.push_back(mounts[i].path);
+  }
+  free(mounts);
+  EXPECT_EQ(cgroup2, "/sys/fs/cgroup/unified");
+  ASSERT_EQ(huge.size(), 2u);
+  EXPECT_EQ(paths[0], "/tmp/pool-cap-m2");
+  EXPECT_EQ(huge[0].page_size, 2 * MiB);
+  EXPECT_EQ(huge[0].size, 16 * MiB);
+  EXPECT_EQ(huge[0].min_size, 4 * MiB);
+  EXPECT_EQ(huge[0].mode, 01770u);
+  EXPECT_EQ(huge[0].gid, 100u);
+  EXPECT_EQ(huge[0].uid, 0u);
+  EXPECT_EQ(huge[1].page_size, GiB); // printed "pagesize=1024M"
+  EXPECT_EQ(huge[1].mode, 0755u);    // not printed: the default
+  EXPECT_EQ(huge[1].size, 0u);
+}
+
+TEST(PoolMounts, OctalEscapesAndBadOptions) {
+  mount_entry *mounts = nullptr;
+  ASSERT_EQ(parse_mounts("none /mnt/huge\\040pages hugetlbfs ro,pagesize=64K 0 0\n", &mounts), 1);
+  EXPECT_STREQ(mounts[0].path, "/mnt/huge pages");
+  hugetlbfs_options o;
+  EXPECT_TRUE(parse_hugetlbfs_options(mounts[0].options, &o));
+  EXPECT_TRUE(o.read_only);
+  EXPECT_EQ(o.page_size, 64 * KiB);
+  free(mounts);
+  EXPECT_FALSE(parse_hugetlbfs_options("pagesize=2Q", &o));
+  EXPECT_FALSE(parse_hugetlbfs_options("mode=99", &o));
+  EXPECT_TRUE(parse_hugetlbfs_options("size=50%", &o)); // a percentage as written: bytes not known
+  EXPECT_EQ(o.size, 0u);
+}
+
+TEST(PoolCmdline, PerNodeCountsAndSizes) {
+  cmdline_hugepages c;
+  ASSERT_TRUE(parse_cmdline_hugepages(test_support::fixture("pool/numa2-6.8/proc/cmdline").c_str(), &c));
+  EXPECT_EQ(c.default_size, 2 * MiB);
+  EXPECT_STREQ(c.transparent_hugepage, "always");
+  ASSERT_EQ(c.pool_count, 2u);
+  EXPECT_EQ(c.pools[0].page_size, GiB);
+  EXPECT_TRUE(c.pools[0].per_node);
+  EXPECT_EQ(c.pools[0].pages, 4u);
+  EXPECT_EQ(c.pools[0].node_pages[0], 2u);
+  EXPECT_EQ(c.pools[0].node_pages[1], 2u);
+  EXPECT_EQ(c.pools[1].page_size, 2 * MiB);
+  EXPECT_FALSE(c.pools[1].per_node);
+  EXPECT_EQ(c.pools[1].pages, 2048u);
+  EXPECT_STREQ(c.params,
+               "default_hugepagesz=2M hugepagesz=1G hugepages=0:2,1:2 hugepagesz=2M hugepages=2048 "
+               "transparent_hugepage=always");
+}
+
+TEST(PoolCmdline, DefaultSizeThisMachineAndInitArguments) {
+  cmdline_hugepages c;
+  ASSERT_TRUE(parse_cmdline_hugepages(test_support::fixture("pool/kernel-5.15/proc/cmdline").c_str(), &c));
+  ASSERT_EQ(c.pool_count, 1u);
+  EXPECT_EQ(c.pools[0].page_size, 0u); // the default size: not named on this command line
+  EXPECT_EQ(c.pools[0].pages, 1024u);
+  EXPECT_STREQ(c.transparent_hugepage, "never");
+  // This machine: nothing about huge pages; what follows "--" is init's, not the kernel's.
+  ASSERT_TRUE(parse_cmdline_hugepages(test_support::fixture("pool/kvm-6.18/proc/cmdline").c_str(), &c));
+  EXPECT_EQ(c.pool_count, 0u);
+  EXPECT_STREQ(c.params, "");
+  ASSERT_TRUE(parse_cmdline_hugepages("quiet -- hugepages=5", &c));
+  EXPECT_EQ(c.pool_count, 0u);
+  EXPECT_FALSE(parse_cmdline_hugepages("hugepagesz=1G hugepages=0:x", &c));
+  EXPECT_FALSE(parse_cmdline_hugepages("hugepagesz=banana hugepages=1", &c));
+}
+
+TEST(PoolSmallFiles, LimitsStatusIdListsCgroup) {
+  uint64_t soft = 0, hard = 0;
+  ASSERT_TRUE(parse_limit(test_support::fixture("pool/kvm-6.18/proc/self/limits").c_str(), "Max locked memory", &soft,
+                          &hard));
+  EXPECT_EQ(soft, 8 * MiB);
+  EXPECT_EQ(hard, 8 * MiB);
+  ASSERT_TRUE(parse_limit(test_support::fixture("pool/numa2-6.8/proc/self/limits").c_str(), "Max locked memory", &soft,
+                          &hard));
+  EXPECT_EQ(soft, UINT64_MAX);
+  EXPECT_FALSE(parse_limit("Max cpu time unlimited unlimited seconds\n", "Max locked memory", &soft, &hard));
+
+  char text[64];
+  ASSERT_TRUE(parse_keyed_text(test_support::fixture("pool/kvm-6.18/proc/self/status").c_str(), "Cpus_allowed_list",
+                               text, sizeof text));
+  EXPECT_STREQ(text, "0-1");
+  EXPECT_FALSE(parse_keyed_text("Cpus_allowed: 3\n", "Cpus_allowed_list", text, sizeof text));
+
+  uint64_t bits[2];
+  ASSERT_TRUE(parse_id_list("0-3,8,10-11\n", bits, 128));
+  EXPECT_EQ(bits[0], 0xd0fu);
+  ASSERT_TRUE(parse_id_list("", bits, 128));
+  EXPECT_EQ(bits[0], 0u);
+  ASSERT_TRUE(parse_id_list("64,200", bits, 128)); // 200 is past the bitmap: ignored
+  EXPECT_TRUE(id_list_has(bits, 64));
+  EXPECT_FALSE(parse_id_list("3-1", bits, 128));
+  EXPECT_FALSE(parse_id_list("a", bits, 128));
+
+  char path[128];
+  ASSERT_TRUE(parse_cgroup_v2_path(test_support::fixture("pool/kvm-6.18/proc/self/cgroup").c_str(), path, sizeof path));
+  EXPECT_STREQ(path, "/");
+  ASSERT_TRUE(
+      parse_cgroup_v2_path(test_support::fixture("pool/kernel-5.15/proc/self/cgroup").c_str(), path, sizeof path));
+  EXPECT_STREQ(path, "/user.slice/user-1000.slice/session-3.scope");
+  EXPECT_FALSE(parse_cgroup_v2_path("4:memory:/a\n1:cpu:/\n", path, sizeof path));
+  uint64_t limit;
+  ASSERT_TRUE(parse_cgroup_limit("max\n", &limit));
+  EXPECT_EQ(limit, UINT64_MAX);
+  ASSERT_TRUE(parse_cgroup_limit("536870912\n", &limit));
+  EXPECT_EQ(limit, 512 * MiB);
+  EXPECT_FALSE(parse_cgroup_limit("maximum", &limit));
+  cgroup_hugetlb_size_name(2 * MiB, text, sizeof text);
+  EXPECT_STREQ(text, "2MB");
+  cgroup_hugetlb_size_name(GiB, text, sizeof text);
+  EXPECT_STREQ(text, "1GB");
+  cgroup_hugetlb_size_name(64 * KiB, text, sizeof text);
+  EXPECT_STREQ(text, "64KB");
+}
+
+TEST(PoolUnits, PageSizeFormsTheIssueAccepts) {
+  for (const char *form : {"2M", "2MB", "2048kB", "2mb", "2MiB"}) {
+    uint64_t bytes = 0;
+    EXPECT_TRUE(parse_size(form, &bytes)) << form;
+    EXPECT_EQ(bytes, 2 * MiB) << form;
+  }
+  for (const char *form : {"1G", "1GB", "1024M"}) {
+    uint64_t bytes = 0;
+    EXPECT_TRUE(parse_size(form, &bytes)) << form;
+    EXPECT_EQ(bytes, GiB) << form;
+  }
+  uint64_t bytes;
+  EXPECT_FALSE(parse_size("2X", &bytes));
+  EXPECT_FALSE(parse_size("-2M", &bytes));
+}
+
+// ---- the whole status on captured trees ------------------------------------------------------------
+
+TEST(PoolStatusTree, ThisMachine) {
+  auto s = read_status("kvm-6.18");
+  EXPECT_FALSE(s->live);
+  EXPECT_EQ(std::string(s->kernel_release).substr(0, 4), "6.18");
+  EXPECT_EQ(s->default_hugetlb_size, 2 * MiB);
+  ASSERT_EQ(s->pool_count, 2u);
+  EXPECT_EQ(s->pools[0].global.page_size, 2 * MiB);
+  EXPECT_TRUE(s->pools[0].is_default);
+  EXPECT_EQ(s->pools[0].global.total, 40u);
+  EXPECT_EQ(s->pools[0].global.free, 10u);
+  EXPECT_EQ(s->pools[0].global.reserved, 8u);
+  EXPECT_EQ(s->pools[1].global.page_size, GiB);
+  EXPECT_EQ(s->pools[1].global.total, 2u);
+  ASSERT_EQ(s->pools[1].node_count, 1u);
+  EXPECT_EQ(s->pools[1].nodes[0].total, 2u);
+  ASSERT_EQ(s->mount_count, 2u);
+  EXPECT_EQ(s->mounts[1].page_size, GiB);
+  EXPECT_TRUE(s->thp_present);
+  EXPECT_STREQ(s->thp_enabled, "madvise");
+  EXPECT_STREQ(s->thp_defrag, "madvise");
+  EXPECT_STREQ(s->thp_shmem_enabled, "never");
+  EXPECT_EQ(s->thp_pmd_size, 2 * MiB);
+  ASSERT_EQ(s->mthp_count, 9u); // 8K .. 2M
+  EXPECT_EQ(s->mthp[0].page_size, 8 * KiB);
+  EXPECT_STREQ(s->mthp[0].enabled, ""); // 8K has only shmem_enabled
+  EXPECT_STREQ(s->mthp[8].enabled, "inherit");
+  EXPECT_STREQ(s->mthp[8].shmem_enabled, "inherit");
+  EXPECT_EQ(s->khugepaged.max_ptes_none, 511u);
+  EXPECT_EQ(s->khugepaged.pages_to_scan, 4096u);
+  EXPECT_EQ(s->anon_huge, 135168 * KiB);
+  EXPECT_EQ(s->hugetlb_bytes, 2179072 * KiB);
+  EXPECT_TRUE(s->counters_known);
+  EXPECT_EQ(s->zone_count, 3u);
+  EXPECT_EQ(s->boot.pool_count, 0u);
+  EXPECT_TRUE(s->memlock_known);
+  EXPECT_EQ(s->memlock_soft, 8 * MiB);
+  EXPECT_EQ(s->cgroup_version, 2);
+  EXPECT_STREQ(s->cgroup_path, "/");
+  EXPECT_EQ(s->cgroup_limit_count, 0u); // the root cgroup has no hugetlb limits
+  ASSERT_EQ(s->node_count, 1u);
+  EXPECT_TRUE(s->nodes[0].caller_cpus);
+  EXPECT_EQ(s->madv_collapse, HUGIFY_FEATURE_UNKNOWN); // a captured tree is not probed
+  EXPECT_EQ(s->unreadable_count, 0u);
+  bool bound;
+  EXPECT_EQ(status_could_reserve(s.get(), 0, 2 * MiB, &bound), 914u);
+  auto ids = diagnosis_ids(*s);
+  EXPECT_EQ(ids, (std::set<std::string>{"max_ptes_none_bloat"}));
+}
+
+TEST(PoolStatusTree, TwoNodeServer) {
+  auto s = read_status("numa2-6.8");
+  ASSERT_EQ(s->pool_count, 2u);
+  const hugify_pool &two = s->pools[0], &one = s->pools[1];
+  ASSERT_EQ(two.node_count, 2u);
+  EXPECT_EQ(two.nodes[0].total + two.nodes[1].total, two.global.total);
+  ASSERT_EQ(one.node_count, 2u);
+  EXPECT_EQ(one.nodes[0].total, 0u);
+  EXPECT_EQ(one.nodes[1].total, 2u);
+  ASSERT_EQ(s->node_count, 2u);
+  EXPECT_TRUE(s->nodes[0].caller_cpus);
+  EXPECT_FALSE(s->nodes[1].caller_cpus); // Cpus_allowed_list 0-15 = node 0's CPUs
+  EXPECT_TRUE(s->nodes[1].caller_mems);
+  EXPECT_TRUE(s->nodes[1].has_cpu);
+  EXPECT_EQ(s->nodes[1].mem_total, 66085012 * KiB);
+  EXPECT_EQ(s->mthp_count, 8u);
+  EXPECT_STREQ(s->mthp[0].shmem_enabled, ""); // per-size shmem controls came after 6.8
+  EXPECT_EQ(s->memlock_soft, UINT64_MAX);
+  EXPECT_STREQ(s->cgroup_path, "/system.slice/postgresql.service");
+  ASSERT_EQ(s->cgroup_limit_count, 2u);
+  EXPECT_EQ(s->cgroup_limits[0].max, UINT64_MAX);
+  EXPECT_EQ(s->cgroup_limits[0].current, 200 * MiB);
+  ASSERT_EQ(s->mount_count, 2u);
+  EXPECT_EQ(s->mounts[1].options.uid, 112u);
+  bool bound;
+  EXPECT_EQ(status_could_reserve(s.get(), 1, 2 * MiB, &bound), 81u);
+  EXPECT_EQ(status_could_reserve(s.get(), 0, GiB, &bound), (9811 + 713) * 4 * MiB / GiB);
+  EXPECT_TRUE(bound);
+  EXPECT_EQ(diagnosis_ids(*s), (std::set<std::string>{"defrag_always", "max_ptes_none_bloat", "pool_on_other_node",
+                                                      "pool_without_mount", "boot_pages_missing",
+                                                      "gigantic_none_free"}));
+  status_diagnosis d[STATUS_MAX_DIAGNOSES];
+  unsigned n = status_diagnose(s.get(), d, STATUS_MAX_DIAGNOSES);
+  int remote = 0;
+  for (unsigned i = 0; i < n; i++) {
+    std::string id = d[i].id, fix = d[i].fix;
+    if (id == "pool_on_other_node") {
+      remote++;
+      EXPECT_NE(fix.find("--node 0"), std::string::npos) << fix;
+    }
+    if (id == "pool_on_other_node" && std::string(d[i].message).find("2M") != std::string::npos) {
+      EXPECT_EQ(fix, "hugify pool set 2M=2048 --node 0 && hugify pool set 2M=0 --node 1");
+    }
+    if (id == "boot_pages_missing") {
+      EXPECT_NE(std::string(d[i].message).find("node 0 has 0 of 2"), std::string::npos) << d[i].message;
+    }
+    if (id == "pool_without_mount") {
+      EXPECT_EQ(fix, "hugify pool mount --size 1G");
+    }
+  }
+  EXPECT_EQ(remote, 2); // the 2M and the 1G pages on node 1
+}
+
+TEST(PoolStatusTree, OlderKernelWithoutMthpAndACgroupLimit) {
+  auto s = read_status("kernel-5.15");
+  EXPECT_EQ(s->mthp_count, 0u);
+  EXPECT_STREQ(s->thp_enabled, "never");
+  EXPECT_EQ(s->pools[1].global.page_size, GiB);
+  ASSERT_EQ(s->boot.pool_count, 1u);
+  EXPECT_EQ(s->boot.pools[0].page_size, 2 * MiB); // resolved to the default size
+  ASSERT_GE(s->cgroup_limit_count, 1u);
+  EXPECT_EQ(s->cgroup_limits[0].max, 512 * MiB);
+  EXPECT_STREQ(s->cgroup_limits[0].limited_by, "/user.slice");
+  EXPECT_EQ(s->cgroup_limits[0].current, 0u);
+  EXPECT_EQ(diagnosis_ids(*s), (std::set<std::string>{"thp_never", "cgroup_limit_below_pool"}));
+  // The probes are what says a kernel lacks MADV_COLLAPSE (no file does); as they would find it on 5.15:
+  s->live = true;
+  s->madv_collapse = HUGIFY_FEATURE_NO;
+  EXPECT_TRUE(diagnosis_ids(*s).count("no_madv_collapse"));
+  // A limit as tight on reservations makes mmap fail cleanly: a note, no longer a SIGBUS warning.
+  s->cgroup_limits[0].rsvd_max = 512 * MiB;
+  status_diagnosis d[STATUS_MAX_DIAGNOSES];
+  unsigned n = status_diagnose(s.get(), d, STATUS_MAX_DIAGNOSES);
+  for (unsigned i = 0; i < n; i++)
+    if (std::string(d[i].id) == "cgroup_limit_below_pool") {
+      EXPECT_EQ(d[i].severity, STATUS_NOTE);
+    }
+}
+
+TEST(PoolStatusTree, MissingTreeIsReportedNotFatal) {
+  auto s = std::make_unique<status_snapshot>();
+  ASSERT_EQ(status_read("/nonexistent-hugify-root", s.get()), 0);
+  EXPECT_FALSE(s->hugetlb_present);
+  EXPECT_FALSE(s->thp_present);
+  EXPECT_EQ(s->mem_total, STATUS_UNKNOWN);
+  EXPECT_EQ(diagnosis_ids(*s), (std::set<std::string>{"thp_absent"}));
+}
+
+// ---- the pool plan and setting it on a copy of a tree ------------------------------------------------
+
+struct numa_pools {
+  hugify_pool pools[HUGIFY_MAX_HUGETLB_SIZES];
+  unsigned count = 0;
+  uint64_t memory[HUGIFY_MAX_NODES];
+};
+
+std::unique_ptr<numa_pools> load(const std::string &root) {
+  auto p = std::make_unique<numa_pools>();
+  int n = pool_list_at(root.c_str(), p->pools, HUGIFY_MAX_HUGETLB_SIZES);
+  EXPECT_GT(n, 0);
+  p->count = n > 0 ? static_cast<unsigned>(n) : 0;
+  EXPECT_TRUE(pool_node_memory_at(root.c_str(), &p->pools[0], p->memory));
+  return p;
+}
+
+TEST(PoolPlan, SpreadsOverNodesNeverMultiplies) {
+  auto p = load(tree("numa2-6.8"));
+  hugify_pool_result r;
+  ASSERT_EQ(pool_plan(p->pools, p->count, p->memory, 2 * MiB, -1, 3001, &r), 0);
+  EXPECT_EQ(r.before, 2048u);
+  EXPECT_EQ(r.requested, 3001u);
+  ASSERT_EQ(r.node_count, 2u);
+  EXPECT_EQ(r.nodes[0].requested, 1501u);
+  EXPECT_EQ(r.nodes[1].requested, 1500u);
+  EXPECT_FALSE(r.beyond_memory);
+  ASSERT_EQ(pool_plan(p->pools, p->count, p->memory, GiB, 1, 5, &r), 0);
+  EXPECT_EQ(r.nodes[0].requested, 0u); // node 0 untouched
+  EXPECT_EQ(r.nodes[1].requested, 5u);
+  EXPECT_EQ(r.requested, 5u);
+}
+
+TEST(PoolPlan, BeyondMemoryUnknownSizeUnknownNode) {
+  auto p = load(tree("numa2-6.8"));
+  hugify_pool_result r;
+  // node 1 holds 66085012 kB; its 2 GiB of 2M pages stay: at most 61 1 GiB pages fit beside them.
+  ASSERT_EQ(pool_plan(p->pools, p->count, p->memory, GiB, 1, 62, &r), 0);
+  EXPECT_TRUE(r.beyond_memory);
+  EXPECT_NE(std::string(r.reason).find("at most 61"), std::string::npos) << r.reason;
+  ASSERT_EQ(pool_plan(p->pools, p->count, p->memory, GiB, 1, 61, &r), 0);
+  EXPECT_FALSE(r.beyond_memory);
+  EXPECT_EQ(pool_plan(p->pools, p->count, p->memory, 4 * MiB, -1, 1, &r), -EINVAL);
+  EXPECT_NE(std::string(r.reason).find("2M, 1G"), std::string::npos) << r.reason;
+  EXPECT_EQ(pool_plan(p->pools, p->count, p->memory, 2 * MiB, 7, 1, &r), -EINVAL);
+  EXPECT_NE(std::string(r.reason).find("nodes: 0, 1"), std::string::npos) << r.reason;
+}
+
+class PoolTreeCopy : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/hugify-pool-tree-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    root = dir;
+    ASSERT_EQ(test_support::run({"cp", "-r", tree("numa2-6.8") + "/.", root}).status, 0);
+  }
+  void TearDown() override { test_support::run({"rm", "-rf", root}); }
+  uint64_t node_file(int node, const char *size_dir) {
+    return test_support::read_u64(root + "/sys/devices/system/node/node" + std::to_string(node) +
+                                  "/hugepages/" + size_dir + "/nr_hugepages");
+  }
+  std::string root;
+};
+
+TEST_F(PoolTreeCopy, SetWritesEachNodeAndReadsBack) {
+  hugify_pool_result r;
+  ASSERT_EQ(pool_set_at(root.c_str(), 2 * MiB, -1, 3001, 0, &r), 0) << r.reason;
+  EXPECT_EQ(node_file(0, "hugepages-2048kB"), 1501u);
+  EXPECT_EQ(node_file(1, "hugepages-2048kB"), 1500u);
+  EXPECT_EQ(r.got, 3001u);
+  EXPECT_EQ(r.compactions, 0u);
+  ASSERT_EQ(pool_set_at(root.c_str(), 2 * MiB, 1, 100, 0, &r), 0) << r.reason;
+  EXPECT_EQ(node_file(0, "hugepages-2048kB"), 1501u);
+  EXPECT_EQ(node_file(1, "hugepages-2048kB"), 100u);
+  EXPECT_EQ(r.requested, 1601u);
+  // A dry run writes nothing; a request beyond memory writes nothing and says so.
+  ASSERT_EQ(pool_set_at(root.c_str(), 2 * MiB, -1, 8, HUGIFY_POOL_DRY_RUN, &r), 0);
+  EXPECT_EQ(node_file(1, "hugepages-2048kB"), 100u);
+  EXPECT_EQ(r.nodes[1].requested, 4u);
+  ASSERT_EQ(pool_set_at(root.c_str(), GiB, -1, 1000, 0, &r), -ENOMEM);
+  EXPECT_TRUE(r.beyond_memory);
+  EXPECT_EQ(node_file(0, "hugepages-1048576kB"), 0u);
+  EXPECT_EQ(node_file(1, "hugepages-1048576kB"), 2u);
+  EXPECT_EQ(pool_set_at(root.c_str(), 2 * MiB, -1, 1, 0x80, &r), -EINVAL); // unknown flag
+}
+
+TEST_F(PoolTreeCopy, UnwritableFileIsRefusedBeforeAnyWrite) {
+  // A read-only sysctl holding a number stands in for a pool file the caller may not write: the kernel refuses
+  // writes to it even from root, so this runs the same with and without privilege.
+  std::string file = root + "/sys/devices/system/node/node1/hugepages/hugepages-2048kB/nr_hugepages";
+  ASSERT_EQ(access("/proc/sys/kernel/ngroups_max", W_OK), -1);
+  ASSERT_EQ(unlink(file.c_str()), 0);
+  ASSERT_EQ(symlink("/proc/sys/kernel/ngroups_max", file.c_str()), 0);
+  char reason[HUGIFY_REASON_MAX] = "";
+  EXPECT_EQ(pool_check_writable_at(root.c_str(), 2 * MiB, -1, reason, sizeof reason), -EACCES);
+  EXPECT_NE(std::string(reason).find("is not writable (Permission denied)"), std::string::npos) << reason;
+  hugify_pool_result r;
+  EXPECT_EQ(pool_set_at(root.c_str(), 2 * MiB, -1, 4000, 0, &r), -EACCES);
+  EXPECT_EQ(node_file(0, "hugepages-2048kB"), 1024u); // node 0 comes first and was not written either
+  EXPECT_EQ(pool_check_writable_at(root.c_str(), 2 * MiB, 0, reason, sizeof reason), 0); // node 0 alone may be
+}
+
+TEST_F(PoolTreeCopy, WhatCannotBeReadIsListed) {
+  // A write-only sysctl stands in for a file the caller may not read (refused even to root).
+  std::string file = root + "/proc/vmstat";
+  ASSERT_EQ(unlink(file.c_str()), 0);
+  ASSERT_EQ(symlink("/proc/sys/vm/compact_memory", file.c_str()), 0);
+  auto s = std::make_unique<status_snapshot>();
+  ASSERT_EQ(status_read(root.c_str(), s.get()), 0);
+  EXPECT_FALSE(s->counters_known);
+  ASSERT_EQ(s->unreadable_count, 1u);
+  EXPECT_STREQ(s->unreadable[0].path, "/proc/vmstat");
+  EXPECT_EQ(s->unreadable[0].error, EACCES);
+  EXPECT_EQ(s->pool_count, 2u); // the rest is read all the same
+  auto text = test_support::hugify({"status", "--root", root});
+  EXPECT_EQ(text.status, 0);
+  EXPECT_NE(text.out.find("/proc/vmstat: Permission denied"), std::string::npos) << text.out;
+}
+
+// ---- persistence texts ------------------------------------------------------------------------------
+
+TEST(PoolPersist, SysctlForTheDefaultSizeCommandLineForTheRest) {
+  hugify_pool_request requests[] = {{GiB, -1, 2}, {2 * MiB, -1, 512}};
+  char *sysctl = hugify_pool_sysctl_text(requests, 2, 2 * MiB);
+  ASSERT_NE(sysctl, nullptr);
+  EXPECT_NE(std::string(sysctl).find("\nvm.nr_hugepages = 512\n"), std::string::npos) << sysctl;
+  free(sysctl);
+  char *cmdline = hugify_pool_cmdline_text(requests, 2, 2 * MiB);
+  EXPECT_STREQ(cmdline, "hugepagesz=1G hugepages=2");
+  free(cmdline);
+  // per node: the command line's node format; no sysctl
+  hugify_pool_request per_node[] = {{2 * MiB, 0, 256}, {2 * MiB, 1, 128}, {2 * MiB, 0, 300}};
+  errno = 0;
+  EXPECT_EQ(hugify_pool_sysctl_text(per_node, 3, 2 * MiB), nullptr);
+  EXPECT_EQ(errno, ENOENT);
+  cmdline = hugify_pool_cmdline_text(per_node, 3, 2 * MiB);
+  EXPECT_STREQ(cmdline, "hugepagesz=2M hugepages=1:128,0:300");
+  free(cmdline);
+  // a gigantic default size still needs the command line
+  hugify_pool_request gigantic[] = {{GiB, -1, 4}};
+  EXPECT_EQ(hugify_pool_sysctl_text(gigantic, 1, GiB), nullptr);
+  cmdline = hugify_pool_cmdline_text(gigantic, 1, GiB);
+  EXPECT_STREQ(cmdline, "hugepagesz=1G hugepages=4");
+  free(cmdline);
+}
+
+TEST(PoolPersist, MountUnitNamedAsSystemdEscapesThePath) {
+  char name[256];
+  char *unit = hugify_pool_mount_unit_text(GiB, nullptr, name, sizeof name);
+  ASSERT_NE(unit, nullptr);
+  EXPECT_STREQ(name, "dev-hugepages1G.mount");
+  std::string text = unit;
+  free(unit);
+  EXPECT_NE(text.find("\nWhere=/dev/hugepages1G\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nType=hugetlbfs\n"), std::string::npos);
+  EXPECT_NE(text.find("\nOptions=nosuid,nodev,pagesize=1G,mode=1770,uid=0,gid=0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("ConditionPathExists=/sys/kernel/mm/hugepages/hugepages-1048576kB\n"), std::string::npos);
+  hugify_mount_opts opts{"/mnt/huge pages/2M-db/", 0750, 112, 118, 8 * GiB, GiB};
+  unit = hugify_pool_mount_unit_text(2 * MiB, &opts, name, sizeof name);
+  ASSERT_NE(unit, nullptr);
+  EXPECT_STREQ(name, "mnt-huge\\x20pages-2M\\x2ddb.mount");
+  EXPECT_NE(std::string(unit).find("Options=nosuid,nodev,pagesize=2M,mode=750,uid=112,gid=118,size=8589934592,"
+                                   "min_size=1073741824\n"),
+            std::string::npos)
+      << unit;
+  free(unit);
+  hugify_mount_opts relative{"mnt/huge"};
+  EXPECT_EQ(hugify_pool_mount_unit_text(2 * MiB, &relative, name, sizeof name), nullptr);
+  char dir[64];
+  hugify_pool_mount_dir(2 * MiB, dir, sizeof dir);
+  EXPECT_STREQ(dir, "/dev/hugepages2M");
+}
+
+}  // namespace
