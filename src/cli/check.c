@@ -138,13 +138,14 @@ struct check {
   bool fixed_runs;
   bool metric_wall;                           /* --metric wall: judge by wall time instead of CPU time */
   size_t runs, warmup;
-  double budget, elapsed;
+  double budget, elapsed, started;
   size_t rounds;
   const char *stopped;
   int pmu;                                    /* enum hugify_feature_state, learned from the first open */
   char pmu_reason[HUGIFY_REASON_MAX];
   struct failure failure;
   bool json_stdout;
+  char estimate[128]; /* the progress line's current estimate: "heap 1.48x [1.23, 1.77]" */
 };
 
 static double now_seconds(void) {
@@ -469,7 +470,12 @@ static int run_round(struct check *c, size_t round, bool warmup) {
     char line[4096];
     command_line(c, config, line, sizeof line);
     if (warmup) progress(false, "check: warm-up, %s", config->kind->name);
-    else progress(false, "check: round %zu, %s (run %d of %d)", round + 1, config->kind->name, j + 1, c->config_count);
+    else if (c->fixed_runs)
+      progress(false, "check: round %zu of %zu, %s (run %d of %d)%s", round + 1, c->runs, config->kind->name, j + 1,
+               c->config_count, c->estimate);
+    else
+      progress(false, "check: round %zu, %.0f of %.0f s, %s (run %d of %d)%s", round + 1, now_seconds() - c->started,
+               c->budget, config->kind->name, j + 1, c->config_count, c->estimate);
     dprintf(c->log_fd, "==== %s round %zu, %s: %s\n", warmup ? "warm-up" : "measured", round + 1, config->kind->name,
             line);
     off_t offset = lseek(c->log_fd, 0, SEEK_END);
@@ -530,7 +536,7 @@ static bool converged(const struct check *c) {
   return true;
 }
 
-static int measure(struct check *c, double started) {
+static int measure(struct check *c) {
   for (size_t w = 0; w < c->warmup; w++)
     if (run_round(c, w, true) != 0) return -1;
   size_t min_rounds = stats_min_samples(CHECK_CONFIDENCE);
@@ -541,7 +547,7 @@ static int measure(struct check *c, double started) {
       break;
     }
     if (!c->fixed_runs && c->rounds >= min_rounds) {
-      double spent = now_seconds() - started, per_round = (now_seconds() - rounds_started) / (double)c->rounds;
+      double spent = now_seconds() - c->started, per_round = (now_seconds() - rounds_started) / (double)c->rounds;
       if (converged(c)) {
         c->stopped = "converged";
         break;
@@ -559,9 +565,11 @@ static int measure(struct check *c, double started) {
     c->rounds++;
     if (c->rounds >= min_rounds) {
       compute_ratios(c);
-      const struct config *first = c->configs[1];
-      progress(false, "check: %zu rounds, %s %.2fx [%.2f, %.2f]", c->rounds, first->kind->name,
-               first->ratio.estimate, first->ratio.low, first->ratio.high);
+      int best = 1;
+      for (int i = 2; i < c->config_count; i++)
+        if (c->configs[i]->ratio.estimate > c->configs[best]->ratio.estimate) best = i;
+      snprintf(c->estimate, sizeof c->estimate, "; so far %s %.2fx [%.2f, %.2f]", c->configs[best]->kind->name,
+               c->configs[best]->ratio.estimate, c->configs[best]->ratio.low, c->configs[best]->ratio.high);
     }
   }
   progress(true, "check: %zu rounds done", c->rounds);
@@ -1184,7 +1192,7 @@ int cmd_check(int argc, char **argv) {
       goto out;
     }
   }
-  double started = now_seconds();
+  c->started = now_seconds();
   if ((status = setup_scratch(c)) != EXIT_DONE) {
     if (json_out && json_out != stdout) fclose(json_out);
     goto out;
@@ -1232,12 +1240,12 @@ int cmd_check(int argc, char **argv) {
     return finish(c, json_out, EXIT_PRIVILEGE);
   }
 
-  if (measure(c, started) != 0) {
+  if (measure(c) != 0) {
     progress(true, " ");
-    c->elapsed = now_seconds() - started;
+    c->elapsed = now_seconds() - c->started;
     return finish(c, json_out, EXIT_SHORT);
   }
-  c->elapsed = now_seconds() - started;
+  c->elapsed = now_seconds() - c->started;
   struct verdict v;
   decide(c, &v);
   if (!c->json_stdout) print_human(c, &v, stdout);

@@ -295,7 +295,7 @@ static int inspect_all(long top, bool json) {
     printf("\n  %zu processes%s", count, shown < count ? "" : "\n");
     if (shown < count) printf(", %zu shown (--top 0 for all)\n", shown);
     if (unreadable)
-      printf("  %u processes could not be read (ptrace read access needed: run as root)\n", unreadable);
+      printf("  %u process(es) could not be read (ptrace read access needed: run as root)\n", unreadable);
   }
   free(list);
   return EXIT_DONE;

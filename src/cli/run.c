@@ -237,8 +237,8 @@ static const char *secure_execution(const char *path) {
   return NULL;
 }
 
-/* Say what cannot work for this program. Returns false when the preload will not be loaded at all. */
-static bool check_program(const char *command, const char *path) {
+/* Say what cannot work for this program (it still runs: the user asked for it). */
+static void check_program(const char *command, const char *path) {
   char interpreter[PATH_MAX];
   const char *binary = path;
   if (script_interpreter(path, interpreter, sizeof interpreter)) binary = interpreter;
@@ -248,7 +248,7 @@ static bool check_program(const char *command, const char *path) {
          "%s is %s: the dynamic loader drops LD_PRELOAD and GLIBC_TUNABLES for it, so it runs without huge pages "
          "and without a report (run it as its owner, or drop the bit to try huge pages)",
          binary, secure);
-    return false;
+    return;
   }
   if (elf_is_dynamic(binary) == 0) {
     fail(EXIT_SHORT, "run",
@@ -256,9 +256,7 @@ static bool check_program(const char *command, const char *path) {
          "no mmap cover and no report; glibc's malloc tunables still apply. Use libhugify in the program "
          "(hugify_alloc, hugify_remap_text; link with -lhugify) or relink it dynamically",
          binary == path ? command : binary);
-    return false;
   }
-  return true;
 }
 
 /* ---- the environment ------------------------------------------------------------------------------ */

@@ -69,7 +69,6 @@ struct remap {
   struct hugify_text_report *report;
   size_t cap;              /* of report->objects */
   int error;               /* -ENOMEM when the report could not grow */
-  int file_thp;            /* os_probe_file_thp_text */
   bool names_unsupported;  /* PR_SET_VMA_ANON_NAME said EINVAL: the kernel lacks CONFIG_ANON_VMA_NAME */
   char exe[HUGIFY_TEXT_PATH_MAX];
 };
@@ -88,8 +87,6 @@ static void step_failed(struct hugify_text_segment *s, int step, int err, const 
   os_reason_add(s->reason, sizeof s->reason, "%s failed: %s", hugify_text_step_name(step),
                 err ? strerror(err) : detail ? detail : "injected fault (test)");
 }
-
-static void format_size(uint64_t bytes, char *out, size_t cap) { format_bytes(bytes, out, cap); }
 
 /* ---- object filters -------------------------------------------------------------------------------- */
 
@@ -119,13 +116,13 @@ static const char *object_filtered(const struct remap *r, const struct hugify_te
   if (opts->exclude && opts->exclude[0] && matches_any(opts->exclude, o->path)) return "in the exclude patterns";
   char have[32], want[32];
   if (o->text_bytes < opts->min_size) {
-    format_size(o->text_bytes, have, sizeof have);
-    format_size(opts->min_size, want, sizeof want);
+    format_bytes(o->text_bytes, have, sizeof have);
+    format_bytes(opts->min_size, want, sizeof want);
     snprintf(why, cap, "%s of code, below the minimum size %s", have, want);
     return why;
   }
   if (o->window_bytes == 0) {
-    format_size(o->text_bytes, have, sizeof have);
+    format_bytes(o->text_bytes, have, sizeof have);
     snprintf(why, cap, "no 2 MiB-aligned window in its %s of code", have);
     return why;
   }
@@ -195,7 +192,7 @@ static int check_window(const struct hugify_text_segment *s, struct window_state
   }
   char size[32];
   if (modified) {
-    format_size(modified, size, sizeof size);
+    format_bytes(modified, size, sizeof size);
     snprintf(why, cap, "%s of the window are modified private pages (uprobes, debugger breakpoints or text "
                        "relocations), or they could not be looked at: a copy could carry a uprobe's breakpoint",
              size);
@@ -208,9 +205,11 @@ static int check_window(const struct hugify_text_segment *s, struct window_state
 /* ---- path 1: in place ------------------------------------------------------------------------------ */
 
 static bool try_in_place(struct remap *r, struct hugify_text_segment *s, const struct window_state *state) {
-  if ((r->opts.flags & HUGIFY_TEXT_NO_IN_PLACE) || r->file_thp != HUGIFY_FEATURE_YES || !state->file_backed ||
-      r->opts.kind == HUGIFY_PAGE_2M || state->file_offset % OS_HUGE_2M != 0)
+  if ((r->opts.flags & HUGIFY_TEXT_NO_IN_PLACE) || !state->file_backed || r->opts.kind == HUGIFY_PAGE_2M ||
+      state->file_offset % OS_HUGE_2M != 0)
     return false;
+  /* Probed only now, for a window that could use it: the probe writes a 4 MiB scratch file. */
+  if (os_probe_file_thp_text(NULL, 0) != HUGIFY_FEATURE_YES) return false;
   void *window = (void *)(uintptr_t)s->window_start;
   size_t length = s->window_end - s->window_start;
   if (injected(r, HUGIFY_TEXT_STEP_IN_PLACE)) { step_failed(s, HUGIFY_TEXT_STEP_IN_PLACE, 0, NULL); return false; }
@@ -349,8 +348,8 @@ static void verify(struct remap *r, struct hugify_text_segment *s) {
   s->huge_bytes = b.resident_thp + b.resident_2m + b.resident_1g;
   if (s->huge_bytes < length) {
     char have[32], want[32];
-    format_size(s->huge_bytes, have, sizeof have);
-    format_size(length, want, sizeof want);
+    format_bytes(s->huge_bytes, have, sizeof have);
+    format_bytes(length, want, sizeof want);
     os_reason_add(s->reason, sizeof s->reason, "%s of %s on huge pages after the move", have, want);
   }
 }
@@ -485,7 +484,6 @@ static void write_perf_map(struct remap *r) {
   char path[64];
   snprintf(path, sizeof path, "/tmp/perf-%d.map", (int)getpid());
   FILE *out = NULL;
-  long total = 0;
   for (size_t i = 0; i < report->object_count; i++) {
     const struct hugify_text_object *o = &report->objects[i];
     bool moved = false;
@@ -507,14 +505,12 @@ static void write_perf_map(struct remap *r) {
       os_reason_add(report->reason, sizeof report->reason, "perf-map: %s: unreadable section headers", o->path);
     else if (w.written == 0)
       os_reason_add(report->reason, sizeof report->reason, "perf-map: %s: no function symbols (stripped)", o->path);
-    total += w.written;
     munmap(image, size);
   }
   if (out && fclose(out) != 0)
     os_reason_add(report->reason, sizeof report->reason, "perf-map failed: %s: %s", path, strerror(errno));
   else if (out)
     snprintf(report->perf_map, sizeof report->perf_map, "%s", path);
-  (void)total;
 }
 
 /* ---- hugify_remap_text ---------------------------------------------------------------------------- */
@@ -540,7 +536,6 @@ int hugify_remap_text(const struct hugify_text_opts *opts, struct hugify_text_re
   uint64_t start = now_ns();
   ssize_t n = readlink("/proc/self/exe", r.exe, sizeof r.exe - 1);
   r.exe[n > 0 ? n : 0] = '\0';
-  if (!(r.opts.flags & HUGIFY_TEXT_NO_IN_PLACE)) r.file_thp = os_probe_file_thp_text(NULL, 0);
 
   pthread_mutex_lock(&remap_lock);
   dl_iterate_phdr(visit_object, &r);

@@ -16,8 +16,8 @@ static void record_failures(const struct hugify_text_report *report) {
     const struct hugify_text_object *o = &report->objects[i];
     for (unsigned k = 0; k < o->segment_count && k < HUGIFY_TEXT_MAX_SEGMENTS; k++) {
       const struct hugify_text_segment *s = &o->segments[k];
-      if (s->window_end == s->window_start || o->reason[0]) continue; /* nothing to move, or filtered out */
-      if (s->path != HUGIFY_TEXT_SKIPPED) continue; /* moved: a failed name or verify is in the summary */
+      if (s->window_end == s->window_start || s->path != HUGIFY_TEXT_SKIPPED) continue; /* nothing to move, or moved */
+      if (!s->reason[0] && !s->failed_step) continue; /* not tried: its object was filtered out (object reason) */
       char what[96]; /* "text PATH", keeping the end of a long path */
       size_t len = strlen(o->path);
       snprintf(what, sizeof what, "text %.88s", len > 88 ? o->path + len - 88 : o->path);

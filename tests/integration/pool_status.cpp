@@ -612,6 +612,14 @@ TEST(PoolLive, MountsHugetlbfsOfASize) {
   char dir_template[] = "/tmp/hugify-pool-mount-XXXXXX";
   ASSERT_NE(mkdtemp(dir_template), nullptr);
   std::string dir = std::string(dir_template) + "/2M";
+  struct cleanup {
+    std::string dir, parent;
+    ~cleanup() {
+      umount2(dir.c_str(), MNT_DETACH);
+      rmdir(dir.c_str());
+      rmdir(parent.c_str());
+    }
+  } cleanup{dir, dir_template};
   auto result = test_support::hugify({"pool", "mount", "--size", "2M", "--dir", dir, "--mode", "1770", "--gid", "100",
                                       "--max-size", "16M", "--json"});
   ASSERT_EQ(result.status, 0) << result.out << result.err;
@@ -623,9 +631,6 @@ TEST(PoolLive, MountsHugetlbfsOfASize) {
   auto again = test_support::hugify({"pool", "mount", "--size", "2M", "--dir", dir});
   auto status = test_support::hugify({"status", "--json"});
   auto other = test_support::hugify({"pool", "mount", "--size", "1G", "--dir", dir});
-  umount2(dir.c_str(), MNT_DETACH);
-  rmdir(dir.c_str());
-  rmdir(dir_template);
   EXPECT_NE(line.find(" hugetlbfs "), std::string::npos) << line;
   EXPECT_NE(line.find("pagesize=2M"), std::string::npos) << line;
   EXPECT_NE(line.find("size=16777216"), std::string::npos) << line;

@@ -23,7 +23,7 @@ static const char usage[] =
     "usage: hugify-workload [--size SIZE] [--loads N]\n"
     "\n"
     "TLB-bound workload for `hugify check`: malloc SIZE bytes (default 64M, rounded down to a power of\n"
-    "two), write them, then follow N dependent loads (default 20000000), each to one cache line of a\n"
+    "two), write them, then follow N dependent loads (default 10000000), each to one cache line of a\n"
     "4 KiB page picked by the previous load. The lines fit in the caches, the pages overflow the TLB: on\n"
     "4 KiB pages the time is page walks. --size 64K fits in the TLB: huge pages cannot help it.\n";
 
@@ -35,7 +35,7 @@ static int bad_usage(const char *format, const char *arg) {
 }
 
 int main(int argc, char **argv) {
-  uint64_t size = UINT64_C(64) << 20, loads = 20000000;
+  uint64_t size = UINT64_C(64) << 20, loads = 10000000;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       fputs(usage, stdout);
