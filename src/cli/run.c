@@ -431,7 +431,9 @@ int cmd_run(int argc, char **argv) {
       snprintf(report, sizeof report, "%s/%s", cwd, args.report);
     }
     if (strlen(report) >= sizeof options.report) return usage_error("run", "--report: the path is too long");
-    if (strcmp(report, "-") != 0) unlink(report); /* a stale report must not pass for this run's */
+    /* A stale report must not pass for this run's; only a regular file is removed (never /dev/null). */
+    struct stat existing;
+    if (strcmp(report, "-") != 0 && lstat(report, &existing) == 0 && S_ISREG(existing.st_mode)) unlink(report);
     setenv("HUGIFY_REPORT", report, 1);
     setenv("HUGIFY_REPORT_JSON", args.json ? "1" : "0", 1);
   } else {

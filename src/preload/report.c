@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <link.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -234,6 +235,18 @@ static bool measure(struct measured *m) {
 }
 
 static void write_file(const char *path, const struct measured *m, double seconds) {
+  struct stat target;
+  if (stat(path, &target) == 0 && !S_ISREG(target.st_mode)) {
+    /* A device or FIFO (/dev/null, /dev/stderr): write into it; a rename would replace it. */
+    FILE *out = fopen(path, "we");
+    if (!out) {
+      preload_fallback("report", "cannot write %s: %s", path, strerror(errno));
+      return;
+    }
+    write_json(out, m, seconds);
+    fclose(out);
+    return;
+  }
   char temporary[4200];
   snprintf(temporary, sizeof temporary, "%s.tmp.%d", path, (int)getpid());
   FILE *out = fopen(temporary, "we");

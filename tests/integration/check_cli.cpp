@@ -143,6 +143,17 @@ std::vector<std::string> split(const std::string &line) {
   return parts;
 }
 
+// hugify check keeps its log directory for the user; the tests remove the ones their output names.
+void remove_check_dirs(const std::string &output) {
+  const std::string marker = "/hugify-check-";
+  for (size_t at = output.find(marker); at != std::string::npos; at = output.find(marker, at + 1)) {
+    size_t start = output.find_last_of(" \"(\n", at);
+    start = start == std::string::npos ? 0 : start + 1;
+    std::string dir = output.substr(start, at + marker.size() + 6 - start);
+    if (dir.rfind("/", 0) == 0) test_support::run({"rm", "-rf", dir});
+  }
+}
+
 bool has_python() { return test_support::run({"python3", "-c", "import json"}).status == 0; }
 
 // Reads and validates a check JSON; returns its summary fields (see json_check), or fails the test.
@@ -192,6 +203,7 @@ TEST(CheckCli, BundledTlbBoundWorkloadVerdictIsHeap) {
   // CMD's output went to the log, not to the screen.
   EXPECT_EQ(r.out.find("hugify-workload: "), std::string::npos) << r.out;
   EXPECT_EQ(r.err.find("hugify-workload: "), std::string::npos) << r.err;
+  remove_check_dirs(r.out);
   unlink(json.c_str());
 }
 
@@ -219,6 +231,7 @@ TEST(CheckCli, TinyWorkingSetHasNoMeasurableGain) {
   EXPECT_EQ(count(text, "hugify-workload: 64 KiB working set"), 2u * (8 + 1)) << text;  // 8 rounds + warm-up
   EXPECT_EQ(count(text, "==== measured round "), 16u) << text;
   EXPECT_NE(text.find("==== measured round 8, heap: "), std::string::npos) << text;
+  remove_check_dirs(r.out);
   unlink(json.c_str());
 }
 
@@ -232,6 +245,7 @@ TEST(CheckCli, FailingCommandStopsWithItsOutput) {
   EXPECT_NE(r.err.find("on stderr\n"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("/output.log)"), std::string::npos) << r.err;
   EXPECT_EQ(r.out.find("Verdict"), std::string::npos) << r.out;
+  remove_check_dirs(r.err);
 
   // Fails in the 4th run: the first measured round's heap run (warm-up: plain, heap; round 1: plain, heap).
   std::string counter = temp_path("counter"), json = temp_path("failed.json");
@@ -250,17 +264,20 @@ TEST(CheckCli, FailingCommandStopsWithItsOutput) {
     EXPECT_EQ(summary[7], "heap");
     EXPECT_EQ(summary[8], "5");
   }
+  remove_check_dirs(r.err);
 
   // Killed by a signal.
   r = test_support::hugify({"check", "--configs", "heap", "--", "sh", "-c", "kill -SEGV $$"});
   EXPECT_EQ(r.status, 1) << r.out << r.err;
   EXPECT_NE(r.err.find("killed by signal 11"), std::string::npos) << r.err;
+  remove_check_dirs(r.err);
 
   // Not found.
   r = test_support::hugify({"check", "--configs", "heap", "--", "/nonexistent/program"});
   EXPECT_EQ(r.status, 1) << r.out << r.err;
   EXPECT_NE(r.err.find("exit status 127"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("cannot run /nonexistent/program"), std::string::npos) << r.err;
+  remove_check_dirs(r.err);
   unlink(counter.c_str());
   unlink(json.c_str());
 }
@@ -308,6 +325,7 @@ TEST(CheckCli, InstalledTreeFindsTheBundledWorkload) {
   EXPECT_EQ(r.out.find("Verdict"), std::string::npos) << "--json - prints only the JSON\n" << r.out;
   // `hugify` is on PATH here, so the advice may say plain "hugify run".
   EXPECT_NE(r.out.find("\"command_line\": \"hugify run --text off --heap auto -- "), std::string::npos) << r.out;
+  remove_check_dirs(r.out);
   test_support::run({"rm", "-rf", prefix});
 }
 
