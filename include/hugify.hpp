@@ -34,6 +34,9 @@
 
 namespace hugify {
 
+// In C++ the function hugify_backing hides the struct of the same name: this is the struct.
+using backing = struct ::hugify_backing;
+
 // ---- errors ---------------------------------------------------------------------------------------
 
 // Thrown by hugify::allocator and hugify::memory_resource when hugify_alloc fails. A std::bad_alloc, so

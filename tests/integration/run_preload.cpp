@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -27,11 +28,13 @@ namespace {
 using test_support::command_result;
 
 std::string temp_path(const std::string &name) {
-  static std::string dir = [] {
-    char pattern[] = "/tmp/hugify-run-test-XXXXXX";
-    return std::string(mkdtemp(pattern));
+  static char dir[] = "/tmp/hugify-run-test-XXXXXX"; // plain storage: still there when atexit runs
+  static bool made = [] {
+    bool ok = mkdtemp(dir) != nullptr;
+    if (ok) std::atexit([] { std::filesystem::remove_all(dir); });
+    return ok;
   }();
-  return dir + "/" + name;
+  return made ? std::string(dir) + "/" + name : "/nonexistent/" + name;
 }
 
 // The number after "key": inside the object "section" of our own JSON writer's output ("" = top level).
