@@ -732,12 +732,19 @@ TEST(TextRemapThirdParty, RustcDriverSharedObjectMoves) {
   EXPECT_NE(remapped.err.find("hugify: text: "), std::string::npos) << remapped.err;
 
   // Where its code lives: the driver shared object, ~100 MiB of code in 2 MiB windows.
-  child c({rustc, "-", "--crate-type", "lib", "--emit", "metadata", "-o", "/dev/null"}, preload_env);
+  // Never `-o /dev/null`: rustc writes a temporary and renames it over the output, so as root it would
+  // replace the machine's /dev/null with a regular file.
+  char out_dir[] = "/tmp/hugify-rustc-XXXXXX";
+  ASSERT_NE(mkdtemp(out_dir), nullptr);
+  std::string out_file = std::string(out_dir) + "/answer.rmeta";
+  child c({rustc, "-", "--crate-type", "lib", "--emit", "metadata", "-o", out_file}, preload_env);
   ASSERT_TRUE(c.wait_reading_stdin()) << "rustc never read its input";
   std::vector<vma> vmas = read_smaps(c.pid());
   c.write_stdin("pub fn answer() -> u32 { 42 }\n");
   command_result r = c.finish();
   EXPECT_EQ(r.status, 0) << r.err;
+  unlink(out_file.c_str());
+  rmdir(out_dir);
   uint64_t driver_window = 0;
   std::string driver_path;
   for (const auto &v : vmas)
