@@ -298,7 +298,9 @@ struct os_pm_scan_arg {
 };
 struct os_page_region { uint64_t start, end, categories; };
 #define OS_PAGEMAP_SCAN _IOWR('f', 16, struct os_pm_scan_arg)
+#define OS_PAGE_IS_FILE (1u << 2)
 #define OS_PAGE_IS_PRESENT (1u << 3)
+#define OS_PAGE_IS_SWAPPED (1u << 4)
 #define OS_PAGE_IS_PFNZERO (1u << 5)
 #define OS_PAGE_IS_HUGE (1u << 6)
 
@@ -313,38 +315,45 @@ int os_pagemap_resident(uintptr_t start, uintptr_t end, struct os_resident *out)
   return os_pagemap_resident_fd(pagemap_fd, start, end, out);
 }
 
-int os_pagemap_resident_fd(int fd, uintptr_t start, uintptr_t end, struct os_resident *out) {
-  out->base = out->huge = 0;
+/* One PAGEMAP_SCAN walk of [start, end) for the pages that match `filter`'s category masks, adding the
+ * bytes of each matching region to bytes[1] when it has category `split`, else to bytes[0]. The scan
+ * works on whole pages; a range that starts or ends inside a page counts only its part. */
+static int pagemap_scan(int fd, uintptr_t start, uintptr_t end, const struct os_pm_scan_arg *filter,
+                        uint64_t split, uint64_t bytes[2]) {
   struct os_page_region regions[256];
   struct os_pm_scan_arg arg;
-  /* The scan works on whole pages; a range that starts or ends inside a page counts only its part. */
   uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), at = start & ~(page - 1);
   uintptr_t scan_end = (end + page - 1) & ~(page - 1), first = at;
   while (at < scan_end) {
-    memset(&arg, 0, sizeof arg);
+    arg = *filter;
     arg.size = sizeof arg;
     arg.start = at;
     arg.end = scan_end;
     arg.vec = (uintptr_t)regions;
     arg.vec_len = sizeof regions / sizeof regions[0];
-    /* present and not the shared zero page */
-    arg.category_mask = OS_PAGE_IS_PRESENT | OS_PAGE_IS_PFNZERO;
-    arg.category_inverted = OS_PAGE_IS_PFNZERO;
-    arg.return_mask = OS_PAGE_IS_HUGE;
     long n = ioctl(fd, OS_PAGEMAP_SCAN, &arg);
     if (n < 0) return errno == EINVAL && at == first ? -ENOTTY : -errno;
     for (long i = 0; i < n; i++) {
       uint64_t from = regions[i].start > start ? regions[i].start : start;
       uint64_t to = regions[i].end < end ? regions[i].end : end;
-      if (to <= from) continue;
-      uint64_t bytes = to - from;
-      if (regions[i].categories & OS_PAGE_IS_HUGE) out->huge += bytes;
-      else out->base += bytes;
+      if (to > from) bytes[(regions[i].categories & split) != 0] += to - from;
     }
     if (arg.walk_end <= at) break;
     at = arg.walk_end;
   }
   return 0;
+}
+
+int os_pagemap_resident_fd(int fd, uintptr_t start, uintptr_t end, struct os_resident *out) {
+  /* present and not the shared zero page, split into huge and not */
+  const struct os_pm_scan_arg filter = {.category_mask = OS_PAGE_IS_PRESENT | OS_PAGE_IS_PFNZERO,
+                                        .category_inverted = OS_PAGE_IS_PFNZERO,
+                                        .return_mask = OS_PAGE_IS_HUGE};
+  uint64_t bytes[2] = {0, 0};
+  int rc = pagemap_scan(fd, start, end, &filter, OS_PAGE_IS_HUGE, bytes);
+  out->base = bytes[0];
+  out->huge = bytes[1];
+  return rc;
 }
 
 static struct feature_cache pagemap_scan_cache = {PTHREAD_ONCE_INIT, HUGIFY_FEATURE_UNKNOWN, ""};
@@ -452,31 +461,18 @@ int hugify_probe(struct hugify_system *sys) {
 
 /* ---- PAGEMAP_SCAN: private anonymous pages inside a file mapping (text remap) -------------------- */
 
-#define OS_PAGE_IS_FILE (1u << 2)
-#define OS_PAGE_IS_SWAPPED (1u << 4)
 
 int os_pagemap_anonymous(uintptr_t start, uintptr_t end, uint64_t *bytes) {
   *bytes = 0;
   pthread_once(&pagemap_once, open_pagemap);
   if (pagemap_fd < 0) return -ENOENT;
-  struct os_page_region regions[256];
-  struct os_pm_scan_arg arg;
-  for (uintptr_t at = start; at < end;) {
-    memset(&arg, 0, sizeof arg);
-    arg.size = sizeof arg;
-    arg.start = at;
-    arg.end = end;
-    arg.vec = (uintptr_t)regions;
-    arg.vec_len = sizeof regions / sizeof regions[0];
-    arg.category_mask = OS_PAGE_IS_FILE; /* not a page-cache page ... */
-    arg.category_inverted = OS_PAGE_IS_FILE;
-    arg.category_anyof_mask = OS_PAGE_IS_PRESENT | OS_PAGE_IS_SWAPPED; /* ... but one that is there */
-    arg.return_mask = OS_PAGE_IS_PRESENT | OS_PAGE_IS_SWAPPED;
-    long n = ioctl(pagemap_fd, OS_PAGEMAP_SCAN, &arg);
-    if (n < 0) return errno == EINVAL && at == start ? -ENOTTY : -errno;
-    for (long i = 0; i < n; i++) *bytes += regions[i].end - regions[i].start;
-    if (arg.walk_end <= at) break;
-    at = arg.walk_end;
-  }
-  return 0;
+  /* not a page-cache page, but one that is there (in memory or swapped) */
+  const struct os_pm_scan_arg filter = {.category_mask = OS_PAGE_IS_FILE,
+                                        .category_inverted = OS_PAGE_IS_FILE,
+                                        .category_anyof_mask = OS_PAGE_IS_PRESENT | OS_PAGE_IS_SWAPPED,
+                                        .return_mask = OS_PAGE_IS_PRESENT | OS_PAGE_IS_SWAPPED};
+  uint64_t found[2] = {0, 0};
+  int rc = pagemap_scan(pagemap_fd, start, end, &filter, 0, found);
+  *bytes = found[0];
+  return rc;
 }
