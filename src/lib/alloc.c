@@ -32,15 +32,18 @@ int hugify_page_kind_parse(const char *text, enum hugify_page_kind *kind) {
   return -EINVAL;
 }
 
+/* The PMD size, read once (it is fixed for the life of the kernel); threads race to read it otherwise. */
+static uint64_t pmd_size;
+static pthread_once_t pmd_size_once = PTHREAD_ONCE_INIT;
+static void read_pmd_size(void) {
+  if (os_read_u64(OS_SYSFS_THP "/hpage_pmd_size", &pmd_size) != 0 || pmd_size == 0) pmd_size = OS_HUGE_2M;
+}
+
 uint64_t page_kind_size(enum hugify_page_kind kind) {
   switch (kind) {
   case HUGIFY_PAGE_1G: return OS_HUGE_1G;
   case HUGIFY_PAGE_2M: return OS_HUGE_2M;
-  case HUGIFY_PAGE_THP: {
-    static uint64_t pmd;
-    if (!pmd && (os_read_u64(OS_SYSFS_THP "/hpage_pmd_size", &pmd) != 0 || pmd == 0)) pmd = OS_HUGE_2M;
-    return pmd;
-  }
+  case HUGIFY_PAGE_THP: pthread_once(&pmd_size_once, read_pmd_size); return pmd_size;
   default: return (uint64_t)sysconf(_SC_PAGESIZE);
   }
 }
