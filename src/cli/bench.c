@@ -851,97 +851,97 @@ static void print_tables(const struct bench *b, FILE *out) {
 }
 
 static void write_json(const struct bench *b, FILE *out, int exit_status) {
-  struct json j;
+  struct json_writer j;
   json_begin(&j, out);
-  json_u64(&j, "schema", 1);
-  json_bool(&j, "quick", b->quick);
-  json_u64(&j, "max_size", b->max_size);
-  json_double(&j, "seconds", b->seconds);
-  json_double(&j, "coverage_min", COVERAGE_MIN);
-  json_object(&j, "machine");
-  json_string(&j, "kernel", b->system.kernel_release);
-  json_string(&j, "cpu", b->cpu);
-  json_i64(&j, "cpus", sysconf(_SC_NPROCESSORS_ONLN));
-  json_u64(&j, "mem_available", b->mem_available);
-  json_u64(&j, "base_page_size", b->system.base_page_size);
-  json_string(&j, "thp_enabled", b->system.thp_enabled);
-  json_string(&j, "thp_defrag", b->system.thp_defrag);
+  json_put_u64(&j, "schema", 1);
+  json_put_bool(&j, "quick", b->quick);
+  json_put_u64(&j, "max_size", b->max_size);
+  json_put_double(&j, "seconds", b->seconds);
+  json_put_double(&j, "coverage_min", COVERAGE_MIN);
+  json_open_object(&j, "machine");
+  json_put_string(&j, "kernel", b->system.kernel_release);
+  json_put_string(&j, "cpu", b->cpu);
+  json_put_i64(&j, "cpus", sysconf(_SC_NPROCESSORS_ONLN));
+  json_put_u64(&j, "mem_available", b->mem_available);
+  json_put_u64(&j, "base_page_size", b->system.base_page_size);
+  json_put_string(&j, "thp_enabled", b->system.thp_enabled);
+  json_put_string(&j, "thp_defrag", b->system.thp_defrag);
   json_close(&j);
-  json_array(&j, "kinds");
+  json_open_array(&j, "kinds");
   for (int k = 0; k < KINDS; k++) {
     const struct kind_state *s = &b->kinds[k];
-    json_object(&j, NULL);
-    json_string(&j, "kind", hugify_page_kind_name((enum hugify_page_kind)k));
-    json_bool(&j, "selected", s->selected);
-    json_string(&j, "status", !s->selected ? "not selected" : !s->attempted ? "not run"
+    json_open_object(&j, NULL);
+    json_put_string(&j, "kind", hugify_page_kind_name((enum hugify_page_kind)k));
+    json_put_bool(&j, "selected", s->selected);
+    json_put_string(&j, "status", !s->selected ? "not selected" : !s->attempted ? "not run"
                               : kind_skipped(b, (enum hugify_page_kind)k) ? "skipped"
                               : kind_short(b, (enum hugify_page_kind)k)   ? "partial" : "ok");
-    json_u64(&j, "wanted", s->wanted);
-    json_u64(&j, "largest", s->largest);
-    json_string(&j, "reason", kind_short(b, (enum hugify_page_kind)k) ? s->reason : NULL);
-    json_string(&j, "enable", kind_short(b, (enum hugify_page_kind)k) && s->enable[0] ? s->enable : NULL);
+    json_put_u64(&j, "wanted", s->wanted);
+    json_put_u64(&j, "largest", s->largest);
+    json_put_string(&j, "reason", kind_short(b, (enum hugify_page_kind)k) ? s->reason : NULL);
+    json_put_string(&j, "enable", kind_short(b, (enum hugify_page_kind)k) && s->enable[0] ? s->enable : NULL);
     json_close(&j);
   }
   json_close(&j);
-  json_array(&j, "experiments");
+  json_open_array(&j, "experiments");
   for (int e = 0; e < EXP_COUNT; e++) {
     if (!b->run[e]) continue;
-    json_object(&j, NULL);
-    json_string(&j, "name", experiment_info[e].name);
-    json_string(&j, "title", experiment_info[e].title);
-    json_string(&j, "unit", experiment_info[e].unit);
+    json_open_object(&j, NULL);
+    json_put_string(&j, "name", experiment_info[e].name);
+    json_put_string(&j, "title", experiment_info[e].title);
+    json_put_string(&j, "unit", experiment_info[e].unit);
     if (e == EXP_ABSL) {
-      json_string(&j, "status", b->absl_ran ? "ran" : "skipped");
-      json_string(&j, "reason", b->absl_ran ? NULL : b->absl_reason);
-      json_string(&j, "program", b->absl_program[0] ? b->absl_program : NULL);
-      json_array(&j, "runs");
+      json_put_string(&j, "status", b->absl_ran ? "ran" : "skipped");
+      json_put_string(&j, "reason", b->absl_ran ? NULL : b->absl_reason);
+      json_put_string(&j, "program", b->absl_program[0] ? b->absl_program : NULL);
+      json_open_array(&j, "runs");
       for (int i = 0; i < b->absl_count; i++) {
-        json_object(&j, NULL);
-        json_string(&j, "allocator", b->absl[i].allocator);
-        json_u64(&j, "count", (uint64_t)b->absl[i].count);
-        json_double(&j, "seconds", b->absl[i].seconds);
-        json_double(&j, "ns_per_op", b->absl[i].seconds * 1e9 / b->absl[i].count);
-        json_double(&j, "huge_fraction", b->absl[i].huge_fraction);
-        json_double(&j, "speedup", b->absl[0].seconds / b->absl[i].seconds);
+        json_open_object(&j, NULL);
+        json_put_string(&j, "allocator", b->absl[i].allocator);
+        json_put_u64(&j, "count", (uint64_t)b->absl[i].count);
+        json_put_double(&j, "seconds", b->absl[i].seconds);
+        json_put_double(&j, "ns_per_op", b->absl[i].seconds * 1e9 / b->absl[i].count);
+        json_put_double(&j, "huge_fraction", b->absl[i].huge_fraction);
+        json_put_double(&j, "speedup", b->absl[0].seconds / b->absl[i].seconds);
         json_close(&j);
       }
       json_close(&j);
       json_close(&j);
       continue;
     }
-    json_string(&j, "status", experiment_has_points(b, (enum experiment)e) ? "ran" : "skipped");
-    json_array(&j, "points");
+    json_put_string(&j, "status", experiment_has_points(b, (enum experiment)e) ? "ran" : "skipped");
+    json_open_array(&j, "points");
     for (size_t i = 0; i < b->point_count; i++) {
       const struct point *p = &b->points[i];
       if (p->experiment != (enum experiment)e) continue;
-      json_object(&j, NULL);
-      json_string(&j, "kind", hugify_page_kind_name(p->kind));
-      json_u64(&j, "size", p->size);
-      if (e == EXP_STRINGS) json_u64(&j, "count", p->item.count);
-      if (e == EXP_TOUCH) json_double(&j, "seconds", p->seconds);
-      json_double(&j, "ns_per_op", p->ns_per_op);
-      json_u64(&j, "ops", p->ops);
-      json_double(&j, "speedup", speedup(b, p));
-      json_double(&j, "coverage", p->coverage);
-      json_bool(&j, "flagged", flagged(p));
+      json_open_object(&j, NULL);
+      json_put_string(&j, "kind", hugify_page_kind_name(p->kind));
+      json_put_u64(&j, "size", p->size);
+      if (e == EXP_STRINGS) json_put_u64(&j, "count", p->item.count);
+      if (e == EXP_TOUCH) json_put_double(&j, "seconds", p->seconds);
+      json_put_double(&j, "ns_per_op", p->ns_per_op);
+      json_put_u64(&j, "ops", p->ops);
+      json_put_double(&j, "speedup", speedup(b, p));
+      json_put_double(&j, "coverage", p->coverage);
+      json_put_bool(&j, "flagged", flagged(p));
       json_close(&j);
     }
     json_close(&j);
-    json_array(&j, "skipped");
+    json_open_array(&j, "skipped");
     for (int k = 0; k < KINDS; k++) {
       bool any = false;
       for (int i = 0; i < b->item_count[e]; i++) {
         const struct item *item = &b->items[e][i];
         if (!kind_missing(b, (enum experiment)e, (enum hugify_page_kind)k, item)) continue;
         if (!any) {
-          json_object(&j, NULL);
-          json_string(&j, "kind", hugify_page_kind_name((enum hugify_page_kind)k));
-          json_string(&j, "reason", b->kinds[k].reason);
-          json_string(&j, "enable", b->kinds[k].enable[0] ? b->kinds[k].enable : NULL);
-          json_array(&j, e == EXP_STRINGS ? "counts" : "sizes");
+          json_open_object(&j, NULL);
+          json_put_string(&j, "kind", hugify_page_kind_name((enum hugify_page_kind)k));
+          json_put_string(&j, "reason", b->kinds[k].reason);
+          json_put_string(&j, "enable", b->kinds[k].enable[0] ? b->kinds[k].enable : NULL);
+          json_open_array(&j, e == EXP_STRINGS ? "counts" : "sizes");
           any = true;
         }
-        json_u64(&j, NULL, e == EXP_STRINGS ? item->count : item->size);
+        json_put_u64(&j, NULL, e == EXP_STRINGS ? item->count : item->size);
       }
       if (any) { json_close(&j); json_close(&j); }
     }
@@ -949,7 +949,7 @@ static void write_json(const struct bench *b, FILE *out, int exit_status) {
     json_close(&j);
   }
   json_close(&j);
-  json_i64(&j, "exit_status", exit_status);
+  json_put_i64(&j, "exit_status", exit_status);
   json_end(&j);
 }
 

@@ -764,111 +764,111 @@ static void print_human(const struct check *c, const struct verdict *v, FILE *ou
   }
 }
 
-static void json_interval(struct json *j, const char *key, int rc, const struct stats_interval *s) {
+static void json_interval(struct json_writer *j, const char *key, int rc, const struct stats_interval *s) {
   if (rc != 0) {
-    json_null(j, key);
+    json_put_null(j, key);
     return;
   }
-  json_object(j, key);
-  json_double(j, "estimate", s->estimate);
-  json_double(j, "low", s->low);
-  json_double(j, "high", s->high);
-  json_double(j, "coverage", s->coverage);
-  json_string(j, "judgement", judgement(s));
+  json_open_object(j, key);
+  json_put_double(j, "estimate", s->estimate);
+  json_put_double(j, "low", s->low);
+  json_put_double(j, "high", s->high);
+  json_put_double(j, "coverage", s->coverage);
+  json_put_string(j, "judgement", judgement(s));
   json_close(j);
 }
 
-static void json_rates(struct json *j, const char *key, const struct config *config) {
+static void json_rates(struct json_writer *j, const char *key, const struct config *config) {
   if (config->counter_runs == 0) {
-    json_null(j, key);
+    json_put_null(j, key);
     return;
   }
-  json_object(j, key);
-  json_u64(j, "runs", config->counter_runs);
-  json_object(j, "totals");
+  json_open_object(j, key);
+  json_put_u64(j, "runs", config->counter_runs);
+  json_open_object(j, "totals");
   for (unsigned i = 0; i < HUGIFY_COUNTER_COUNT; i++) {
-    if (config->counters.present & (1u << i)) json_u64(j, hugify_counter_name(i), config->counters.value[i]);
-    else json_null(j, hugify_counter_name(i));
+    if (config->counters.present & (1u << i)) json_put_u64(j, hugify_counter_name(i), config->counters.value[i]);
+    else json_put_null(j, hugify_counter_name(i));
   }
   json_close(j);
   struct hugify_tlb_rates rates;
   hugify_counters_rates(&config->counters, &rates);
-  json_double(j, "dtlb_load_miss_rate", rates.dtlb_load_miss_rate);
-  json_double(j, "dtlb_store_miss_rate", rates.dtlb_store_miss_rate);
-  json_double(j, "itlb_miss_rate", rates.itlb_miss_rate);
-  json_double(j, "dtlb_misses_per_kilo_instructions", rates.dtlb_misses_per_kilo_instructions);
-  json_double(j, "itlb_misses_per_kilo_instructions", rates.itlb_misses_per_kilo_instructions);
-  json_double(j, "instructions_per_cycle", rates.instructions_per_cycle);
+  json_put_double(j, "dtlb_load_miss_rate", rates.dtlb_load_miss_rate);
+  json_put_double(j, "dtlb_store_miss_rate", rates.dtlb_store_miss_rate);
+  json_put_double(j, "itlb_miss_rate", rates.itlb_miss_rate);
+  json_put_double(j, "dtlb_misses_per_kilo_instructions", rates.dtlb_misses_per_kilo_instructions);
+  json_put_double(j, "itlb_misses_per_kilo_instructions", rates.itlb_misses_per_kilo_instructions);
+  json_put_double(j, "instructions_per_cycle", rates.instructions_per_cycle);
   json_close(j);
 }
 
-static void json_series(struct json *j, const char *key, const double *values, size_t n) {
-  json_array(j, key);
-  for (size_t i = 0; i < n; i++) json_double(j, NULL, values[i]);
+static void json_series(struct json_writer *j, const char *key, const double *values, size_t n) {
+  json_open_array(j, key);
+  for (size_t i = 0; i < n; i++) json_put_double(j, NULL, values[i]);
   json_close(j);
 }
 
 static void print_json(const struct check *c, const struct verdict *v, FILE *out) {
-  struct json j;
+  struct json_writer j;
   char line[4096];
   json_begin(&j, out);
-  json_string(&j, "schema", "hugify-check/1");
-  json_array(&j, "command");
-  for (char **a = c->command; *a; a++) json_string(&j, NULL, *a);
+  json_put_string(&j, "schema", "hugify-check/1");
+  json_open_array(&j, "command");
+  for (char **a = c->command; *a; a++) json_put_string(&j, NULL, *a);
   json_close(&j);
-  json_bool(&j, "bundled_workload", c->bundled);
-  json_string(&j, "log", c->log_path);
-  json_string(&j, "method", "per-round paired ratio plain/config, median, sign-test interval");
-  json_string(&j, "metric", c->metric_wall ? "wall" : "cpu");
-  json_double(&j, "confidence", CHECK_CONFIDENCE);
-  json_double(&j, "precision", CHECK_PRECISION);
-  json_double(&j, "min_gain", CHECK_MIN_GAIN);
-  json_u64(&j, "warmup_rounds", c->warmup);
-  json_u64(&j, "rounds", c->rounds);
-  if (c->fixed_runs) json_null(&j, "budget_seconds");
-  else json_double(&j, "budget_seconds", c->budget);
-  json_double(&j, "seconds", c->elapsed);
-  json_string(&j, "stopped", c->failure.failed ? "failed" : c->stopped);
+  json_put_bool(&j, "bundled_workload", c->bundled);
+  json_put_string(&j, "log", c->log_path);
+  json_put_string(&j, "method", "per-round paired ratio plain/config, median, sign-test interval");
+  json_put_string(&j, "metric", c->metric_wall ? "wall" : "cpu");
+  json_put_double(&j, "confidence", CHECK_CONFIDENCE);
+  json_put_double(&j, "precision", CHECK_PRECISION);
+  json_put_double(&j, "min_gain", CHECK_MIN_GAIN);
+  json_put_u64(&j, "warmup_rounds", c->warmup);
+  json_put_u64(&j, "rounds", c->rounds);
+  if (c->fixed_runs) json_put_null(&j, "budget_seconds");
+  else json_put_double(&j, "budget_seconds", c->budget);
+  json_put_double(&j, "seconds", c->elapsed);
+  json_put_string(&j, "stopped", c->failure.failed ? "failed" : c->stopped);
 
-  json_object(&j, "counters");
-  json_bool(&j, "available", c->pmu == HUGIFY_FEATURE_YES);
-  json_string(&j, "reason", c->pmu_reason[0] ? c->pmu_reason : NULL);
+  json_open_object(&j, "counters");
+  json_put_bool(&j, "available", c->pmu == HUGIFY_FEATURE_YES);
+  json_put_string(&j, "reason", c->pmu_reason[0] ? c->pmu_reason : NULL);
   json_close(&j);
 
-  json_array(&j, "configs");
+  json_open_array(&j, "configs");
   for (int i = 0; i < c->config_count; i++) {
     const struct config *config = c->configs[i];
-    json_object(&j, NULL);
-    json_string(&j, "name", config->kind->name);
+    json_open_object(&j, NULL);
+    json_put_string(&j, "name", config->kind->name);
     command_line(c, config, line, sizeof line);
-    json_string(&j, "command_line", line);
-    json_u64(&j, "runs", config->runs);
-    json_double(&j, "wall_seconds", stats_median(config->wall, config->runs));
-    json_double(&j, "cpu_seconds", stats_median(config->cpu, config->runs));
+    json_put_string(&j, "command_line", line);
+    json_put_u64(&j, "runs", config->runs);
+    json_put_double(&j, "wall_seconds", stats_median(config->wall, config->runs));
+    json_put_double(&j, "cpu_seconds", stats_median(config->cpu, config->runs));
     if (i == 0) {
-      json_null(&j, "ratio");
-      json_null(&j, "wall_ratio");
-      json_null(&j, "cpu_ratio");
+      json_put_null(&j, "ratio");
+      json_put_null(&j, "wall_ratio");
+      json_put_null(&j, "cpu_ratio");
     } else {
       json_interval(&j, "ratio", config->ratio_rc, &config->ratio);
       json_interval(&j, "wall_ratio", config->wall_ratio_rc, &config->wall_ratio);
       json_interval(&j, "cpu_ratio", config->cpu_ratio_rc, &config->cpu_ratio);
     }
-    json_u64(&j, "max_rss_bytes", (uint64_t)stats_median(config->max_rss, config->runs));
-    json_u64(&j, "minor_faults", (uint64_t)stats_median(config->minor_faults, config->runs));
+    json_put_u64(&j, "max_rss_bytes", (uint64_t)stats_median(config->max_rss, config->runs));
+    json_put_u64(&j, "minor_faults", (uint64_t)stats_median(config->minor_faults, config->runs));
     if (config->coverage.present) {
-      json_object(&j, "coverage");
-      json_u64(&j, "reports", config->reports);
-      json_u64(&j, "heap_resident_bytes", (uint64_t)config->coverage.heap_resident);
-      json_u64(&j, "heap_huge_bytes", (uint64_t)config->coverage.heap_huge);
-      json_u64(&j, "anon_resident_bytes", (uint64_t)config->coverage.anon_resident);
-      json_u64(&j, "anon_huge_bytes", (uint64_t)config->coverage.anon_huge);
-      json_u64(&j, "text_resident_bytes", (uint64_t)config->coverage.text_resident);
-      json_u64(&j, "text_huge_bytes", (uint64_t)config->coverage.text_huge);
-      json_double(&j, "hugify_seconds", config->coverage.hugify_seconds);
+      json_open_object(&j, "coverage");
+      json_put_u64(&j, "reports", config->reports);
+      json_put_u64(&j, "heap_resident_bytes", (uint64_t)config->coverage.heap_resident);
+      json_put_u64(&j, "heap_huge_bytes", (uint64_t)config->coverage.heap_huge);
+      json_put_u64(&j, "anon_resident_bytes", (uint64_t)config->coverage.anon_resident);
+      json_put_u64(&j, "anon_huge_bytes", (uint64_t)config->coverage.anon_huge);
+      json_put_u64(&j, "text_resident_bytes", (uint64_t)config->coverage.text_resident);
+      json_put_u64(&j, "text_huge_bytes", (uint64_t)config->coverage.text_huge);
+      json_put_double(&j, "hugify_seconds", config->coverage.hugify_seconds);
       json_close(&j);
     } else {
-      json_null(&j, "coverage");
+      json_put_null(&j, "coverage");
     }
     json_rates(&j, "counters", config);
     json_series(&j, "wall_seconds_per_round", config->wall, config->runs);
@@ -877,56 +877,56 @@ static void print_json(const struct check *c, const struct verdict *v, FILE *out
   }
   json_close(&j);
 
-  json_array(&j, "skipped");
+  json_open_array(&j, "skipped");
   for (int id = 0; id < CONFIG_COUNT; id++) {
     if (!c->skipped[id][0]) continue;
-    json_object(&j, NULL);
-    json_string(&j, "name", config_kinds[id].name);
-    json_string(&j, "reason", c->skipped[id]);
+    json_open_object(&j, NULL);
+    json_put_string(&j, "name", config_kinds[id].name);
+    json_put_string(&j, "reason", c->skipped[id]);
     json_close(&j);
   }
   json_close(&j);
 
   if (v && v->heap >= 0 && v->heap_text >= 0) {
-    json_object(&j, "code_vs_data");
+    json_open_object(&j, "code_vs_data");
     json_interval(&j, "data", c->configs[v->heap]->ratio_rc, &c->configs[v->heap]->ratio);
     json_interval(&j, "code", v->code_rc, &v->code);
     json_close(&j);
   } else {
-    json_null(&j, "code_vs_data");
+    json_put_null(&j, "code_vs_data");
   }
 
-  json_object(&j, "verdict");
+  json_open_object(&j, "verdict");
   if (c->failure.failed) {
-    json_string(&j, "outcome", "command failed");
-    json_null(&j, "config");
+    json_put_string(&j, "outcome", "command failed");
+    json_put_null(&j, "config");
   } else if (v && v->chosen >= 0) {
     const struct config *chosen = c->configs[v->chosen];
-    json_string(&j, "outcome", "gain");
-    json_string(&j, "config", chosen->kind->name);
-    json_double(&j, "ratio", chosen->ratio.estimate);
-    json_double(&j, "low", chosen->ratio.low);
-    json_double(&j, "high", chosen->ratio.high);
+    json_put_string(&j, "outcome", "gain");
+    json_put_string(&j, "config", chosen->kind->name);
+    json_put_double(&j, "ratio", chosen->ratio.estimate);
+    json_put_double(&j, "low", chosen->ratio.low);
+    json_put_double(&j, "high", chosen->ratio.high);
     command_line(c, chosen, line, sizeof line);
-    json_string(&j, "command_line", line);
+    json_put_string(&j, "command_line", line);
   } else {
-    json_string(&j, "outcome", "no measurable gain");
-    json_null(&j, "config");
+    json_put_string(&j, "outcome", "no measurable gain");
+    json_put_null(&j, "config");
   }
   json_close(&j);
 
   if (c->failure.failed) {
-    json_object(&j, "failure");
-    json_string(&j, "config", config_kinds[c->failure.config].name);
-    json_u64(&j, "round", (uint64_t)c->failure.round);
-    json_bool(&j, "warmup", c->failure.warmup);
-    json_i64(&j, "exit_status", c->failure.status);
-    if (c->failure.signal) json_i64(&j, "signal", c->failure.signal);
-    else json_null(&j, "signal");
-    json_string(&j, "output", c->failure.output ? c->failure.output : "");
+    json_open_object(&j, "failure");
+    json_put_string(&j, "config", config_kinds[c->failure.config].name);
+    json_put_u64(&j, "round", (uint64_t)c->failure.round);
+    json_put_bool(&j, "warmup", c->failure.warmup);
+    json_put_i64(&j, "exit_status", c->failure.status);
+    if (c->failure.signal) json_put_i64(&j, "signal", c->failure.signal);
+    else json_put_null(&j, "signal");
+    json_put_string(&j, "output", c->failure.output ? c->failure.output : "");
     json_close(&j);
   } else {
-    json_null(&j, "failure");
+    json_put_null(&j, "failure");
   }
   json_end(&j);
 }

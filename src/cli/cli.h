@@ -1,10 +1,12 @@
-/* cli.h - what every command file shares: the command table entry, exit codes, output helpers. */
+/* cli.h - what every command file shares: the command table entry, exit codes, messages, the --json option. */
 #ifndef HUGIFY_CLI_H
 #define HUGIFY_CLI_H
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include "format.h"
 
 /* Exit codes of every command (see ARCHITECTURE.md). */
 enum {
@@ -46,44 +48,22 @@ bool wants_help(int argc, char **argv);
 /* Progress line on stderr (carriage-return updated), only when stderr is a terminal. done=true ends it. */
 void progress(bool done, const char *format, ...) __attribute__((format(printf, 2, 3)));
 
-/* ---- output.c: JSON writer (streaming, commas and nesting handled, strings escaped) ---- */
-struct json {
-  FILE *out;
-  int depth;
-  bool need_comma[32];
-  char closer[32];
-  bool pretty;
+/* ---- output.c: the --json option, the same in every command ----
+ * --json: JSON on stdout instead of the text. --json=FILE: the text on stdout, the JSON to FILE
+ * (--json=- is stdout, like --json). The JSON itself is written with the format layer (format.h). */
+struct json_output {
+  bool wanted;      /* --json or --json=FILE was given */
+  const char *path; /* NULL: stdout, instead of the text; else FILE, besides the text */
 };
-void json_begin(struct json *j, FILE *out);                /* opens the top-level object */
-void json_end(struct json *j);                             /* closes it, newline */
-void json_object(struct json *j, const char *key);         /* key may be NULL inside arrays */
-void json_array(struct json *j, const char *key);
-void json_close(struct json *j);                           /* closes the innermost object/array */
-void json_string(struct json *j, const char *key, const char *value); /* NULL value -> null */
-void json_u64(struct json *j, const char *key, uint64_t value);
-void json_i64(struct json *j, const char *key, int64_t value);
-void json_double(struct json *j, const char *key, double value);    /* NaN/inf -> null */
-void json_bool(struct json *j, const char *key, bool value);
-void json_null(struct json *j, const char *key);
-
-/* ---- output.c: tables (column widths computed from the content; right-aligned numbers) ---- */
-#define TABLE_MAX_COLUMNS 16
-struct table {
-  int columns;
-  const char *headers[TABLE_MAX_COLUMNS];
-  bool right[TABLE_MAX_COLUMNS];
-  char **cells; /* rows * columns, malloc'd copies */
-  int rows, cap;
-};
-void table_init(struct table *t, int columns, const char *const *headers, const bool *right_aligned);
-void table_row(struct table *t, ...); /* exactly `columns` const char * values */
-void table_print(struct table *t, FILE *out, const char *indent);
-void table_free(struct table *t);
-
-/* ---- output.c: small formatting shared by commands ---- */
-/* "12.5%" (one decimal) of part over whole; "-" when whole is 0. */
-void format_percent(uint64_t part, uint64_t whole, char *out, size_t cap);
-/* An address or other 64-bit value as a JSON string "0x7f12..." (JSON numbers are doubles: 53 bits). */
-void json_hex(struct json *j, const char *key, uint64_t value);
+/* 1 when arg is --json or --json=FILE (recorded in o), 0 when it is another argument, -1 after a usage
+ * message when its value is empty. */
+int json_output_option(const char *command, const char *arg, struct json_output *o);
+/* Whether the text goes to stdout. */
+static inline bool json_output_text(const struct json_output *o) { return !o->wanted || o->path; }
+/* Where the JSON goes: stdout, FILE opened for writing, or NULL when no JSON is wanted or (after a
+ * message) FILE cannot be written. Commands open it before they start work, so a bad path costs nothing. */
+FILE *json_output_open(const struct json_output *o, const char *command);
+/* Flush (stdout) or close (FILE) it; false, after a message, when the JSON could not be written. */
+bool json_output_close(FILE *out, const struct json_output *o, const char *command);
 
 #endif

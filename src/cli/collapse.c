@@ -10,7 +10,7 @@
 #include "units.h"
 
 const char usage_collapse[] =
-    "usage: hugify collapse PID [--min-size SIZE] [--chunk SIZE] [--dry-run] [--json]\n"
+    "usage: hugify collapse PID [--min-size SIZE] [--chunk SIZE] [--dry-run] [--json[=FILE]]\n"
     "\n"
     "Put the existing anonymous memory of a running process on transparent huge pages now, without\n"
     "restarting it: process_madvise(pidfd, ranges, MADV_COLLAPSE) over its eligible mappings (private\n"
@@ -24,7 +24,8 @@ const char usage_collapse[] =
     "  --min-size SIZE  only mappings with at least SIZE in aligned 2 MiB windows (default 2M)\n"
     "  --chunk SIZE     at most SIZE per kernel call (default 64M; smaller = shorter stalls, more calls)\n"
     "  --dry-run        show what would be collapsed; change nothing\n"
-    "  --json           machine-readable output (schema: docs/collapse.md)\n"
+    "  --json           JSON on stdout instead of the text (schema hugify.collapse/1: docs/collapse.md)\n"
+    "  --json=FILE      the text on stdout and the JSON to FILE\n"
     "\n"
     "Needs: Linux 6.1+ (MADV_COLLAPSE), ptrace read access to the process (its user, or root) and\n"
     "CAP_SYS_NICE (root, or: setcap cap_sys_nice,cap_sys_ptrace+ep $(command -v hugify)).\n"
@@ -111,69 +112,65 @@ static void print_text(const struct hugify_collapse_report *r) {
   if (r->reason[0]) printf("  note: %s\n", r->reason);
 }
 
-static void json_coverage(struct json *j, const char *key, uint64_t huge, uint64_t resident) {
-  if (resident) json_double(j, key, (double)huge / (double)resident);
-  else json_null(j, key);
-}
-
-static void print_json(const struct hugify_collapse_report *r) {
-  struct json j;
-  json_begin(&j, stdout);
-  json_i64(&j, "pid", r->pid);
-  json_string(&j, "command", r->command);
-  json_bool(&j, "dry_run", r->dry_run);
-  json_bool(&j, "exited", r->exited);
-  if (r->thp_disabled < 0) json_null(&j, "thp_disabled");
-  else json_bool(&j, "thp_disabled", r->thp_disabled == 1);
-  json_double(&j, "seconds", r->seconds);
-  json_double(&j, "cpu_seconds", r->cpu_seconds);
-  json_double(&j, "longest_call_seconds", r->longest_call);
-  json_u64(&j, "calls", r->calls);
-  json_u64(&j, "chunk_bytes", r->chunk_size);
-  json_object(&j, "total");
-  json_u64(&j, "eligible", r->eligible);
-  json_u64(&j, "attempted", r->attempted);
-  json_u64(&j, "skipped_empty", r->skipped_empty);
-  json_u64(&j, "failed", r->failed);
-  json_u64(&j, "resident_before", r->resident_before);
-  json_u64(&j, "huge_before", r->huge_before);
-  json_u64(&j, "resident_after", r->resident_after);
-  json_u64(&j, "huge_after", r->huge_after);
-  json_coverage(&j, "coverage_before", r->huge_before, r->resident_before);
-  if (r->dry_run || r->exited) json_null(&j, "coverage_after");
-  else json_coverage(&j, "coverage_after", r->huge_after, r->resident_after);
+static void print_json(FILE *out, const struct hugify_collapse_report *r) {
+  struct json_writer j;
+  json_begin(&j, out);
+  json_put_string(&j, "schema", "hugify.collapse/1");
+  json_put_i64(&j, "pid", r->pid);
+  json_put_string(&j, "command", r->command);
+  json_put_bool(&j, "dry_run", r->dry_run);
+  json_put_bool(&j, "exited", r->exited);
+  if (r->thp_disabled < 0) json_put_null(&j, "thp_disabled");
+  else json_put_bool(&j, "thp_disabled", r->thp_disabled == 1);
+  json_put_double(&j, "seconds", r->seconds);
+  json_put_double(&j, "cpu_seconds", r->cpu_seconds);
+  json_put_double(&j, "longest_call_seconds", r->longest_call);
+  json_put_u64(&j, "calls", r->calls);
+  json_put_u64(&j, "chunk_bytes", r->chunk_size);
+  json_open_object(&j, "total");
+  json_put_u64(&j, "eligible_bytes", r->eligible);
+  json_put_u64(&j, "attempted_bytes", r->attempted);
+  json_put_u64(&j, "skipped_empty_bytes", r->skipped_empty);
+  json_put_u64(&j, "failed_bytes", r->failed);
+  json_put_u64(&j, "resident_before_bytes", r->resident_before);
+  json_put_u64(&j, "huge_before_bytes", r->huge_before);
+  json_put_u64(&j, "resident_after_bytes", r->resident_after);
+  json_put_u64(&j, "huge_after_bytes", r->huge_after);
+  json_put_fraction(&j, "huge_before_fraction", r->huge_before, r->resident_before);
+  if (r->dry_run || r->exited) json_put_null(&j, "huge_after_fraction");
+  else json_put_fraction(&j, "huge_after_fraction", r->huge_after, r->resident_after);
   json_close(&j);
-  json_array(&j, "mappings");
+  json_open_array(&j, "mappings");
   for (size_t i = 0; i < r->mapping_count; i++) {
     const struct hugify_collapse_mapping *m = &r->mappings[i];
-    json_object(&j, NULL);
-    json_hex(&j, "start", m->start);
-    json_hex(&j, "end", m->end);
-    json_string(&j, "path", m->path);
-    json_u64(&j, "eligible", m->eligible);
-    json_u64(&j, "attempted", m->attempted);
-    json_u64(&j, "skipped_empty", m->skipped_empty);
-    json_u64(&j, "failed", m->failed);
-    json_u64(&j, "resident_before", m->resident_before);
-    json_u64(&j, "huge_before", m->huge_before);
-    json_u64(&j, "resident_after", m->resident_after);
-    json_u64(&j, "huge_after", m->huge_after);
+    json_open_object(&j, NULL);
+    json_put_hex(&j, "start", m->start);
+    json_put_hex(&j, "end", m->end);
+    json_put_string(&j, "path", m->path);
+    json_put_u64(&j, "eligible_bytes", m->eligible);
+    json_put_u64(&j, "attempted_bytes", m->attempted);
+    json_put_u64(&j, "skipped_empty_bytes", m->skipped_empty);
+    json_put_u64(&j, "failed_bytes", m->failed);
+    json_put_u64(&j, "resident_before_bytes", m->resident_before);
+    json_put_u64(&j, "huge_before_bytes", m->huge_before);
+    json_put_u64(&j, "resident_after_bytes", m->resident_after);
+    json_put_u64(&j, "huge_after_bytes", m->huge_after);
     json_close(&j);
   }
   json_close(&j);
-  json_array(&j, "failures");
+  json_open_array(&j, "failures");
   for (size_t i = 0; i < r->failure_count; i++) {
     const struct hugify_collapse_failure *f = &r->failures[i];
-    json_object(&j, NULL);
-    json_hex(&j, "start", f->start);
-    json_hex(&j, "end", f->end);
-    json_u64(&j, "bytes", f->end - f->start);
-    json_i64(&j, "errno", f->error);
-    json_string(&j, "reason", f->reason);
+    json_open_object(&j, NULL);
+    json_put_hex(&j, "start", f->start);
+    json_put_hex(&j, "end", f->end);
+    json_put_u64(&j, "size_bytes", f->end - f->start);
+    json_put_i64(&j, "errno", f->error);
+    json_put_string(&j, "reason", f->reason);
     json_close(&j);
   }
   json_close(&j);
-  json_string(&j, "note", r->reason);
+  json_put_string(&j, "note", r->reason);
   json_end(&j);
 }
 
@@ -186,13 +183,15 @@ static int parse_size_option(int argc, char **argv, int *i, const char *name, ui
 }
 
 int cmd_collapse(int argc, char **argv) {
-  bool json = false;
+  struct json_output json = {0};
   struct hugify_collapse_opts opts = {.min_size = 0};
   uint64_t pid = 0;
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
-    if (strcmp(arg, "--json") == 0) json = true;
-    else if (strcmp(arg, "--dry-run") == 0) opts.flags |= HUGIFY_COLLAPSE_DRY_RUN;
+    int taken = json_output_option("collapse", arg, &json);
+    if (taken < 0) return EXIT_USAGE;
+    if (taken) continue;
+    if (strcmp(arg, "--dry-run") == 0) opts.flags |= HUGIFY_COLLAPSE_DRY_RUN;
     else if (strcmp(arg, "--min-size") == 0 || strncmp(arg, "--min-size=", 11) == 0) {
       if (parse_size_option(argc, argv, &i, "--min-size", &opts.min_size)) return EXIT_USAGE;
     } else if (strcmp(arg, "--chunk") == 0 || strncmp(arg, "--chunk=", 8) == 0) {
@@ -208,9 +207,10 @@ int cmd_collapse(int argc, char **argv) {
     }
   }
   if (pid == 0) return usage_error("collapse", "which process? Give its PID");
-  if (!json) {
-    opts.progress = show_progress;
-  }
+  bool text = json_output_text(&json);
+  if (text) opts.progress = show_progress;
+  FILE *out = json_output_open(&json, "collapse");
+  if (json.wanted && !out) return EXIT_USAGE;
 
   struct hugify_collapse_report report;
   int rc = hugify_collapse((pid_t)pid, &opts, &report);
@@ -218,11 +218,15 @@ int cmd_collapse(int argc, char **argv) {
     int code = rc == -EPERM || rc == -ENOSYS ? EXIT_PRIVILEGE : rc == -EINVAL ? EXIT_USAGE : EXIT_SHORT;
     fail(code, "collapse", "%s", report.reason[0] ? report.reason : strerror(-rc));
     hugify_collapse_report_free(&report);
+    json_output_close(out, &json, "collapse");
     return code;
   }
-  if (json) print_json(&report);
-  else print_text(&report);
+  if (text) print_text(&report);
   int status = EXIT_DONE;
+  if (out) {
+    print_json(out, &report);
+    if (!json_output_close(out, &json, "collapse")) status = EXIT_SHORT;
+  }
   if (report.exited) status = fail(EXIT_SHORT, "collapse", "process %d exited during the collapse", (int)pid);
   else if (report.failed) status = EXIT_SHORT;
   hugify_collapse_report_free(&report);

@@ -9,7 +9,7 @@
 #include "units.h"
 
 const char usage_elf[] =
-    "usage: hugify elf [--json] FILE...\n"
+    "usage: hugify elf [--json[=FILE]] FILE...\n"
     "\n"
     "What hugify's text remap (hugify run, HUGIFY_TEXT=1) would put on huge pages for each FILE, an\n"
     "executable or shared object, from its program headers: the executable segments with their sizes and\n"
@@ -22,12 +22,13 @@ const char usage_elf[] =
     "Also shows whether the file has function symbols for the perf map (HUGIFY_PERF_MAP=1).\n"
     "\n"
     "Options:\n"
-    "  --json   machine-readable output (schema: docs/elf.md)\n"
+    "  --json         JSON on stdout instead of the text (schema hugify.elf/1: docs/elf.md)\n"
+    "  --json=FILE    the text on stdout and the JSON to FILE\n"
     "\n"
     "Examples:\n"
     "  hugify elf /usr/bin/node\n"
     "  hugify elf $(g++ -print-prog-name=cc1plus) /lib/x86_64-linux-gnu/libc.so.6\n"
-    "  hugify elf --json ./myserver | jq '.files[0].huge_bytes'\n"
+    "  hugify elf --json ./myserver | jq '.files[0].huge'\n"
     "\n"
     "Exit status: 0 done, 1 a FILE could not be read or is not a 64-bit ELF executable or shared object,\n"
     "2 bad usage.\n";
@@ -138,77 +139,85 @@ static void print_file(const char *path, const struct hugify_elf_info *info) {
 
 /* ---- JSON ------------------------------------------------------------------------------------------ */
 
-static void json_file(struct json *j, const char *path, int rc, const struct hugify_elf_info *info) {
-  json_object(j, NULL);
-  json_string(j, "path", path);
+static void json_file(struct json_writer *j, const char *path, int rc, const struct hugify_elf_info *info) {
+  json_open_object(j, NULL);
+  json_put_string(j, "path", path);
   if (rc != 0) {
-    json_string(j, "error", info->reason[0] ? info->reason : strerror(-rc));
+    json_put_string(j, "error", info->reason[0] ? info->reason : strerror(-rc));
     json_close(j);
     return;
   }
-  json_null(j, "error");
-  json_string(j, "kind", kind_name(info->kind));
-  json_u64(j, "machine", info->machine);
-  json_u64(j, "file_size", info->file_size);
-  json_u64(j, "text_bytes", info->text_bytes);
-  json_u64(j, "text_segments", info->text_segments);
-  json_u64(j, "max_align", info->max_align);
-  json_bool(j, "text_aligned", info->text_aligned);
-  json_array(j, "segments");
+  json_put_null(j, "error");
+  json_put_string(j, "kind", kind_name(info->kind));
+  json_put_u64(j, "machine", info->machine);
+  json_put_u64(j, "file_size_bytes", info->file_size);
+  json_put_u64(j, "text_bytes", info->text_bytes);
+  json_put_u64(j, "text_segments", info->text_segments);
+  json_put_u64(j, "max_align_bytes", info->max_align);
+  json_put_bool(j, "text_aligned", info->text_aligned);
+  json_open_array(j, "segments");
   for (unsigned i = 0; i < info->load_count; i++) {
     const struct hugify_elf_load *l = &info->loads[i];
     char flags[4];
     flags_text(l->flags, flags);
-    json_object(j, NULL);
-    json_u64(j, "offset", l->offset);
-    json_u64(j, "address", l->vaddr);
-    json_u64(j, "file_size", l->file_size);
-    json_u64(j, "memory_size", l->memory_size);
-    json_u64(j, "align", l->align);
-    json_string(j, "flags", flags);
-    json_bool(j, "executable", (l->flags & PF_X) != 0);
-    json_u64(j, "huge_at_2m", l->huge_at_2m);
+    json_open_object(j, NULL);
+    json_put_u64(j, "file_offset", l->offset);
+    json_put_hex(j, "address", l->vaddr);
+    json_put_u64(j, "file_size_bytes", l->file_size);
+    json_put_u64(j, "memory_size_bytes", l->memory_size);
+    json_put_u64(j, "align_bytes", l->align);
+    json_put_string(j, "flags", flags);
+    json_put_bool(j, "executable", (l->flags & PF_X) != 0);
+    json_put_u64(j, "huge_at_2m_bytes", l->huge_at_2m);
     json_close(j);
   }
   json_close(j);
-  json_object(j, "huge_bytes");
-  json_u64(j, "at_2m_aligned", info->huge_at_2m);
-  json_u64(j, "at_4k_aligned_worst", info->huge_at_4k_min);
-  json_u64(j, "at_4k_aligned_mean", info->huge_at_4k_mean);
-  json_string(j, "load", load_name(info));
-  json_u64(j, "expected", info->huge_expected);
-  json_u64(j, "relinked", info->huge_relinked);
+  json_open_object(j, "huge");
+  json_put_u64(j, "at_2m_aligned_bytes", info->huge_at_2m);
+  json_put_u64(j, "at_4k_aligned_worst_bytes", info->huge_at_4k_min);
+  json_put_u64(j, "at_4k_aligned_mean_bytes", info->huge_at_4k_mean);
+  json_put_string(j, "load", load_name(info));
+  json_put_u64(j, "expected_bytes", info->huge_expected);
+  json_put_fraction(j, "expected_fraction", info->huge_expected, info->text_bytes);
+  json_put_u64(j, "relinked_bytes", info->huge_relinked);
+  json_put_fraction(j, "relinked_fraction", info->huge_relinked, info->text_bytes);
   json_close(j);
-  json_object(j, "symbols");
-  json_string(j, "table", symbol_table(info));
-  if (info->symbols < 0) json_null(j, "functions");
-  else json_u64(j, "functions", (uint64_t)info->symbols);
+  json_open_object(j, "symbols");
+  json_put_string(j, "table", symbol_table(info));
+  if (info->symbols < 0) json_put_null(j, "functions");
+  else json_put_u64(j, "functions", (uint64_t)info->symbols);
   json_close(j);
-  json_object(j, "relink");
-  json_string(j, "flags", HUGIFY_ELF_LINK_FLAGS);
-  json_string(j, "cmake", "hugify_enable_huge_text(target)");
-  json_u64(j, "estimated_file_size", info->relinked_size_estimate);
-  json_u64(j, "estimated_growth",
+  json_open_object(j, "relink");
+  json_put_string(j, "flags", HUGIFY_ELF_LINK_FLAGS);
+  json_put_string(j, "cmake", "hugify_enable_huge_text(target)");
+  json_put_u64(j, "estimated_file_size_bytes", info->relinked_size_estimate);
+  json_put_u64(j, "estimated_growth_bytes",
            info->relinked_size_estimate > info->file_size ? info->relinked_size_estimate - info->file_size : 0);
   json_close(j);
   json_close(j);
 }
 
 int cmd_elf(int argc, char **argv) {
-  bool json = false;
+  struct json_output json = {0};
   int files = 0;
   for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--json") == 0) json = true;
-    else if (strcmp(argv[i], "--") == 0) { files += argc - i - 1; break; }
-    else if (argv[i][0] == '-' && argv[i][1]) return usage_error("elf", "unknown option '%s'", argv[i]);
-    else files++;
+    int taken = json_output_option("elf", argv[i], &json);
+    if (taken < 0) return EXIT_USAGE;
+    if (taken) continue;
+    if (strcmp(argv[i], "--") == 0) { files += argc - i - 1; break; }
+    if (argv[i][0] == '-' && argv[i][1]) return usage_error("elf", "unknown option '%s'", argv[i]);
+    files++;
   }
   if (files == 0) return usage_error("elf", "no FILE given");
 
-  struct json j;
-  if (json) {
-    json_begin(&j, stdout);
-    json_array(&j, "files");
+  FILE *out = json_output_open(&json, "elf");
+  if (json.wanted && !out) return EXIT_USAGE;
+  bool text = json_output_text(&json);
+  struct json_writer j;
+  if (out) {
+    json_begin(&j, out);
+    json_put_string(&j, "schema", "hugify.elf/1");
+    json_open_array(&j, "files");
   }
   int status = EXIT_DONE, printed = 0;
   bool options_done = false;
@@ -218,7 +227,8 @@ int cmd_elf(int argc, char **argv) {
     struct hugify_elf_info info;
     int rc = hugify_elf_read(argv[i], &info);
     if (rc != 0) status = EXIT_SHORT;
-    if (json) { json_file(&j, argv[i], rc, &info); continue; }
+    if (out) json_file(&j, argv[i], rc, &info);
+    if (!text) continue;
     if (rc != 0) {
       fail(EXIT_SHORT, "elf", "%s: %s", argv[i], info.reason[0] ? info.reason : strerror(-rc));
       continue;
@@ -226,9 +236,10 @@ int cmd_elf(int argc, char **argv) {
     if (printed++) putchar('\n');
     print_file(argv[i], &info);
   }
-  if (json) {
+  if (out) {
     json_close(&j);
     json_end(&j);
+    if (!json_output_close(out, &json, "elf")) status = EXIT_SHORT;
   }
   return status;
 }

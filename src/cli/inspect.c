@@ -13,8 +13,8 @@
 #include "units.h"
 
 const char usage_inspect[] =
-    "usage: hugify inspect PID... [--maps] [--json]\n"
-    "       hugify inspect --all [--top N] [--json]\n"
+    "usage: hugify inspect PID... [--maps] [--json[=FILE]]\n"
+    "       hugify inspect --all [--top N] [--json[=FILE]]\n"
     "\n"
     "How much of a process is on huge pages, measured from /proc/PID/smaps: resident memory and the part on\n"
     "huge pages by class (code per object, heap, other anonymous memory, thread stacks, shared memory, file\n"
@@ -25,7 +25,8 @@ const char usage_inspect[] =
     "  --maps      also one row per mapping\n"
     "  --all       every process, ranked by anonymous memory NOT on huge pages (who would gain most)\n"
     "  --top N     with --all: the first N processes (default 20; 0 = all)\n"
-    "  --json      machine-readable output (schema: docs/inspect.md)\n"
+    "  --json      JSON on stdout instead of the text (schema hugify.inspect/1: docs/inspect.md)\n"
+    "  --json=FILE the text on stdout and the JSON to FILE\n"
     "\n"
     "Examples:\n"
     "  hugify inspect $(pidof postgres)      coverage of each postgres process\n"
@@ -127,74 +128,59 @@ static void print_text(const struct hugify_inspect_report *r, bool maps) {
 
 /* ---- JSON ------------------------------------------------------------------------------------------ */
 
-static void json_usage(struct json *j, const char *key, const struct hugify_usage *u) {
-  json_object(j, key);
-  json_u64(j, "resident", u->resident);
-  json_u64(j, "base_4k", u->base);
-  json_u64(j, "thp", u->thp);
-  json_u64(j, "hugetlb_2m", u->hugetlb_2m);
-  json_u64(j, "hugetlb_1g", u->hugetlb_1g);
-  json_u64(j, "huge", hugify_usage_huge(u));
-  json_u64(j, "anonymous", u->anonymous);
-  json_u64(j, "anon_thp", u->anon_thp);
-  json_close(j);
-}
-
-static void print_json_process(struct json *j, const struct hugify_inspect_report *r, bool maps) {
-  json_object(j, NULL);
-  json_i64(j, "pid", r->pid);
-  json_string(j, "command", r->command);
-  if (r->thp_disabled < 0) json_null(j, "thp_disabled");
-  else json_bool(j, "thp_disabled", r->thp_disabled == 1);
-  json_string(j, "thp_mode", r->thp_mode);
-  json_string(j, "shmem_mode", r->shmem_mode);
-  json_array(j, "mthp_sizes");
+static void print_json_process(struct json_writer *j, const struct hugify_inspect_report *r, bool maps) {
+  json_open_object(j, NULL);
+  json_put_i64(j, "pid", r->pid);
+  json_put_string(j, "command", r->command);
+  if (r->thp_disabled < 0) json_put_null(j, "thp_disabled");
+  else json_put_bool(j, "thp_disabled", r->thp_disabled == 1);
+  json_put_string(j, "thp_mode", r->thp_mode);
+  json_put_string(j, "shmem_mode", r->shmem_mode);
+  json_open_array(j, "mthp_sizes");
   char sizes[sizeof r->mthp_sizes];
   snprintf(sizes, sizeof sizes, "%s", r->mthp_sizes);
   for (char *save = NULL, *size = strtok_r(sizes, ",", &save); size; size = strtok_r(NULL, ",", &save))
-    json_string(j, NULL, size);
+    json_put_string(j, NULL, size);
   json_close(j);
-  json_usage(j, "total", &r->total);
-  json_object(j, "classes");
-  for (int k = 0; k < HUGIFY_CLASS_COUNT; k++) json_usage(j, hugify_memory_class_name(k), &r->classes[k]);
+  json_put_usage(j, "total", &r->total);
+  json_open_object(j, "classes");
+  for (int k = 0; k < HUGIFY_CLASS_COUNT; k++) json_put_usage(j, hugify_memory_class_name(k), &r->classes[k]);
   json_close(j);
-  json_array(j, "objects");
+  json_open_array(j, "objects");
   for (size_t i = 0; i < r->object_count; i++) {
-    json_object(j, NULL);
-    json_string(j, "path", r->objects[i].path);
-    json_usage(j, "code", &r->objects[i].code);
+    json_open_object(j, NULL);
+    json_put_string(j, "path", r->objects[i].path);
+    json_put_usage(j, "code", &r->objects[i].code);
     json_close(j);
   }
   json_close(j);
-  json_object(j, "not_huge");
-  for (int w = 1; w < HUGIFY_WHY_COUNT; w++) json_u64(j, hugify_not_huge_reason_name(w), r->not_huge[w]);
-  json_close(j);
-  json_u64(j, "collapsible", r->collapsible);
-  json_object(j, "thread_stacks");
-  json_u64(j, "by_stack_pointer", r->stacks_by_pointer);
-  json_u64(j, "by_guard_page", r->stacks_by_guard);
+  json_put_not_huge(j, "not_huge_bytes", r->not_huge);
+  json_put_u64(j, "collapsible_bytes", r->collapsible);
+  json_open_object(j, "thread_stacks");
+  json_put_u64(j, "by_stack_pointer", r->stacks_by_pointer);
+  json_put_u64(j, "by_guard_page", r->stacks_by_guard);
   json_close(j);
   if (maps) {
-    json_array(j, "mappings");
+    json_open_array(j, "mappings");
     for (size_t i = 0; i < r->mapping_count; i++) {
       const struct hugify_inspect_mapping *m = &r->mappings[i];
-      json_object(j, NULL);
-      json_hex(j, "start", m->start);
-      json_hex(j, "end", m->end);
-      json_string(j, "perms", m->perms);
-      json_string(j, "path", m->path);
-      json_string(j, "class", hugify_memory_class_name(m->memory_class));
-      json_bool(j, "thread_stack", m->thread_stack);
-      json_usage(j, "usage", &m->usage);
-      json_string(j, "why_not_huge", hugify_not_huge_reason_name(m->why));
-      if (m->thp_eligible < 0) json_null(j, "thp_eligible");
-      else json_bool(j, "thp_eligible", m->thp_eligible == 1);
-      json_u64(j, "aligned_bytes", m->aligned_bytes);
+      json_open_object(j, NULL);
+      json_put_hex(j, "start", m->start);
+      json_put_hex(j, "end", m->end);
+      json_put_string(j, "perms", m->perms);
+      json_put_string(j, "path", m->path);
+      json_put_string(j, "class", hugify_memory_class_name(m->memory_class));
+      json_put_bool(j, "thread_stack", m->thread_stack);
+      json_put_usage(j, "usage", &m->usage);
+      json_put_string(j, "why_not_huge", hugify_not_huge_reason_name(m->why));
+      if (m->thp_eligible < 0) json_put_null(j, "thp_eligible");
+      else json_put_bool(j, "thp_eligible", m->thp_eligible == 1);
+      json_put_u64(j, "aligned_bytes", m->aligned_bytes);
       json_close(j);
     }
     json_close(j);
   }
-  json_string(j, "note", r->reason);
+  json_put_string(j, "note", r->reason);
   json_close(j);
 }
 
@@ -212,7 +198,7 @@ static int by_anon_not_huge(const void *a, const void *b) {
   return nx < ny ? 1 : nx > ny ? -1 : x->pid - y->pid;
 }
 
-static int inspect_all(long top, bool json) {
+static int inspect_all(long top, FILE *json, bool text) {
   DIR *proc = opendir("/proc");
   if (!proc) return fail(EXIT_SHORT, "inspect", "cannot list /proc: %s", strerror(errno));
   size_t count = 0, cap = 256;
@@ -254,25 +240,27 @@ static int inspect_all(long top, bool json) {
   qsort(list, count, sizeof *list, by_anon_not_huge);
   size_t shown = top > 0 && (size_t)top < count ? (size_t)top : count;
   if (json) {
-    struct json j;
-    json_begin(&j, stdout);
-    json_array(&j, "ranking");
+    struct json_writer j;
+    json_begin(&j, json);
+    json_put_string(&j, "schema", "hugify.inspect/1");
+    json_open_array(&j, "ranking");
     for (size_t i = 0; i < shown; i++) {
-      json_object(&j, NULL);
-      json_i64(&j, "pid", list[i].pid);
-      json_string(&j, "command", list[i].command);
-      json_u64(&j, "rss", list[i].rss);
-      json_u64(&j, "anonymous", list[i].anonymous);
-      json_u64(&j, "anon_thp", list[i].anon_thp);
-      json_u64(&j, "anon_not_huge", list[i].anonymous - list[i].anon_thp);
-      json_u64(&j, "hugetlb", list[i].hugetlb);
+      json_open_object(&j, NULL);
+      json_put_i64(&j, "pid", list[i].pid);
+      json_put_string(&j, "command", list[i].command);
+      json_put_u64(&j, "rss_bytes", list[i].rss);
+      json_put_u64(&j, "anonymous_bytes", list[i].anonymous);
+      json_put_u64(&j, "anon_thp_bytes", list[i].anon_thp);
+      json_put_u64(&j, "anon_not_huge_bytes", list[i].anonymous - list[i].anon_thp);
+      json_put_u64(&j, "hugetlb_bytes", list[i].hugetlb);
       json_close(&j);
     }
     json_close(&j);
-    json_u64(&j, "processes", count);
-    json_u64(&j, "unreadable", unreadable);
+    json_put_u64(&j, "processes", count);
+    json_put_u64(&j, "unreadable", unreadable);
     json_end(&j);
-  } else {
+  }
+  if (text) {
     static const char *const headers[] = {"rank", "pid", "command", "anon not huge", "anon", "anon THP", "hugetlb",
                                           "rss"};
     static const bool right[] = {true, true, false, true, true, true, true, true};
@@ -304,15 +292,21 @@ static int inspect_all(long top, bool json) {
 /* ---- the command --------------------------------------------------------------------------------- */
 
 int cmd_inspect(int argc, char **argv) {
-  bool json = false, maps = false, all = false;
+  struct json_output json = {0};
+  bool maps = false, all = false;
   long top = 20;
   int *pids = calloc((size_t)argc, sizeof *pids);
   int pid_count = 0;
   if (!pids) return fail(EXIT_SHORT, "inspect", "out of memory");
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
-    if (strcmp(arg, "--json") == 0) json = true;
-    else if (strcmp(arg, "--maps") == 0) maps = true;
+    int taken = json_output_option("inspect", arg, &json);
+    if (taken < 0) {
+      free(pids);
+      return EXIT_USAGE;
+    }
+    if (taken) continue;
+    if (strcmp(arg, "--maps") == 0) maps = true;
     else if (strcmp(arg, "--all") == 0) all = true;
     else if (strcmp(arg, "--top") == 0 || strncmp(arg, "--top=", 6) == 0) {
       const char *value = arg[5] == '=' ? arg + 6 : (i + 1 < argc ? argv[++i] : NULL);
@@ -338,18 +332,29 @@ int cmd_inspect(int argc, char **argv) {
     free(pids);
     if (pid_count) return usage_error("inspect", "--all takes no PID");
     if (maps) return usage_error("inspect", "--maps is for single processes, not --all");
-    return inspect_all(top, json);
+    FILE *out = json_output_open(&json, "inspect");
+    if (json.wanted && !out) return EXIT_USAGE;
+    int status = inspect_all(top, out, json_output_text(&json));
+    if (!json_output_close(out, &json, "inspect") && status == EXIT_DONE) status = EXIT_SHORT;
+    return status;
   }
   if (pid_count == 0) {
     free(pids);
     return usage_error("inspect", "which process? Give a PID, or --all");
   }
+  FILE *out = json_output_open(&json, "inspect");
+  if (json.wanted && !out) {
+    free(pids);
+    return EXIT_USAGE;
+  }
+  bool text = json_output_text(&json);
 
   int status = EXIT_DONE;
-  struct json j;
-  if (json) {
-    json_begin(&j, stdout);
-    json_array(&j, "processes");
+  struct json_writer j;
+  if (out) {
+    json_begin(&j, out);
+    json_put_string(&j, "schema", "hugify.inspect/1");
+    json_open_array(&j, "processes");
   }
   /* Errors are collected so the JSON stays one document. */
   struct { int pid, code; char message[HUGIFY_REASON_MAX]; } *errors = calloc((size_t)pid_count, sizeof *errors);
@@ -358,8 +363,8 @@ int cmd_inspect(int argc, char **argv) {
     struct hugify_inspect_report report;
     int rc = hugify_inspect(pids[i], &report);
     if (rc == 0) {
-      if (json) print_json_process(&j, &report, maps);
-      else {
+      if (out) print_json_process(&j, &report, maps);
+      if (text) {
         if (i > 0) putchar('\n');
         print_text(&report, maps);
       }
@@ -374,18 +379,19 @@ int cmd_inspect(int argc, char **argv) {
     }
     hugify_inspect_report_free(&report);
   }
-  if (json) {
+  if (out) {
     json_close(&j);
-    json_array(&j, "errors");
+    json_open_array(&j, "errors");
     for (int i = 0; i < error_count; i++) {
-      json_object(&j, NULL);
-      json_i64(&j, "pid", errors[i].pid);
-      json_string(&j, "error", errors[i].code == -EPERM ? "not_permitted" : errors[i].code == -ESRCH ? "no_process" : "failed");
-      json_string(&j, "message", errors[i].message);
+      json_open_object(&j, NULL);
+      json_put_i64(&j, "pid", errors[i].pid);
+      json_put_string(&j, "error", errors[i].code == -EPERM ? "not_permitted" : errors[i].code == -ESRCH ? "no_process" : "failed");
+      json_put_string(&j, "message", errors[i].message);
       json_close(&j);
     }
     json_close(&j);
     json_end(&j);
+    if (!json_output_close(out, &json, "inspect") && status == EXIT_DONE) status = EXIT_SHORT;
   }
   free(errors);
   free(pids);

@@ -1,5 +1,5 @@
-/* output.c - messages, progress, JSON and tables: shared by all commands. */
-#include <math.h>
+/* output.c - what every command shares on the command line: messages, usage, progress, the --json option. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,154 +53,38 @@ void progress(bool done, const char *format, ...) {
   va_end(args);
 }
 
-/* ---- JSON ---------------------------------------------------------------------------------------- */
+/* ---- --json / --json=FILE ------------------------------------------------------------------------- */
 
-static void json_indent(struct json *j) {
-  fputc('\n', j->out);
-  for (int i = 0; i < j->depth; i++) fputs("  ", j->out);
-}
-
-static void json_escaped(FILE *out, const char *s) {
-  fputc('"', out);
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    switch (*p) {
-    case '"': fputs("\\\"", out); break;
-    case '\\': fputs("\\\\", out); break;
-    case '\n': fputs("\\n", out); break;
-    case '\t': fputs("\\t", out); break;
-    case '\r': fputs("\\r", out); break;
-    default:
-      if (*p < 0x20) fprintf(out, "\\u%04x", *p);
-      else fputc(*p, out);
-    }
+int json_output_option(const char *command, const char *arg, struct json_output *o) {
+  if (strcmp(arg, "--json") == 0) {
+    o->wanted = true;
+    o->path = NULL;
+    return 1;
   }
-  fputc('"', out);
-}
-
-static void json_key(struct json *j, const char *key) {
-  if (j->need_comma[j->depth]) fputc(',', j->out);
-  j->need_comma[j->depth] = true;
-  json_indent(j);
-  if (key) { json_escaped(j->out, key); fputs(": ", j->out); }
-}
-
-void json_begin(struct json *j, FILE *out) {
-  memset(j, 0, sizeof *j);
-  j->out = out;
-  fputc('{', out);
-  j->depth = 1;
-}
-
-void json_end(struct json *j) {
-  while (j->depth > 1) json_close(j);
-  j->depth = 0;
-  fputs("\n}\n", j->out);
-  fflush(j->out);
-}
-
-static void json_open(struct json *j, const char *key, char bracket) {
-  json_key(j, key);
-  fputc(bracket, j->out);
-  if (j->depth + 1 < (int)(sizeof j->need_comma / sizeof j->need_comma[0])) j->depth++;
-  j->need_comma[j->depth] = false;
-  j->closer[j->depth] = bracket == '{' ? '}' : ']';
-}
-
-void json_object(struct json *j, const char *key) { json_open(j, key, '{'); }
-void json_array(struct json *j, const char *key) { json_open(j, key, '['); }
-
-void json_close(struct json *j) {
-  bool had_items = j->need_comma[j->depth];
-  char closer = j->closer[j->depth];
-  j->depth--;
-  if (had_items) json_indent(j);
-  fputc(closer, j->out);
-}
-
-void json_string(struct json *j, const char *key, const char *value) {
-  json_key(j, key);
-  if (value) json_escaped(j->out, value);
-  else fputs("null", j->out);
-}
-void json_u64(struct json *j, const char *key, uint64_t value) { json_key(j, key); fprintf(j->out, "%llu", (unsigned long long)value); }
-void json_i64(struct json *j, const char *key, int64_t value) { json_key(j, key); fprintf(j->out, "%lld", (long long)value); }
-void json_double(struct json *j, const char *key, double value) {
-  json_key(j, key);
-  if (isfinite(value)) fprintf(j->out, "%.6g", value);
-  else fputs("null", j->out);
-}
-void json_bool(struct json *j, const char *key, bool value) { json_key(j, key); fputs(value ? "true" : "false", j->out); }
-void json_null(struct json *j, const char *key) { json_key(j, key); fputs("null", j->out); }
-
-/* ---- tables -------------------------------------------------------------------------------------- */
-
-void table_init(struct table *t, int columns, const char *const *headers, const bool *right_aligned) {
-  memset(t, 0, sizeof *t);
-  t->columns = columns > TABLE_MAX_COLUMNS ? TABLE_MAX_COLUMNS : columns;
-  for (int c = 0; c < t->columns; c++) {
-    t->headers[c] = headers[c];
-    t->right[c] = right_aligned ? right_aligned[c] : false;
+  if (strncmp(arg, "--json=", 7) != 0) return 0;
+  const char *path = arg + 7;
+  if (path[0] == '\0') {
+    usage_error(command, "--json=FILE needs a file name ('--json=-' or '--json' for stdout)");
+    return -1;
   }
+  o->wanted = true;
+  o->path = strcmp(path, "-") == 0 ? NULL : path;
+  return 1;
 }
 
-void table_row(struct table *t, ...) {
-  if (t->rows == t->cap) {
-    int cap = t->cap ? t->cap * 2 : 16;
-    char **cells = realloc(t->cells, (size_t)cap * (size_t)t->columns * sizeof *cells);
-    if (!cells) return;
-    t->cells = cells;
-    t->cap = cap;
-  }
-  va_list args;
-  va_start(args, t);
-  for (int c = 0; c < t->columns; c++) {
-    const char *value = va_arg(args, const char *);
-    t->cells[t->rows * t->columns + c] = strdup(value ? value : "");
-  }
-  va_end(args);
-  t->rows++;
+FILE *json_output_open(const struct json_output *o, const char *command) {
+  if (!o->wanted) return NULL;
+  if (!o->path) return stdout;
+  FILE *out = fopen(o->path, "we");
+  if (!out) fail(EXIT_USAGE, command, "cannot write the JSON to %s: %s", o->path, strerror(errno));
+  return out;
 }
 
-void table_print(struct table *t, FILE *out, const char *indent) {
-  size_t width[TABLE_MAX_COLUMNS];
-  for (int c = 0; c < t->columns; c++) {
-    width[c] = strlen(t->headers[c]);
-    for (int r = 0; r < t->rows; r++) {
-      const char *cell = t->cells[r * t->columns + c];
-      size_t len = cell ? strlen(cell) : 0;
-      if (len > width[c]) width[c] = len;
-    }
-  }
-  for (int r = -1; r < t->rows; r++) {
-    fputs(indent ? indent : "", out);
-    for (int c = 0; c < t->columns; c++) {
-      const char *cell = r < 0 ? t->headers[c] : t->cells[r * t->columns + c];
-      if (!cell) cell = "";
-      bool last = c == t->columns - 1;
-      if (t->right[c]) fprintf(out, "%*s", (int)width[c], cell);
-      else if (last) fputs(cell, out);
-      else fprintf(out, "%-*s", (int)width[c], cell);
-      if (!last) fputs("  ", out);
-    }
-    fputc('\n', out);
-  }
-}
-
-void table_free(struct table *t) {
-  for (int i = 0; i < t->rows * t->columns; i++) free(t->cells[i]);
-  free(t->cells);
-  memset(t, 0, sizeof *t);
-}
-
-/* ---- small formatting ---------------------------------------------------------------------------- */
-
-void format_percent(uint64_t part, uint64_t whole, char *out, size_t cap) {
-  if (whole == 0) snprintf(out, cap, "-");
-  else snprintf(out, cap, "%.1f%%", 100.0 * (double)part / (double)whole);
-}
-
-void json_hex(struct json *j, const char *key, uint64_t value) {
-  char text[24];
-  snprintf(text, sizeof text, "0x%llx", (unsigned long long)value);
-  json_string(j, key, text);
+bool json_output_close(FILE *out, const struct json_output *o, const char *command) {
+  if (!out) return true;
+  bool ok = !ferror(out);
+  if (out == stdout) ok = fflush(out) == 0 && ok;
+  else ok = fclose(out) == 0 && ok;
+  if (!ok) fail(EXIT_SHORT, command, "could not write the JSON to %s", o->path ? o->path : "stdout");
+  return ok;
 }

@@ -13,12 +13,12 @@
 #include "units.h"
 
 const char usage_pool[] =
-    "usage: hugify pool [show] [--json]\n"
-    "       hugify pool set SIZE=COUNT... [--node N] [--dry-run] [--persist] [--json]\n"
-    "       hugify pool set --bytes BYTES [--size SIZE] [--node N] [--dry-run] [--persist] [--json]\n"
-    "       hugify pool clear [--size SIZE] [--node N] [--dry-run] [--json]\n"
+    "usage: hugify pool [show] [--json[=FILE]]\n"
+    "       hugify pool set SIZE=COUNT... [--node N] [--dry-run] [--persist] [--json[=FILE]]\n"
+    "       hugify pool set --bytes BYTES [--size SIZE] [--node N] [--dry-run] [--persist] [--json[=FILE]]\n"
+    "       hugify pool clear [--size SIZE] [--node N] [--dry-run] [--json[=FILE]]\n"
     "       hugify pool mount [--size SIZE] [--dir DIR] [--mode MODE] [--uid UID] [--gid GID]\n"
-    "                         [--max-size BYTES] [--min-size BYTES] [--persist] [--dry-run] [--json]\n"
+    "                         [--max-size BYTES] [--min-size BYTES] [--persist] [--dry-run] [--json[=FILE]]\n"
     "\n"
     "Reserve hugetlb pages and check that they are really there.\n"
     "\n"
@@ -43,7 +43,9 @@ const char usage_pool[] =
     "  --dir DIR         mount point (default /dev/hugepages2M, /dev/hugepages1G, ...)\n"
     "  --mode MODE       octal permissions of the mount (default 1770); --uid UID, --gid GID: its owner\n"
     "  --max-size BYTES  the most the mount may hold; --min-size BYTES: reserved for it at mount time\n"
-    "  --json            machine-readable output (schema: docs/pool.md)\n" VIEW_ROOT_HELP
+    "  --json            JSON on stdout instead of the text (schemas hugify.pool/2, hugify.pool.set/2,\n"
+    "                    hugify.pool.mount/2: docs/pool.md); --json=FILE: the text on stdout, the JSON to FILE\n"
+    VIEW_ROOT_HELP
     "\n"
     "Examples:\n"
     "  hugify pool\n"
@@ -61,7 +63,10 @@ const char usage_pool[] =
 struct pool_args {
   const char *verb;
   const char *root;
-  bool json, dry_run, persist;
+  bool dry_run, persist;
+  struct json_output json;
+  FILE *json_out; /* where the JSON goes (NULL: none) */
+  bool text;      /* the text goes to stdout */
   int node;              /* -1: not given */
   uint64_t bytes;        /* --bytes, 0: not given */
   uint64_t size;         /* --size, 0: not given */
@@ -123,7 +128,9 @@ static int parse_args(int argc, char **argv, const struct machine *m, struct poo
     return usage_error("pool", "'%s' is not a pool command: show, set, clear or mount", a->verb);
   for (; i < argc; i++) {
     const char *arg = argv[i];
-    if (strcmp(arg, "--json") == 0) { a->json = true; continue; }
+    int taken = json_output_option("pool", arg, &a->json);
+    if (taken < 0) return EXIT_USAGE;
+    if (taken) continue;
     if (strcmp(arg, "--dry-run") == 0) { a->dry_run = true; continue; }
     if (strcmp(arg, "--persist") == 0) { a->persist = true; continue; }
     if (arg[0] != '-') {
@@ -286,15 +293,15 @@ static int check_persist_writable(const char *root, const char *path) {
   return access(full[0] ? full : "/", W_OK) == 0 ? 0 : -errno;
 }
 
-static void json_changes(struct json *j, const struct file_change *changes, unsigned count) {
-  json_array(j, "files");
+static void json_changes(struct json_writer *j, const struct file_change *changes, unsigned count) {
+  json_open_array(j, "files");
   for (unsigned i = 0; i < count; i++) {
-    json_object(j, NULL);
-    json_string(j, "path", changes[i].path);
-    json_bool(j, "changed", changes[i].diff && changes[i].diff[0]);
-    json_bool(j, "written", changes[i].written);
-    json_string(j, "diff", changes[i].diff ? changes[i].diff : "");
-    json_string(j, "error", changes[i].error ? strerror(changes[i].error) : NULL);
+    json_open_object(j, NULL);
+    json_put_string(j, "path", changes[i].path);
+    json_put_bool(j, "changed", changes[i].diff && changes[i].diff[0]);
+    json_put_bool(j, "written", changes[i].written);
+    json_put_string(j, "diff", changes[i].diff ? changes[i].diff : "");
+    json_put_string(j, "error", changes[i].error ? strerror(changes[i].error) : NULL);
     json_close(j);
   }
   json_close(j);
@@ -320,15 +327,16 @@ static int pool_show(const struct pool_args *a) {
     free(s);
     return fail(EXIT_PRIVILEGE, "pool", "this kernel has no hugetlb support (it needs CONFIG_HUGETLBFS)");
   }
-  if (a->json) {
-    struct json j;
-    json_begin(&j, stdout);
-    json_string(&j, "schema", "hugify.pool/1");
-    json_u64(&j, "default_page_size", s->default_hugetlb_size);
+  if (a->json_out) {
+    struct json_writer j;
+    json_begin(&j, a->json_out);
+    json_put_string(&j, "schema", "hugify.pool/2");
+    json_put_u64(&j, "default_page_size_bytes", s->default_hugetlb_size);
     view_pool_json(&j, "pools", s->pools, s->pool_count);
     view_mount_json(&j, "mounts", s);
     json_end(&j);
-  } else {
+  }
+  if (a->text) {
     view_pool_table(stdout, s->pools, s->pool_count, "");
     printf("\nhugetlbfs mounts\n");
     view_mount_table(stdout, s, "  ");
@@ -370,45 +378,45 @@ static void result_rows(struct table *t, const struct hugify_pool_result *r, boo
 }
 
 /* "got" and "short": null when nothing was read back (a dry run). */
-static void json_got(struct json *j, bool measured, uint64_t got, uint64_t requested) {
+static void json_got(struct json_writer *j, bool measured, uint64_t got, uint64_t requested) {
   if (!measured) {
-    json_null(j, "got");
-    json_null(j, "short");
+    json_put_null(j, "got");
+    json_put_null(j, "short");
     return;
   }
-  json_u64(j, "got", got);
-  json_u64(j, "short", got < requested ? requested - got : 0);
+  json_put_u64(j, "got", got);
+  json_put_u64(j, "short", got < requested ? requested - got : 0);
 }
 
-static void json_result(struct json *j, const struct hugify_pool_result *r, int rc, bool written) {
+static void json_result(struct json_writer *j, const struct hugify_pool_result *r, int rc, bool written) {
   char label[32];
   format_page_size(r->page_size, label, sizeof label);
-  json_object(j, NULL);
-  json_u64(j, "page_size", r->page_size);
-  json_string(j, "label", label);
-  if (r->node >= 0) json_i64(j, "node", r->node);
-  else json_null(j, "node");
-  json_u64(j, "before", r->before);
-  json_u64(j, "requested", r->requested);
+  json_open_object(j, NULL);
+  json_put_u64(j, "page_size_bytes", r->page_size);
+  json_put_string(j, "label", label);
+  if (r->node >= 0) json_put_i64(j, "node", r->node);
+  else json_put_null(j, "node");
+  json_put_u64(j, "before", r->before);
+  json_put_u64(j, "requested", r->requested);
   bool measured = written || r->beyond_memory; /* a dry run has nothing read back */
   json_got(j, measured, r->got, r->requested);
-  json_u64(j, "surplus", r->surplus);
-  json_u64(j, "compactions", r->compactions);
-  json_bool(j, "beyond_memory", r->beyond_memory);
-  if (measured) json_bool(j, "filled", rc == 0);
-  else json_null(j, "filled");
-  json_array(j, "nodes");
+  json_put_u64(j, "surplus", r->surplus);
+  json_put_u64(j, "compactions", r->compactions);
+  json_put_bool(j, "beyond_memory", r->beyond_memory);
+  if (measured) json_put_bool(j, "filled", rc == 0);
+  else json_put_null(j, "filled");
+  json_open_array(j, "nodes");
   for (unsigned i = 0; i < r->node_count; i++) {
     const struct hugify_pool_node_result *n = &r->nodes[i];
-    json_object(j, NULL);
-    json_i64(j, "node", n->node);
-    json_u64(j, "before", n->before);
-    json_u64(j, "requested", n->requested);
+    json_open_object(j, NULL);
+    json_put_i64(j, "node", n->node);
+    json_put_u64(j, "before", n->before);
+    json_put_u64(j, "requested", n->requested);
     json_got(j, measured, n->got, n->requested);
     json_close(j);
   }
   json_close(j);
-  json_string(j, "reason", r->reason);
+  json_put_string(j, "reason", r->reason);
   json_close(j);
 }
 
@@ -500,24 +508,25 @@ static int pool_set(struct pool_args *a, const struct machine *m) {
     cmdline = hugify_pool_cmdline_text(a->requests, a->request_count, m->default_size);
   }
 
-  if (a->json) {
-    struct json j;
-    json_begin(&j, stdout);
-    json_string(&j, "schema", "hugify.pool.set/1");
-    json_string(&j, "command", a->verb);
-    json_bool(&j, "dry_run", a->dry_run);
-    json_bool(&j, "written", !a->dry_run && !beyond);
-    json_array(&j, "results");
+  if (a->json_out) {
+    struct json_writer j;
+    json_begin(&j, a->json_out);
+    json_put_string(&j, "schema", "hugify.pool.set/2");
+    json_put_string(&j, "command", a->verb);
+    json_put_bool(&j, "dry_run", a->dry_run);
+    json_put_bool(&j, "written", !a->dry_run && !beyond);
+    json_open_array(&j, "results");
     for (unsigned i = 0; i < a->request_count; i++) json_result(&j, &results[i], codes[i], !a->dry_run && !beyond);
     json_close(&j);
     if (a->persist) {
-      json_object(&j, "persist");
+      json_open_object(&j, "persist");
       json_changes(&j, &change, have_change ? 1 : 0);
-      json_string(&j, "kernel_cmdline", cmdline && cmdline[0] ? cmdline : NULL);
+      json_put_string(&j, "kernel_cmdline", cmdline && cmdline[0] ? cmdline : NULL);
       json_close(&j);
     }
     json_end(&j);
-  } else {
+  }
+  if (a->text) {
     static const char *const headers[] = {"size", "node", "before", "asked", "got", "short"};
     static const bool right[] = {false, false, true, true, true, true};
     struct table t;
@@ -596,23 +605,24 @@ static int pool_mount(struct pool_args *a, const struct machine *m) {
     change_file(a->root, unit_path, unit, a->dry_run, &change);
     if (change.error) exit_code = EXIT_PRIVILEGE;
   }
-  if (a->json) {
-    struct json j;
-    json_begin(&j, stdout);
-    json_string(&j, "schema", "hugify.pool.mount/1");
-    json_u64(&j, "page_size", size);
-    json_string(&j, "dir", dir);
-    json_bool(&j, "dry_run", a->dry_run);
-    json_bool(&j, "mounted", mounted);
-    json_string(&j, "reason", reason[0] ? reason : NULL);
+  if (a->json_out) {
+    struct json_writer j;
+    json_begin(&j, a->json_out);
+    json_put_string(&j, "schema", "hugify.pool.mount/2");
+    json_put_u64(&j, "page_size_bytes", size);
+    json_put_string(&j, "dir", dir);
+    json_put_bool(&j, "dry_run", a->dry_run);
+    json_put_bool(&j, "mounted", mounted);
+    json_put_string(&j, "reason", reason[0] ? reason : NULL);
     if (unit) {
-      json_object(&j, "persist");
-      json_string(&j, "unit", unit_name);
+      json_open_object(&j, "persist");
+      json_put_string(&j, "unit", unit_name);
       json_changes(&j, &change, 1);
       json_close(&j);
     }
     json_end(&j);
-  } else {
+  }
+  if (a->text) {
     if (a->dry_run) printf("Dry run: would mount hugetlbfs of %s pages at %s\n", label, dir);
     else if (!live) printf("Not mounted: --root %s is not this machine\n", a->root);
     else if (mounted && reason[0]) printf("%s\n", reason);
@@ -643,11 +653,17 @@ int cmd_pool(int argc, char **argv) {
   struct pool_args *a = malloc(sizeof *a);
   int rc = a ? parse_args(argc, argv, m, a) : fail(EXIT_SHORT, "pool", "out of memory");
   if (rc == EXIT_DONE) {
+    a->json_out = json_output_open(&a->json, "pool");
+    a->text = json_output_text(&a->json);
+    if (a->json.wanted && !a->json_out) rc = EXIT_USAGE;
+  }
+  if (rc == EXIT_DONE) {
     if (m->count == 0 && strcmp(a->verb, "show") != 0)
       rc = fail(EXIT_PRIVILEGE, "pool", "this kernel has no hugetlb pages (it needs CONFIG_HUGETLBFS)");
     else if (strcmp(a->verb, "show") == 0) rc = pool_show(a);
     else if (strcmp(a->verb, "mount") == 0) rc = pool_mount(a, m);
     else rc = pool_set(a, m);
+    if (!json_output_close(a->json_out, &a->json, "pool") && rc == EXIT_DONE) rc = EXIT_SHORT;
   }
   free(a);
   free(m);

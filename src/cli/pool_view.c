@@ -5,9 +5,9 @@
 
 #include "units.h"
 
-void view_json_known(struct json *j, const char *key, uint64_t value) {
-  if (value == STATUS_UNKNOWN) json_null(j, key);
-  else json_u64(j, key, value);
+void view_json_known(struct json_writer *j, const char *key, uint64_t value) {
+  if (value == STATUS_UNKNOWN) json_put_null(j, key);
+  else json_put_u64(j, key, value);
 }
 
 const char *view_number(uint64_t value, char *buf, size_t cap) {
@@ -53,30 +53,30 @@ void view_pool_table(FILE *out, const struct hugify_pool *pools, unsigned count,
   table_free(&t);
 }
 
-void view_pool_json(struct json *j, const char *key, const struct hugify_pool *pools, unsigned count) {
-  json_array(j, key);
+void view_pool_json(struct json_writer *j, const char *key, const struct hugify_pool *pools, unsigned count) {
+  json_open_array(j, key);
   for (unsigned i = 0; i < count; i++) {
     const struct hugify_pool *p = &pools[i];
     char label[32];
     format_page_size(p->global.page_size, label, sizeof label);
-    json_object(j, NULL);
-    json_u64(j, "page_size", p->global.page_size);
-    json_string(j, "label", label);
-    json_bool(j, "default", p->is_default);
-    json_u64(j, "total", p->global.total);
-    json_u64(j, "free", p->global.free);
-    json_u64(j, "reserved", p->global.reserved);
-    json_u64(j, "surplus", p->global.surplus);
-    json_u64(j, "overcommit", p->global.overcommit);
-    json_u64(j, "total_bytes", p->global.total * p->global.page_size);
-    json_u64(j, "free_bytes", p->global.free * p->global.page_size);
-    json_array(j, "nodes");
+    json_open_object(j, NULL);
+    json_put_u64(j, "page_size_bytes", p->global.page_size);
+    json_put_string(j, "label", label);
+    json_put_bool(j, "default", p->is_default);
+    json_put_u64(j, "total", p->global.total);
+    json_put_u64(j, "free", p->global.free);
+    json_put_u64(j, "reserved", p->global.reserved);
+    json_put_u64(j, "surplus", p->global.surplus);
+    json_put_u64(j, "overcommit", p->global.overcommit);
+    json_put_u64(j, "total_bytes", p->global.total * p->global.page_size);
+    json_put_u64(j, "free_bytes", p->global.free * p->global.page_size);
+    json_open_array(j, "nodes");
     for (unsigned n = 0; n < p->node_count; n++) {
-      json_object(j, NULL);
-      json_i64(j, "node", p->nodes[n].node);
-      json_u64(j, "total", p->nodes[n].total);
-      json_u64(j, "free", p->nodes[n].free);
-      json_u64(j, "surplus", p->nodes[n].surplus);
+      json_open_object(j, NULL);
+      json_put_i64(j, "node", p->nodes[n].node);
+      json_put_u64(j, "total", p->nodes[n].total);
+      json_put_u64(j, "free", p->nodes[n].free);
+      json_put_u64(j, "surplus", p->nodes[n].surplus);
       json_close(j);
     }
     json_close(j);
@@ -109,23 +109,23 @@ void view_mount_table(FILE *out, const struct status_snapshot *s, const char *in
   table_free(&t);
 }
 
-void view_mount_json(struct json *j, const char *key, const struct status_snapshot *s) {
-  json_array(j, key);
+void view_mount_json(struct json_writer *j, const char *key, const struct status_snapshot *s) {
+  json_open_array(j, key);
   for (unsigned i = 0; i < s->mount_count; i++) {
     const struct status_mount *m = &s->mounts[i];
     char mode[16];
     snprintf(mode, sizeof mode, "%04o", m->options.mode);
-    json_object(j, NULL);
-    json_string(j, "path", m->path);
-    json_u64(j, "page_size", m->page_size);
-    if (m->options.size) json_u64(j, "size_limit", m->options.size);
-    else json_null(j, "size_limit");
-    if (m->options.min_size) json_u64(j, "min_size", m->options.min_size);
-    else json_null(j, "min_size");
-    json_string(j, "mode", mode);
-    json_u64(j, "uid", m->options.uid);
-    json_u64(j, "gid", m->options.gid);
-    json_bool(j, "read_only", m->options.read_only);
+    json_open_object(j, NULL);
+    json_put_string(j, "path", m->path);
+    json_put_u64(j, "page_size_bytes", m->page_size);
+    if (m->options.size) json_put_u64(j, "size_limit_bytes", m->options.size);
+    else json_put_null(j, "size_limit_bytes");
+    if (m->options.min_size) json_put_u64(j, "min_size_bytes", m->options.min_size);
+    else json_put_null(j, "min_size_bytes");
+    json_put_string(j, "mode", mode);
+    json_put_u64(j, "uid", m->options.uid);
+    json_put_u64(j, "gid", m->options.gid);
+    json_put_bool(j, "read_only", m->options.read_only);
     json_close(j);
   }
   json_close(j);

@@ -14,15 +14,15 @@
   "                    with tests/fixtures/pool/capture.sh, for tests and bug reports\n"
 
 /* A value that may be STATUS_UNKNOWN: the number, or null. */
-void view_json_known(struct json *j, const char *key, uint64_t value);
+void view_json_known(struct json_writer *j, const char *key, uint64_t value);
 /* "123" or "?" */
 const char *view_number(uint64_t value, char *buf, size_t cap);
 
 /* Rows per size (and per node when the machine has more than one). */
 void view_pool_table(FILE *out, const struct hugify_pool *pools, unsigned count, const char *indent);
-void view_pool_json(struct json *j, const char *key, const struct hugify_pool *pools, unsigned count);
+void view_pool_json(struct json_writer *j, const char *key, const struct hugify_pool *pools, unsigned count);
 
 void view_mount_table(FILE *out, const struct status_snapshot *s, const char *indent);
-void view_mount_json(struct json *j, const char *key, const struct status_snapshot *s);
+void view_mount_json(struct json_writer *j, const char *key, const struct status_snapshot *s);
 
 #endif

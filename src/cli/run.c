@@ -18,7 +18,7 @@
 
 const char usage_run[] =
     "usage: hugify run [--text on|off] [--heap auto|thp|hugetlb|off|mimalloc|jemalloc]\n"
-    "                  [--report FILE|-] [--json] [--verbose] [--] CMD [ARGS...]\n"
+    "                  [--report FILE|-] [--json[=FILE]] [--verbose] [--] CMD [ARGS...]\n"
     "\n"
     "Run CMD with its heap and its code on huge pages, without changing it. CMD replaces hugify (same pid,\n"
     "same exit status, stdout untouched); its children inherit the settings.\n"
@@ -35,9 +35,11 @@ const char usage_run[] =
     "  --heap jemalloc  preload jemalloc with MALLOC_CONF=thp:always,metadata_thp:always (Debian: libjemalloc2)\n"
     "  --heap off       leave the heap alone\n"
     "  --text on|off    copy the program's code and its shared objects' onto huge pages (default on)\n"
-    "  --report FILE    at exit, write a JSON report (schema hugify-run-report/1, docs/run.md) to FILE;\n"
+    "  --report FILE    at exit, write a JSON report (schema hugify.report/2, docs/run.md) to FILE;\n"
     "                   child processes write FILE.<pid>\n"
-    "  --report -       the report of CMD as text on stderr (--json: as JSON)\n"
+    "  --report -       the report of CMD as text on stderr (stdout is CMD's)\n"
+    "  --json           the report of CMD as JSON on stderr, instead of the text (--report - --json)\n"
+    "  --json=FILE      the same as --report FILE\n"
     "  --verbose        one stderr line per fallback inside the program, and what hugify set up\n"
     "\n"
     "Exit status: CMD's own; 127 when CMD is not found, 126 when it cannot be executed; 2 bad usage;\n"
@@ -86,6 +88,13 @@ static int parse_args(int argc, char **argv, struct run_args *args) {
     const char *value = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(a, "--verbose") == 0 || strcmp(a, "-v") == 0) args->verbose = true;
     else if (strcmp(a, "--json") == 0) args->json = true;
+    else if (strncmp(a, "--json=", 7) == 0) {
+      /* --json=FILE is --report FILE; --json=- is --json */
+      if (!a[7]) return usage_error("run", "--json=FILE needs a file name");
+      if (strcmp(a + 7, "-") == 0) args->json = true;
+      else if (args->report) return usage_error("run", "one report: --report or --json=FILE, not both");
+      else args->report = a + 7;
+    }
     else if (strcmp(a, "--text") == 0) {
       if (!value || (strcmp(value, "on") != 0 && strcmp(value, "off") != 0))
         return usage_error("run", "--text takes on or off");
@@ -97,6 +106,7 @@ static int parse_args(int argc, char **argv, struct run_args *args) {
       i++;
     } else if (strcmp(a, "--report") == 0) {
       if (!value || !value[0]) return usage_error("run", "--report takes a file name or -");
+      if (args->report) return usage_error("run", "one report: --report or --json=FILE, not both");
       args->report = value;
       i++;
     } else {
@@ -104,6 +114,7 @@ static int parse_args(int argc, char **argv, struct run_args *args) {
     }
   }
   if (i >= argc) return usage_error("run", "no command given");
+  if (args->json && !args->report) args->report = "-";
   args->command = argv + i;
   return EXIT_DONE;
 }

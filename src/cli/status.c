@@ -12,7 +12,7 @@
 #include "units.h"
 
 const char usage_status[] =
-    "usage: hugify status [--json] [--watch SECONDS [--count N]] [--root DIR]\n"
+    "usage: hugify status [--json[=FILE]] [--watch SECONDS [--count N]] [--root DIR]\n"
     "\n"
     "Everything the kernel says about huge pages on this machine, in pages and bytes: hugetlb pools per size\n"
     "and NUMA node, hugetlbfs mounts, THP settings (per size where the kernel has mTHP, and khugepaged),\n"
@@ -21,7 +21,9 @@ const char usage_status[] =
     "the command that fixes it. Needs no root: what cannot be read is listed as such.\n"
     "\n"
     "Options:\n"
-    "  --json            machine-readable output (schema: docs/status.md)\n"
+    "  --json            JSON on stdout instead of the text (schema hugify.status/2: docs/status.md)\n"
+    "  --json=FILE       the text on stdout and the JSON to FILE (with --watch: one document more\n"
+    "                    for each interval)\n"
     "  --watch SECONDS   after the status, print the counters' changes every SECONDS until Ctrl-C\n"
     "  --count N         with --watch: stop after N intervals\n" VIEW_ROOT_HELP
     "\n"
@@ -217,79 +219,80 @@ static void print_text(const struct status_snapshot *s, const struct status_diag
 
 /* ---- JSON ------------------------------------------------------------------------------------------ */
 
-static void json_feature(struct json *j, const char *key, int state) { json_string(j, key, feature_word(state)); }
+static void json_feature(struct json_writer *j, const char *key, int state) { json_put_string(j, key, feature_word(state)); }
 
-static void json_limit(struct json *j, const char *key, uint64_t value) {
-  if (value == UINT64_MAX) json_string(j, key, "max");
-  else json_u64(j, key, value);
+static void json_limit(struct json_writer *j, const char *key, uint64_t value) {
+  if (value == UINT64_MAX) json_put_string(j, key, "max");
+  else json_put_u64(j, key, value);
 }
 
-static void json_status(struct json *j, const struct status_snapshot *s, const struct status_diagnosis *d,
-                        unsigned count) {
-  json_string(j, "schema", "hugify.status/1");
-  json_string(j, "root", s->root);
-  json_string(j, "kernel", s->kernel_release);
-  json_u64(j, "base_page_size", s->base_page_size);
+/* One function per top-level member of hugify.status/2 (docs/status.md). */
 
-  json_object(j, "hugetlb");
-  json_bool(j, "present", s->hugetlb_present);
-  json_u64(j, "default_page_size", s->default_hugetlb_size);
+static void json_hugetlb(struct json_writer *j, const struct status_snapshot *s) {
+  json_open_object(j, "hugetlb");
+  json_put_bool(j, "present", s->hugetlb_present);
+  json_put_u64(j, "default_page_size_bytes", s->default_hugetlb_size);
   view_pool_json(j, "pools", s->pools, s->pool_count);
   view_mount_json(j, "mounts", s);
   json_close(j);
+}
 
-  json_object(j, "thp");
-  json_bool(j, "present", s->thp_present);
-  json_string(j, "enabled", s->thp_enabled);
-  json_string(j, "defrag", s->thp_defrag);
-  json_string(j, "shmem_enabled", s->thp_shmem_enabled);
+static void json_thp(struct json_writer *j, const struct status_snapshot *s) {
+  json_open_object(j, "thp");
+  json_put_bool(j, "present", s->thp_present);
+  json_put_string(j, "enabled", s->thp_enabled);
+  json_put_string(j, "defrag", s->thp_defrag);
+  json_put_string(j, "shmem_enabled", s->thp_shmem_enabled);
   view_json_known(j, "use_zero_page", s->thp_use_zero_page);
-  view_json_known(j, "pmd_size", s->thp_pmd_size);
-  json_array(j, "sizes");
+  view_json_known(j, "pmd_size_bytes", s->thp_pmd_size);
+  json_open_array(j, "sizes");
   for (unsigned i = 0; i < s->mthp_count; i++) {
-    json_object(j, NULL);
-    json_u64(j, "page_size", s->mthp[i].page_size);
-    json_string(j, "enabled", s->mthp[i].enabled[0] ? s->mthp[i].enabled : NULL);
-    json_string(j, "shmem_enabled", s->mthp[i].shmem_enabled[0] ? s->mthp[i].shmem_enabled : NULL);
+    json_open_object(j, NULL);
+    json_put_u64(j, "page_size_bytes", s->mthp[i].page_size);
+    json_put_string(j, "enabled", s->mthp[i].enabled[0] ? s->mthp[i].enabled : NULL);
+    json_put_string(j, "shmem_enabled", s->mthp[i].shmem_enabled[0] ? s->mthp[i].shmem_enabled : NULL);
     json_close(j);
   }
   json_close(j);
-  json_object(j, "khugepaged");
+  json_open_object(j, "khugepaged");
   for (size_t f = 0; f < STATUS_KHUGEPAGED_FIELDS; f++)
     view_json_known(j, status_khugepaged_fields[f].name,
                     status_khugepaged_value(&s->khugepaged, &status_khugepaged_fields[f]));
   json_close(j);
   json_close(j);
+}
 
-  json_object(j, "usage");
-  view_json_known(j, "anon_huge_pages", s->anon_huge);
-  view_json_known(j, "shmem_huge_pages", s->shmem_huge);
-  view_json_known(j, "shmem_pmd_mapped", s->shmem_pmd_mapped);
-  view_json_known(j, "file_huge_pages", s->file_huge);
-  view_json_known(j, "file_pmd_mapped", s->file_pmd_mapped);
-  view_json_known(j, "hugetlb", s->hugetlb_bytes);
-  view_json_known(j, "mem_total", s->mem_total);
-  view_json_known(j, "mem_free", s->mem_free);
+static void json_in_use(struct json_writer *j, const struct status_snapshot *s) {
+  json_open_object(j, "usage");
+  view_json_known(j, "anon_huge_bytes", s->anon_huge);
+  view_json_known(j, "shmem_huge_bytes", s->shmem_huge);
+  view_json_known(j, "shmem_pmd_mapped_bytes", s->shmem_pmd_mapped);
+  view_json_known(j, "file_huge_bytes", s->file_huge);
+  view_json_known(j, "file_pmd_mapped_bytes", s->file_pmd_mapped);
+  view_json_known(j, "hugetlb_bytes", s->hugetlb_bytes);
+  view_json_known(j, "mem_total_bytes", s->mem_total);
+  view_json_known(j, "mem_free_bytes", s->mem_free);
   json_close(j);
-
-  json_object(j, "counters");
+  json_open_object(j, "counters");
   for (int i = 0; i < VMSTAT_COUNTER_COUNT && s->counters_known; i++)
-    if (s->counters.present[i]) json_u64(j, vmstat_counter_names[i], s->counters.value[i]);
+    if (s->counters.present[i]) json_put_u64(j, vmstat_counter_names[i], s->counters.value[i]);
   json_close(j);
+}
 
-  json_object(j, "fragmentation");
-  json_array(j, "zones");
+static void json_fragmentation(struct json_writer *j, const struct status_snapshot *s) {
+  json_open_object(j, "fragmentation");
+  json_open_array(j, "zones");
   for (unsigned i = 0; i < s->zone_count; i++) {
-    json_object(j, NULL);
-    json_i64(j, "node", s->zones[i].node);
-    json_string(j, "zone", s->zones[i].zone);
-    json_array(j, "free_blocks");
-    for (unsigned o = 0; o < s->zones[i].order_count; o++) json_u64(j, NULL, s->zones[i].free_blocks[o]);
+    json_open_object(j, NULL);
+    json_put_i64(j, "node", s->zones[i].node);
+    json_put_string(j, "zone", s->zones[i].zone);
+    json_open_array(j, "free_blocks");
+    for (unsigned o = 0; o < s->zones[i].order_count; o++) json_put_u64(j, NULL, s->zones[i].free_blocks[o]);
     json_close(j);
     json_close(j);
   }
   json_close(j);
-  json_array(j, "could_reserve");
+  json_open_array(j, "could_reserve");
   int last = -1;
   for (unsigned i = 0; i < s->zone_count; i++) {
     if (s->zones[i].node == last) continue;
@@ -297,116 +300,144 @@ static void json_status(struct json *j, const struct status_snapshot *s, const s
     for (unsigned p = 0; p < s->pool_count; p++) {
       bool bound;
       uint64_t pages = status_could_reserve(s, last, s->pools[p].global.page_size, &bound);
-      json_object(j, NULL);
-      json_i64(j, "node", last);
-      json_u64(j, "page_size", s->pools[p].global.page_size);
-      json_u64(j, "pages", pages);
-      json_bool(j, "upper_bound", bound);
+      json_open_object(j, NULL);
+      json_put_i64(j, "node", last);
+      json_put_u64(j, "page_size_bytes", s->pools[p].global.page_size);
+      json_put_u64(j, "pages", pages);
+      json_put_bool(j, "upper_bound", bound);
       json_close(j);
     }
   }
   json_close(j);
   json_close(j);
+}
 
-  json_object(j, "boot");
-  json_string(j, "parameters", s->boot_known ? s->boot.params : NULL);
-  if (s->boot.default_size) json_u64(j, "default_hugepagesz", s->boot.default_size);
-  else json_null(j, "default_hugepagesz");
-  json_string(j, "transparent_hugepage", s->boot.transparent_hugepage[0] ? s->boot.transparent_hugepage : NULL);
-  json_array(j, "pools");
+static void json_boot(struct json_writer *j, const struct status_snapshot *s) {
+  json_open_object(j, "boot");
+  json_put_string(j, "parameters", s->boot_known ? s->boot.params : NULL);
+  if (s->boot.default_size) json_put_u64(j, "default_hugepagesz_bytes", s->boot.default_size);
+  else json_put_null(j, "default_hugepagesz_bytes");
+  json_put_string(j, "transparent_hugepage", s->boot.transparent_hugepage[0] ? s->boot.transparent_hugepage : NULL);
+  json_open_array(j, "pools");
   for (unsigned i = 0; i < s->boot.pool_count; i++) {
     const struct cmdline_pool *p = &s->boot.pools[i];
-    json_object(j, NULL);
-    json_u64(j, "page_size", p->page_size);
-    json_u64(j, "pages", p->pages);
+    json_open_object(j, NULL);
+    json_put_u64(j, "page_size_bytes", p->page_size);
+    json_put_u64(j, "pages", p->pages);
     if (p->per_node) {
-      json_array(j, "nodes");
+      json_open_array(j, "nodes");
       for (unsigned n = 0; n < CMDLINE_MAX_NODES; n++) {
         if (!p->node_pages[n]) continue;
-        json_object(j, NULL);
-        json_i64(j, "node", n);
-        json_u64(j, "pages", p->node_pages[n]);
+        json_open_object(j, NULL);
+        json_put_i64(j, "node", n);
+        json_put_u64(j, "pages", p->node_pages[n]);
         json_close(j);
       }
       json_close(j);
     } else {
-      json_null(j, "nodes");
+      json_put_null(j, "nodes");
     }
     json_close(j);
   }
   json_close(j);
   json_close(j);
+}
 
-  json_object(j, "limits");
+static void json_limits(struct json_writer *j, const struct status_snapshot *s) {
+  json_open_object(j, "limits");
   if (s->memlock_known) {
-    json_limit(j, "memlock_soft", s->memlock_soft);
-    json_limit(j, "memlock_hard", s->memlock_hard);
+    json_limit(j, "memlock_soft_bytes", s->memlock_soft);
+    json_limit(j, "memlock_hard_bytes", s->memlock_hard);
   } else {
-    json_null(j, "memlock_soft");
-    json_null(j, "memlock_hard");
+    json_put_null(j, "memlock_soft_bytes");
+    json_put_null(j, "memlock_hard_bytes");
   }
   json_close(j);
-
-  json_object(j, "cgroup");
-  if (s->cgroup_version) json_i64(j, "version", s->cgroup_version);
-  else json_null(j, "version");
-  json_string(j, "path", s->cgroup_path[0] ? s->cgroup_path : NULL);
-  json_array(j, "hugetlb");
+  json_open_object(j, "cgroup");
+  if (s->cgroup_version) json_put_i64(j, "version", s->cgroup_version);
+  else json_put_null(j, "version");
+  json_put_string(j, "path", s->cgroup_path[0] ? s->cgroup_path : NULL);
+  json_open_array(j, "hugetlb");
   for (unsigned i = 0; i < s->cgroup_limit_count; i++) {
     const struct status_cgroup_limit *l = &s->cgroup_limits[i];
-    json_object(j, NULL);
-    json_u64(j, "page_size", l->page_size);
-    json_limit(j, "max", l->max);
-    json_limit(j, "rsvd_max", l->rsvd_max);
-    view_json_known(j, "current", l->current);
-    view_json_known(j, "rsvd_current", l->rsvd_current);
-    json_string(j, "limited_by", l->limited_by[0] ? l->limited_by : NULL);
+    json_open_object(j, NULL);
+    json_put_u64(j, "page_size_bytes", l->page_size);
+    json_limit(j, "max_bytes", l->max);
+    json_limit(j, "rsvd_max_bytes", l->rsvd_max);
+    view_json_known(j, "current_bytes", l->current);
+    view_json_known(j, "rsvd_current_bytes", l->rsvd_current);
+    json_put_string(j, "limited_by", l->limited_by[0] ? l->limited_by : NULL);
     json_close(j);
   }
   json_close(j);
   json_close(j);
+}
 
-  json_array(j, "nodes");
+static void json_nodes(struct json_writer *j, const struct status_snapshot *s) {
+  json_open_array(j, "nodes");
   for (unsigned i = 0; i < s->node_count; i++) {
     const struct status_node *n = &s->nodes[i];
-    json_object(j, NULL);
-    json_i64(j, "node", n->node);
-    json_string(j, "cpus", n->cpulist);
-    json_bool(j, "has_cpu", n->has_cpu);
-    json_bool(j, "caller_may_run", n->caller_cpus);
-    json_bool(j, "caller_may_allocate", n->caller_mems);
-    view_json_known(j, "mem_total", n->mem_total);
+    json_open_object(j, NULL);
+    json_put_i64(j, "node", n->node);
+    json_put_string(j, "cpus", n->cpulist);
+    json_put_bool(j, "has_cpu", n->has_cpu);
+    json_put_bool(j, "caller_may_run", n->caller_cpus);
+    json_put_bool(j, "caller_may_allocate", n->caller_mems);
+    view_json_known(j, "mem_total_bytes", n->mem_total);
     json_close(j);
   }
   json_close(j);
+}
 
-  json_object(j, "features");
+static void json_features(struct json_writer *j, const struct status_snapshot *s) {
+  json_open_object(j, "features");
   json_feature(j, "madv_collapse", s->madv_collapse);
   json_feature(j, "process_madvise", s->process_madvise);
   json_feature(j, "file_thp_text", s->file_thp_text);
-  json_bool(j, "can_change_pools", s->can_change_pools);
-  json_string(j, "reason", s->feature_reason);
+  json_put_bool(j, "can_change_pools", s->can_change_pools);
+  json_put_string(j, "reason", s->feature_reason);
   json_close(j);
-
-  json_array(j, "unreadable");
+  json_open_array(j, "unreadable");
   for (unsigned i = 0; i < s->unreadable_count; i++) {
-    json_object(j, NULL);
-    json_string(j, "path", s->unreadable[i].path);
-    json_string(j, "error", strerror(s->unreadable[i].error));
+    json_open_object(j, NULL);
+    json_put_string(j, "path", s->unreadable[i].path);
+    json_put_string(j, "error", strerror(s->unreadable[i].error));
     json_close(j);
   }
   json_close(j);
+}
 
-  json_array(j, "diagnoses");
+static void json_diagnoses(struct json_writer *j, const struct status_diagnosis *d, unsigned count) {
+  json_open_array(j, "diagnoses");
   for (unsigned i = 0; i < count; i++) {
-    json_object(j, NULL);
-    json_string(j, "id", d[i].id);
-    json_string(j, "severity", d[i].severity == STATUS_WARNING ? "warning" : "note");
-    json_string(j, "message", d[i].message);
-    json_string(j, "fix", d[i].fix[0] ? d[i].fix : NULL);
+    json_open_object(j, NULL);
+    json_put_string(j, "id", d[i].id);
+    json_put_string(j, "severity", d[i].severity == STATUS_WARNING ? "warning" : "note");
+    json_put_string(j, "message", d[i].message);
+    json_put_string(j, "fix", d[i].fix[0] ? d[i].fix : NULL);
     json_close(j);
   }
   json_close(j);
+}
+
+static void print_json(FILE *out, const struct status_snapshot *s, const struct status_diagnosis *d,
+                       unsigned count) {
+  struct json_writer j;
+  json_begin(&j, out);
+  json_put_string(&j, "schema", "hugify.status/2");
+  json_put_string(&j, "root", s->root);
+  json_put_string(&j, "kernel", s->kernel_release);
+  json_put_u64(&j, "base_page_size_bytes", s->base_page_size);
+  json_hugetlb(&j, s);
+  json_thp(&j, s);
+  json_in_use(&j, s);
+  json_fragmentation(&j, s);
+  json_boot(&j, s);
+  json_limits(&j, s);
+  json_nodes(&j, s);
+  json_features(&j, s);
+  json_diagnoses(&j, d, count);
+  json_end(&j);
 }
 
 /* ---- --watch ---------------------------------------------------------------------------------------- */
@@ -441,34 +472,34 @@ static void print_watch_text(const struct status_snapshot *before, const struct 
   fflush(stdout);
 }
 
-static void print_watch_json(const struct status_snapshot *before, const struct status_snapshot *now,
+static void print_watch_json(FILE *out, const struct status_snapshot *before, const struct status_snapshot *now,
                              unsigned interval, double seconds) {
-  struct json j;
-  json_begin(&j, stdout);
-  json_string(&j, "schema", "hugify.status.watch/1");
-  json_u64(&j, "interval", interval);
-  json_double(&j, "seconds", seconds);
-  json_object(&j, "counters");
+  struct json_writer j;
+  json_begin(&j, out);
+  json_put_string(&j, "schema", "hugify.status.watch/2");
+  json_put_u64(&j, "interval", interval);
+  json_put_double(&j, "elapsed_seconds", seconds);
+  json_open_object(&j, "counters");
   for (int i = 0; i < VMSTAT_COUNTER_COUNT; i++)
     if (now->counters.present[i])
-      json_i64(&j, vmstat_counter_names[i], delta(now->counters.value[i], before->counters.value[i]));
+      json_put_i64(&j, vmstat_counter_names[i], delta(now->counters.value[i], before->counters.value[i]));
   json_close(&j);
-  json_array(&j, "pools");
+  json_open_array(&j, "pools");
   for (unsigned p = 0; p < now->pool_count; p++) {
     const struct hugify_hugetlb_size *g = &now->pools[p].global;
     const struct hugify_hugetlb_size *was = p < before->pool_count ? &before->pools[p].global : g;
-    json_object(&j, NULL);
-    json_u64(&j, "page_size", g->page_size);
-    json_u64(&j, "total", g->total);
-    json_u64(&j, "free", g->free);
-    json_i64(&j, "total_delta", delta(g->total, was->total));
-    json_i64(&j, "free_delta", delta(g->free, was->free));
+    json_open_object(&j, NULL);
+    json_put_u64(&j, "page_size_bytes", g->page_size);
+    json_put_u64(&j, "total", g->total);
+    json_put_u64(&j, "free", g->free);
+    json_put_i64(&j, "total_delta", delta(g->total, was->total));
+    json_put_i64(&j, "free_delta", delta(g->free, was->free));
     json_close(&j);
   }
   json_close(&j);
-  json_object(&j, "usage_delta");
-  json_i64(&j, "anon_huge_pages", delta(now->anon_huge, before->anon_huge));
-  json_i64(&j, "hugetlb", delta(now->hugetlb_bytes, before->hugetlb_bytes));
+  json_open_object(&j, "usage_delta");
+  json_put_i64(&j, "anon_huge_bytes", delta(now->anon_huge, before->anon_huge));
+  json_put_i64(&j, "hugetlb_bytes", delta(now->hugetlb_bytes, before->hugetlb_bytes));
   json_close(&j);
   json_end(&j);
 }
@@ -479,7 +510,8 @@ static double now_seconds(void) {
   return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-static int watch(struct status_snapshot *first, double interval, unsigned long count, bool json) {
+/* The changes every `interval` seconds: text on stdout when `text`, JSON documents to `json` when not NULL. */
+static int watch(struct status_snapshot *first, double interval, unsigned long count, bool text, FILE *json) {
   struct sigaction action;
   memset(&action, 0, sizeof action);
   action.sa_handler = on_interrupt;
@@ -487,7 +519,7 @@ static int watch(struct status_snapshot *first, double interval, unsigned long c
   sigaction(SIGTERM, &action, NULL);
   struct status_snapshot *now = malloc(sizeof *now);
   if (!now) return fail(EXIT_SHORT, "status", "out of memory");
-  if (!json) printf("\nChanges every %g s (Ctrl-C stops):\n", interval);
+  if (text) printf("\nChanges every %g s (Ctrl-C stops):\n", interval);
   fflush(stdout);
   double start = now_seconds();
   for (unsigned long i = 1; !interrupted && (count == 0 || i <= count); i++) {
@@ -501,8 +533,9 @@ static int watch(struct status_snapshot *first, double interval, unsigned long c
     if (interrupted) break;
     memcpy(now, first, sizeof *now);
     status_refresh(now);
-    if (json) print_watch_json(first, now, (unsigned)i, now_seconds() - start);
-    else print_watch_text(first, now, (unsigned)i, now_seconds() - start);
+    double elapsed = now_seconds() - start;
+    if (json) print_watch_json(json, first, now, (unsigned)i, elapsed);
+    if (text) print_watch_text(first, now, (unsigned)i, elapsed);
     memcpy(first, now, sizeof *now);
   }
   free(now);
@@ -512,14 +545,16 @@ static int watch(struct status_snapshot *first, double interval, unsigned long c
 /* ---- the command ------------------------------------------------------------------------------------ */
 
 int cmd_status(int argc, char **argv) {
-  bool json = false;
+  struct json_output json = {0};
   const char *root = "/";
   double interval = 0;
   unsigned long count = 0;
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
-    if (strcmp(arg, "--json") == 0) {
-      json = true;
+    int taken = json_output_option("status", arg, &json);
+    if (taken < 0) return EXIT_USAGE;
+    if (taken) {
+      continue;
     } else if (strcmp(arg, "--watch") == 0 || strcmp(arg, "--count") == 0 || strcmp(arg, "--root") == 0) {
       if (i + 1 >= argc) return usage_error("status", "%s needs a value", arg);
       const char *value = argv[++i];
@@ -540,20 +575,21 @@ int cmd_status(int argc, char **argv) {
     }
   }
   if (count && interval == 0) return usage_error("status", "--count needs --watch");
+  FILE *out = json_output_open(&json, "status");
+  if (json.wanted && !out) return EXIT_USAGE;
+  bool text = json_output_text(&json);
   struct status_snapshot *s = malloc(sizeof *s);
-  if (!s) return fail(EXIT_SHORT, "status", "out of memory");
+  if (!s) {
+    json_output_close(out, &json, "status");
+    return fail(EXIT_SHORT, "status", "out of memory");
+  }
   status_read(root, s);
   struct status_diagnosis diagnoses[STATUS_MAX_DIAGNOSES];
   unsigned n = status_diagnose(s, diagnoses, STATUS_MAX_DIAGNOSES);
-  if (json) {
-    struct json j;
-    json_begin(&j, stdout);
-    json_status(&j, s, diagnoses, n);
-    json_end(&j);
-  } else {
-    print_text(s, diagnoses, n);
-  }
-  int rc = interval > 0 ? watch(s, interval, count, json) : EXIT_DONE;
+  if (text) print_text(s, diagnoses, n);
+  if (out) print_json(out, s, diagnoses, n);
+  int rc = interval > 0 ? watch(s, interval, count, text, out) : EXIT_DONE;
   free(s);
+  if (!json_output_close(out, &json, "status") && rc == EXIT_DONE) rc = EXIT_SHORT;
   return rc;
 }

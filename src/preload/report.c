@@ -2,7 +2,7 @@
  * the process exits (atexit), classified by hugify_inspect, code split per loaded object by the address
  * ranges of its executable segments (so moved text still counts for its object). JSON to a file, written
  * to a temporary name and renamed, so a reader never sees half a report; or text (or JSON) on stderr.
- * Schema: docs/run.md ("hugify-run-report/1"). Any failure here means no report, never a changed exit. */
+ * Schema: docs/run.md ("hugify.report/2"). Any failure here means no report, never a changed exit. */
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
@@ -13,7 +13,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "format.h"
 #include "hugify.h"
 #include "os.h"
 #include "preload.h"
@@ -21,15 +21,11 @@
 
 #define REPORT_MAX_OBJECTS 256
 
-struct usage_sum {
-  uint64_t resident, thp, hugetlb;
-};
-
 struct text_object {
   char path[512];
   uintptr_t starts[HUGIFY_TEXT_MAX_SEGMENTS], ends[HUGIFY_TEXT_MAX_SEGMENTS];
   unsigned segments;
-  struct usage_sum usage;
+  struct hugify_usage code;
 };
 
 struct text_objects {
@@ -37,13 +33,16 @@ struct text_objects {
   size_t count;
 };
 
-static void sum_usage(struct usage_sum *sum, const struct hugify_usage *usage, double share) {
+/* sum += share * usage, field by field. */
+static void add_share(struct hugify_usage *sum, const struct hugify_usage *usage, double share) {
   sum->resident += (uint64_t)(share * (double)usage->resident);
+  sum->base += (uint64_t)(share * (double)usage->base);
   sum->thp += (uint64_t)(share * (double)usage->thp);
-  sum->hugetlb += (uint64_t)(share * (double)(usage->hugetlb_2m + usage->hugetlb_1g));
+  sum->hugetlb_2m += (uint64_t)(share * (double)usage->hugetlb_2m);
+  sum->hugetlb_1g += (uint64_t)(share * (double)usage->hugetlb_1g);
+  sum->anonymous += (uint64_t)(share * (double)usage->anonymous);
+  sum->anon_thp += (uint64_t)(share * (double)usage->anon_thp);
 }
-
-static uint64_t usage_huge(const struct usage_sum *sum) { return sum->thp + sum->hugetlb; }
 
 static int collect_object(struct dl_phdr_info *info, size_t size, void *context) {
   (void)size;
@@ -83,7 +82,7 @@ static void measure_objects(struct text_objects *list, const struct hugify_inspe
         uint64_t lo = mapping->start > object->starts[s] ? mapping->start : object->starts[s];
         uint64_t hi = mapping->end < object->ends[s] ? mapping->end : object->ends[s];
         if (lo < hi)
-          sum_usage(&object->usage, &mapping->usage, (double)(hi - lo) / (double)(mapping->end - mapping->start));
+          add_share(&object->code, &mapping->usage, (double)(hi - lo) / (double)(mapping->end - mapping->start));
       }
     }
   }
@@ -102,75 +101,71 @@ static void read_command(char *out, size_t cap) {
   out[length] = '\0';
 }
 
+/* The classes are hugify_inspect's, so every figure means what it means in `hugify inspect` (docs/inspect.md):
+ * "heap" is [heap] (brk), "anon" the other private anonymous memory (malloc's mmaps, arenas, other
+ * allocators, private hugetlb), "code" the executable mappings. What the --heap modes act on is heap +
+ * anon: that is the allocated memory of the text report and of the --heap hugetlb shortfall. */
 struct measured {
-  struct usage_sum heap, anon, text;
+  struct hugify_usage classes[HUGIFY_CLASS_COUNT], total;
   struct text_objects objects;
   uint64_t not_huge[HUGIFY_WHY_COUNT];
   char command[1024];
   uint64_t max_rss;
 };
 
-static void json_usage(struct json *j, const char *key, const struct usage_sum *usage, bool keep_open) {
-  json_object(j, key);
-  json_u64(j, "resident_bytes", usage->resident);
-  json_u64(j, "huge_bytes", usage_huge(usage));
-  json_u64(j, "thp_bytes", usage->thp);
-  json_u64(j, "hugetlb_bytes", usage->hugetlb);
-  json_double(j, "huge_fraction", usage->resident ? (double)usage_huge(usage) / (double)usage->resident : 0.0);
-  if (!keep_open) json_close(j);
+static struct hugify_usage allocated(const struct measured *m) {
+  struct hugify_usage sum = m->classes[HUGIFY_CLASS_HEAP];
+  add_share(&sum, &m->classes[HUGIFY_CLASS_ANON], 1.0);
+  return sum;
 }
 
 static void write_json(FILE *out, const struct measured *m, double seconds) {
   const struct hugify_options *options = preload_options();
-  struct json j;
+  struct json_writer j;
   json_begin(&j, out);
-  json_string(&j, "schema", "hugify-run-report/1");
-  json_i64(&j, "pid", getpid());
-  json_i64(&j, "parent_pid", getppid());
-  json_bool(&j, "top_level", preload_is_top_level());
-  json_string(&j, "command", m->command);
-  json_string(&j, "heap_mode", options_heap_name(options->heap));
-  json_bool(&j, "text_remap", options->text);
-  json_string(&j, "glibc_tunables", getenv("GLIBC_TUNABLES"));
-  json_string(&j, "malloc", preload_malloc_library());
-  json_usage(&j, "heap", &m->heap, false);
-  json_usage(&j, "anon", &m->anon, false);
-  json_usage(&j, "text", &m->text, true);
-  json_array(&j, "objects");
+  json_put_string(&j, "schema", "hugify.report/2");
+  json_put_i64(&j, "pid", getpid());
+  json_put_i64(&j, "parent_pid", getppid());
+  json_put_bool(&j, "top_level", preload_is_top_level());
+  json_put_string(&j, "command", m->command);
+  json_put_string(&j, "heap_mode", options_heap_name(options->heap));
+  json_put_bool(&j, "text_remap", options->text);
+  json_put_string(&j, "glibc_tunables", getenv("GLIBC_TUNABLES"));
+  json_put_string(&j, "malloc", preload_malloc_library());
+  json_put_usage(&j, "total", &m->total);
+  json_open_object(&j, "classes");
+  for (int k = 0; k < HUGIFY_CLASS_COUNT; k++) json_put_usage(&j, hugify_memory_class_name(k), &m->classes[k]);
+  json_close(&j);
+  json_open_array(&j, "objects");
   for (size_t i = 0; i < m->objects.count; i++) {
     const struct text_object *object = &m->objects.objects[i];
-    json_object(&j, NULL);
-    json_string(&j, "path", object->path);
-    json_u64(&j, "resident_bytes", object->usage.resident);
-    json_u64(&j, "huge_bytes", usage_huge(&object->usage));
+    json_open_object(&j, NULL);
+    json_put_string(&j, "path", object->path);
+    json_put_usage(&j, "code", &object->code);
     json_close(&j);
   }
   json_close(&j);
-  json_close(&j);
-  json_object(&j, "not_huge");
-  for (int why = 1; why < HUGIFY_WHY_COUNT; why++)
-    if (m->not_huge[why]) json_u64(&j, hugify_not_huge_reason_name(why), m->not_huge[why]);
-  json_close(&j);
-  json_u64(&j, "max_rss_bytes", m->max_rss);
-  json_array(&j, "fallbacks");
+  json_put_not_huge(&j, "not_huge_bytes", m->not_huge);
+  json_put_u64(&j, "max_rss_bytes", m->max_rss);
+  json_open_array(&j, "fallbacks");
   unsigned count;
   const struct preload_fallback_entry *fallbacks = preload_fallbacks(&count);
   for (unsigned i = 0; i < count; i++) {
-    json_object(&j, NULL);
-    json_string(&j, "what", fallbacks[i].what);
-    json_string(&j, "reason", fallbacks[i].reason);
+    json_open_object(&j, NULL);
+    json_put_string(&j, "what", fallbacks[i].what);
+    json_put_string(&j, "reason", fallbacks[i].reason);
     json_close(&j);
   }
   json_close(&j);
-  json_double(&j, "hugify_seconds", seconds);
+  json_put_double(&j, "hugify_seconds", seconds);
   json_end(&j);
 }
 
-static void text_row(struct table *t, const char *name, const struct usage_sum *usage) {
+static void text_row(struct table *t, const char *name, const struct hugify_usage *usage) {
   char resident[32], huge[32], share[16];
   format_bytes(usage->resident, resident, sizeof resident);
-  format_bytes(usage_huge(usage), huge, sizeof huge);
-  snprintf(share, sizeof share, "%.1f%%", usage->resident ? 100.0 * (double)usage_huge(usage) / (double)usage->resident : 0.0);
+  format_bytes(hugify_usage_huge(usage), huge, sizeof huge);
+  format_percent(hugify_usage_huge(usage), usage->resident, share, sizeof share);
   table_row(t, name, resident, huge, share);
 }
 
@@ -181,16 +176,21 @@ static void write_text(FILE *out, const struct measured *m, double seconds) {
   static const bool right[] = {false, true, true, true};
   struct table t;
   table_init(&t, 4, headers, right);
-  text_row(&t, "heap", &m->heap);
-  text_row(&t, "other anon", &m->anon);
-  text_row(&t, "code", &m->text);
+  /* the classes of `hugify inspect`, code with one row per object, heap + anon (what --heap acts on) */
+  for (int k = HUGIFY_CLASS_HEAP; k < HUGIFY_CLASS_COUNT; k++)
+    if (k == HUGIFY_CLASS_HEAP || k == HUGIFY_CLASS_ANON || m->classes[k].resident)
+      text_row(&t, hugify_memory_class_name(k), &m->classes[k]);
+  struct hugify_usage heap_and_anon = allocated(m);
+  text_row(&t, "heap + anon", &heap_and_anon);
+  text_row(&t, "code", &m->classes[HUGIFY_CLASS_CODE]);
   for (size_t i = 0; i < m->objects.count; i++) {
     const struct text_object *object = &m->objects.objects[i];
-    if (object->usage.resident == 0) continue;
+    if (object->code.resident == 0) continue;
     char name[560];
     snprintf(name, sizeof name, "  %s", object->path);
-    text_row(&t, name, &object->usage);
+    text_row(&t, name, &object->code);
   }
+  text_row(&t, "total", &m->total);
   table_print(&t, out, "  ");
   table_free(&t);
   unsigned count;
@@ -205,13 +205,8 @@ static bool measure(struct measured *m) {
     hugify_inspect_report_free(&inspect);
     return false;
   }
-  /* heap: brk and every private anonymous mapping that is not a stack (arenas, malloc's mmaps, other
-   * allocators, private hugetlb); anon: stacks and shared anonymous memory; text: executable mappings. */
-  sum_usage(&m->heap, &inspect.classes[HUGIFY_CLASS_HEAP], 1.0);
-  sum_usage(&m->heap, &inspect.classes[HUGIFY_CLASS_ANON], 1.0);
-  sum_usage(&m->anon, &inspect.classes[HUGIFY_CLASS_STACK], 1.0);
-  sum_usage(&m->anon, &inspect.classes[HUGIFY_CLASS_SHM], 1.0);
-  sum_usage(&m->text, &inspect.classes[HUGIFY_CLASS_CODE], 1.0);
+  memcpy(m->classes, inspect.classes, sizeof m->classes);
+  m->total = inspect.total;
   memcpy(m->not_huge, inspect.not_huge, sizeof m->not_huge);
   enum heap_mode mode = preload_options()->heap;
   for (size_t i = 0; i < inspect.mapping_count && (mode == HEAP_AUTO || mode == HEAP_THP); i++) {
@@ -273,7 +268,8 @@ void preload_report_at_exit(void) {
     errno = saved;
     return;
   }
-  preload_heap_at_exit(m->heap.resident, m->heap.hugetlb);
+  struct hugify_usage heap_and_anon = allocated(m);
+  preload_heap_at_exit(heap_and_anon.resident, heap_and_anon.hugetlb_2m + heap_and_anon.hugetlb_1g);
   preload_add_ns(preload_now_ns() - started);
   double seconds = (double)preload_total_ns() / 1e9;
   if (to_stderr) {
