@@ -116,15 +116,19 @@ double thp_share(pid_t pid, uintptr_t address) {
   return rss ? static_cast<double>(thp) / static_cast<double>(rss) : 0.0;
 }
 
-// Minimal reader for the CLI's JSON: the number after "key": at or after `from`.
-uint64_t json_number(const std::string &json, const std::string &key, size_t from = 0) {
-  size_t at = json.find("\"" + key + "\": ", from);
-  if (at == std::string::npos) return UINT64_MAX;
-  return std::strtoull(json.c_str() + at + key.size() + 4, nullptr, 10);
+// The CLI's JSON, read with jansson; fails the test when it is not valid JSON.
+test_support::json_view parse_json(const std::string &text) {
+  std::string error;
+  test_support::json_view doc = test_support::parse_json(text, &error);
+  EXPECT_TRUE(doc.present()) << error << "\n" << text;
+  return doc;
 }
-// Offset of the JSON object that starts with "key": { at or after from.
-size_t json_object_at(const std::string &json, const std::string &key, size_t from = 0) {
-  return json.find("\"" + key + "\": {", from);
+// The element of array `items` whose member `key` is the string `value` (empty view when none).
+test_support::json_view find_item(const test_support::json_view &items, const std::string &key,
+                                  const std::string &value) {
+  for (const auto &item : items.items())
+    if (item[key].text() == value) return item;
+  return {};
 }
 std::string hex(uintptr_t value) {
   char text[32];
@@ -149,7 +153,9 @@ TEST(Collapse, PutsA4KHeapOnHugePagesWhileItIsWrittenAndLeavesNoHugePageAlone) {
 
   auto result = test_support::hugify({"collapse", std::to_string(c.pid), "--json"});
   EXPECT_EQ(result.status, 0) << result.out << result.err;
-  EXPECT_NE(result.out.find("\"failures\": []"), std::string::npos) << result.out;
+  auto doc = parse_json(result.out);
+  EXPECT_EQ(doc["schema"].text(), "hugify.collapse/1");
+  EXPECT_TRUE(doc["failures"].present() && doc["failures"].size() == 0) << result.out;
 
   double share = thp_share(c.pid, c.at("heap"));
   EXPECT_GE(share, 0.95) << "heap coverage after collapse (independent smaps read)";
@@ -159,9 +165,9 @@ TEST(Collapse, PutsA4KHeapOnHugePagesWhileItIsWrittenAndLeavesNoHugePageAlone) {
 
   // The report's figures after are the smaps figures (the writer does not change residency).
   auto heap = mapping_of(c.pid, c.at("heap"));
-  size_t row = result.out.find("\"start\": \"" + hex(heap.first) + "\"");
-  ASSERT_NE(row, std::string::npos) << result.out;
-  EXPECT_EQ(json_number(result.out, "huge_after", row),
+  auto row = find_item(doc["mappings"], "start", hex(heap.first));
+  ASSERT_TRUE(row.present()) << result.out;
+  EXPECT_EQ(row["huge_after_bytes"].u64(),
             test_support::smaps_field(c.pid, heap.first, heap.second - heap.first, "AnonHugePages"));
   EXPECT_EQ(c.finish(), 0) << "the target's data (written during the collapse) must be intact";
 }
@@ -171,8 +177,11 @@ TEST(Collapse, DryRunPlansButChangesNothing) {
   start(c, {"--heap", "64M"});
   auto result = test_support::hugify({"collapse", std::to_string(c.pid), "--dry-run", "--json"});
   EXPECT_EQ(result.status, 0) << result.err;
-  EXPECT_GE(json_number(result.out, "attempted"), 60 * MiB) << result.out;
-  EXPECT_EQ(json_number(result.out, "calls"), 0u);
+  auto doc = parse_json(result.out);
+  EXPECT_GE(doc.at("total.attempted_bytes").u64(), 60 * MiB) << result.out;
+  EXPECT_TRUE(doc["calls"].present());
+  EXPECT_EQ(doc["calls"].u64(), 0u);
+  EXPECT_TRUE(doc.at("total.huge_after_fraction").is_null()) << "a dry run measures nothing after";
   EXPECT_LT(thp_share(c.pid, c.at("heap")), 0.05);
   EXPECT_EQ(c.finish(), 0);
 }
@@ -293,15 +302,18 @@ TEST(Collapse, ProcessWithThpDisabledIsReportedAsTheKernelAnswers) {
   auto result = test_support::hugify({"collapse", std::to_string(c.pid), "--json"});
   // Linux 6.18 refuses MADV_COLLAPSE for a process that set PR_SET_THP_DISABLE: EINVAL for every window.
   EXPECT_EQ(result.status, 1) << result.out << result.err;
-  EXPECT_NE(result.out.find("\"thp_disabled\": true"), std::string::npos) << result.out;
-  EXPECT_NE(result.out.find("\"errno\": 22"), std::string::npos) << result.out;
+  auto doc = parse_json(result.out);
+  EXPECT_TRUE(doc["thp_disabled"].flag()) << result.out;
+  ASSERT_GE(doc["failures"].size(), 1u) << result.out;
+  EXPECT_EQ(doc["failures"][0]["errno"].u64(), 22u) << result.out;
   EXPECT_NE(result.out.find("PR_SET_THP_DISABLE"), std::string::npos) << result.out;
   EXPECT_LT(thp_share(c.pid, c.at("heap")), 0.05);
 
   auto inspect = test_support::hugify({"inspect", std::to_string(c.pid), "--json"});
   EXPECT_EQ(inspect.status, 0) << inspect.err;
-  EXPECT_NE(inspect.out.find("\"thp_disabled\": true"), std::string::npos);
-  EXPECT_GE(json_number(inspect.out, "thp_disabled", json_object_at(inspect.out, "not_huge")), 16 * MiB);
+  auto process = parse_json(inspect.out)["processes"][0];
+  EXPECT_TRUE(process["thp_disabled"].flag()) << inspect.out;
+  EXPECT_GE(process.at("not_huge_bytes.thp_disabled").u64(), 16 * MiB);
   EXPECT_EQ(c.finish(), 0);
 }
 
@@ -319,54 +331,57 @@ TEST(Inspect, EachClassWithin1PercentAndTotalsEqualSmaps) {
   auto result = test_support::hugify({"inspect", std::to_string(c.pid), "--json", "--maps"});
   ASSERT_EQ(result.status, 0) << result.err;
   const std::string &json = result.out;
+  auto doc = parse_json(json);
+  EXPECT_EQ(doc["schema"].text(), "hugify.inspect/1");
+  auto process = doc["processes"][0];
 
   // Totals equal an independent read of the whole smaps.
-  size_t total = json_object_at(json, "total");
-  ASSERT_NE(total, std::string::npos);
+  auto total = process["total"];
+  ASSERT_TRUE(total.present()) << json;
   uint64_t rss = test_support::smaps_field(c.pid, 0, kEverything, "Rss");
   uint64_t hugetlb = test_support::smaps_field(c.pid, 0, kEverything, "Private_Hugetlb") +
                      test_support::smaps_field(c.pid, 0, kEverything, "Shared_Hugetlb");
   uint64_t thp = test_support::smaps_field(c.pid, 0, kEverything, "AnonHugePages") +
                  test_support::smaps_field(c.pid, 0, kEverything, "ShmemPmdMapped") +
                  test_support::smaps_field(c.pid, 0, kEverything, "FilePmdMapped");
-  EXPECT_EQ(json_number(json, "resident", total), rss + hugetlb);
-  EXPECT_EQ(json_number(json, "thp", total), thp);
-  EXPECT_EQ(json_number(json, "hugetlb_2m", total), hugetlb);
-  EXPECT_EQ(json_number(json, "anonymous", total), test_support::smaps_field(c.pid, 0, kEverything, "Anonymous"));
+  EXPECT_EQ(total["resident_bytes"].u64(), rss + hugetlb);
+  EXPECT_EQ(total["thp_bytes"].u64(), thp);
+  EXPECT_EQ(total["hugetlb_2m_bytes"].u64(), hugetlb);
+  EXPECT_EQ(total["anonymous_bytes"].u64(), test_support::smaps_field(c.pid, 0, kEverything, "Anonymous"));
 
   // Each class within 1 % of what the child holds.
-  size_t classes = json_object_at(json, "classes");
-  size_t anon = json_object_at(json, "anon", classes);
-  ASSERT_NE(anon, std::string::npos);
-  expect_near(json_number(json, "thp", anon), 32 * MiB, 0.01, "anon THP");
-  EXPECT_EQ(json_number(json, "hugetlb_2m", anon), 8 * MiB) << "anon hugetlb 2M";
+  auto classes = process["classes"];
+  auto anon = classes["anon"];
+  ASSERT_TRUE(anon.present()) << json;
+  expect_near(anon["thp_bytes"].u64(), 32 * MiB, 0.01, "anon THP");
+  EXPECT_EQ(anon["hugetlb_2m_bytes"].u64(), 8 * MiB) << "anon hugetlb 2M";
 #if defined(__SANITIZE_ADDRESS__)
   // A sanitized helper also holds the sanitizer runtime's own anonymous memory (a few MiB on 4 KiB pages).
-  EXPECT_GE(json_number(json, "base_4k", anon), 64 * MiB);
-  EXPECT_LE(json_number(json, "base_4k", anon), 64 * MiB + 16 * MiB);
+  EXPECT_GE(anon["base_bytes"].u64(), 64 * MiB);
+  EXPECT_LE(anon["base_bytes"].u64(), 64 * MiB + 16 * MiB);
 #else
-  expect_near(json_number(json, "base_4k", anon), 64 * MiB, 0.01, "anon 4K");
+  expect_near(anon["base_bytes"].u64(), 64 * MiB, 0.01, "anon 4K");
 #endif
-  size_t shm = json_object_at(json, "shm", classes);
-  expect_near(json_number(json, "resident", shm), 4 * MiB, 0.01, "shm");
-  EXPECT_EQ(json_number(json, "huge", shm), 0u);
-  size_t stack = json_object_at(json, "stack", classes);
-  EXPECT_GT(json_number(json, "resident", stack), 0u);
-  EXPECT_GE(json_number(json, "by_stack_pointer"), 3u) << "three threads blocked in pause()";
-  size_t code = json_object_at(json, "code", classes);
-  EXPECT_GT(json_number(json, "resident", code), 0u);
-  EXPECT_NE(json.find(test_support::helper_path("collapse_target")), std::string::npos) << "code per object";
+  auto shm = classes["shm"];
+  expect_near(shm["resident_bytes"].u64(), 4 * MiB, 0.01, "shm");
+  EXPECT_EQ(shm["huge_bytes"].u64(), 0u);
+  EXPECT_GT(classes.at("stack.resident_bytes").u64(), 0u);
+  EXPECT_GE(process.at("thread_stacks.by_stack_pointer").u64(), 3u) << "three threads blocked in pause()";
+  EXPECT_GT(classes.at("code.resident_bytes").u64(), 0u);
+  EXPECT_TRUE(find_item(process["objects"], "path", test_support::helper_path("collapse_target")).present())
+      << "code per object";
   EXPECT_NE(json.find("libc.so"), std::string::npos);
 
   // The 4K region's own row, and why it is not huge.
-  size_t small = json.find("\"start\": \"" + hex(c.at("small")) + "\"");
-  ASSERT_NE(small, std::string::npos);
-  EXPECT_EQ(json_number(json, "base_4k", small), test_support::smaps_field(c.pid, c.at("small"), c.size("small"), "Rss"));
+  auto small = find_item(process["mappings"], "start", hex(c.at("small")));
+  ASSERT_TRUE(small.present()) << json;
+  EXPECT_EQ(small.at("usage.base_bytes").u64(),
+            test_support::smaps_field(c.pid, c.at("small"), c.size("small"), "Rss"));
   std::string mode = test_support::read_file("/sys/kernel/mm/transparent_hugepage/enabled");
   if (mode.find("[madvise]") != std::string::npos) {
-    EXPECT_EQ(json.find("\"why_not_huge\": ", small), json.find("\"why_not_huge\": \"not_advised\"", small));
+    EXPECT_EQ(small["why_not_huge"].text(), "not_advised");
   }
-  EXPECT_GE(json_number(json, "collapsible"), 64 * MiB);
+  EXPECT_GE(process["collapsible_bytes"].u64(), 64 * MiB);
   EXPECT_EQ(c.finish(), 0);
 }
 
@@ -397,17 +412,18 @@ TEST(Inspect, AllRanksByAnonymousMemoryNotOnHugePages) {
   start(c, {"--small", "96M"});
   auto result = test_support::hugify({"inspect", "--all", "--top", "0", "--json"});
   ASSERT_EQ(result.status, 0) << result.err;
-  size_t row = result.out.find("\"pid\": " + std::to_string(c.pid) + ",");
-  ASSERT_NE(row, std::string::npos) << result.out;
-  EXPECT_GE(json_number(result.out, "anon_not_huge", row), 96 * MiB);
-  // Descending order.
+  auto doc = parse_json(result.out);
+  bool found = false;
   uint64_t previous = UINT64_MAX;
-  for (size_t at = result.out.find("\"anon_not_huge\": "); at != std::string::npos;
-       at = result.out.find("\"anon_not_huge\": ", at + 1)) {
-    uint64_t value = json_number(result.out, "anon_not_huge", at);
-    EXPECT_LE(value, previous);
+  for (const auto &row : doc["ranking"].items()) {
+    uint64_t value = row["anon_not_huge_bytes"].u64();
+    EXPECT_LE(value, previous) << "descending order";
     previous = value;
+    if (row["pid"].u64() != static_cast<uint64_t>(c.pid)) continue;
+    found = true;
+    EXPECT_GE(value, 96 * MiB);
   }
+  EXPECT_TRUE(found) << result.out;
   EXPECT_EQ(c.finish(), 0);
 }
 

@@ -37,28 +37,22 @@ std::string temp_path(const std::string &name) {
   return made ? std::string(dir) + "/" + name : "/nonexistent/" + name;
 }
 
-// The number after "key": inside the object "section" of our own JSON writer's output ("" = top level).
-double json_number(const std::string &json, const std::string &section, const std::string &key) {
-  size_t from = 0, to = json.size();
-  if (!section.empty()) {
-    from = json.find("\"" + section + "\": {");
-    if (from == std::string::npos) return -1;
-    to = json.find('}', from);
-  }
-  size_t at = json.find("\"" + key + "\": ", from);
-  if (at == std::string::npos || at > to) return -1;
-  return std::strtod(json.c_str() + at + key.size() + 4, nullptr);
+// The run report, read with jansson; fails the test when it is missing or not valid JSON.
+test_support::json_view load_report(const std::string &path) {
+  std::string error;
+  test_support::json_view report = test_support::load_json(path, &error);
+  EXPECT_TRUE(report.present()) << error << "\n" << test_support::read_file(path);
+  return report;
 }
 
-std::string json_string(const std::string &json, const std::string &key) {
-  size_t at = json.find("\"" + key + "\": \"");
-  if (at == std::string::npos) return "";
-  at += key.size() + 5;
-  return json.substr(at, json.find('"', at) - at);
+// What the --heap modes act on, as inspect's classes name it: heap ([heap], brk) + anon (the other private
+// anonymous memory). `field` is one of the usage members ("resident_bytes", "huge_bytes", ...).
+double allocated(const test_support::json_view &report, const std::string &field) {
+  return report.at("classes.heap." + field).number() + report.at("classes.anon." + field).number();
 }
 
-double heap_fraction(const std::string &report) {
-  double resident = json_number(report, "heap", "resident_bytes"), huge = json_number(report, "heap", "huge_bytes");
+double heap_fraction(const test_support::json_view &report) {
+  double resident = allocated(report, "resident_bytes"), huge = allocated(report, "huge_bytes");
   return resident > 0 ? huge / resident : 0;
 }
 
@@ -175,7 +169,25 @@ TEST(RunPreload, MissingCommandExits127WithAMessage) {
   EXPECT_EQ(run.out, "");
 }
 
+TEST(RunPreload, JsonOptionWritesTheReportAsJson) {
+  // --json: the report as JSON on stderr instead of the table (stdout is the program's)
+  auto run = test_support::hugify({"run", "--json", "--", workload(), "--mib", "8"});
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_EQ(run.out, test_support::run({workload(), "--mib", "8"}).out);
+  std::string error;
+  auto doc = test_support::parse_json(run.err, &error);
+  ASSERT_TRUE(doc.present()) << error << "\n" << run.err;
+  EXPECT_EQ(doc["schema"].text(), "hugify.report/2");
+  // --json=FILE: the same as --report FILE
+  std::string report = temp_path("option.json");
+  auto to_file = test_support::hugify({"run", "--json=" + report, "--", workload(), "--mib", "8"});
+  ASSERT_EQ(to_file.status, 0) << to_file.err;
+  EXPECT_EQ(load_report(report)["schema"].text(), "hugify.report/2");
+}
+
 TEST(RunPreload, BadUsageExits2) {
+  EXPECT_EQ(test_support::hugify({"run", "--json=", "--", "true"}).status, 2);
+  EXPECT_EQ(test_support::hugify({"run", "--report", "/tmp/a", "--json=/tmp/b", "--", "true"}).status, 2);
   EXPECT_EQ(test_support::hugify({"run"}).status, 2);
   EXPECT_EQ(test_support::hugify({"run", "--heap", "banana", "--", "true"}).status, 2);
   EXPECT_EQ(test_support::hugify({"run", "--text", "maybe", "--", "true"}).status, 2);
@@ -245,17 +257,23 @@ TEST(RunPreload, ReportIsValidAndMatchesAnIndependentSmapsRead) {
   ASSERT_EQ(status, 0);
   std::string json = test_support::read_file(report);
   ASSERT_FALSE(json.empty());
-  EXPECT_EQ(json_string(json, "schema"), "hugify-run-report/1");
-  EXPECT_GT(json_number(json, "", "pid"), 0);
-  EXPECT_NE(json_string(json, "command").find("run_heap_workload --mib 96"), std::string::npos);
-  EXPECT_GE(json_number(json, "", "hugify_seconds"), 0);
-  EXPECT_NE(json.find("\"objects\": ["), std::string::npos);
-  EXPECT_NE(json.find("\"fallbacks\": ["), std::string::npos);
-  EXPECT_NE(json.find(workload()), std::string::npos) << "the program's own text object";
+  auto doc = load_report(report);
+  EXPECT_EQ(doc["schema"].text(), "hugify.report/2");
+  EXPECT_GT(doc["pid"].number(), 0);
+  EXPECT_NE(doc["command"].text().find("run_heap_workload --mib 96"), std::string::npos);
+  EXPECT_GE(doc["hugify_seconds"].number(), 0);
+  ASSERT_TRUE(json_is_array(doc["objects"].get())) << json;
+  EXPECT_TRUE(json_is_array(doc["fallbacks"].get())) << json;
+  EXPECT_EQ(doc.at("objects.0.path").text(), workload()) << "the program's own text object";
+  EXPECT_GT(doc.at("objects.0.code.resident_bytes").number(), 0) << json;
+  // The classes are inspect's: they add up to the total.
+  double sum = 0;
+  for (const auto &member : doc["classes"].members()) sum += member.second["resident_bytes"].number();
+  EXPECT_EQ(sum, doc.at("total.resident_bytes").number()) << json;
   ASSERT_GT(at_stop.resident, 96u << 20);
   // Between the stop and the report the program only returns from main; the report's own reading of
   // smaps may touch a little more of the heap, never a huge page more.
-  double resident = json_number(json, "heap", "resident_bytes"), huge = json_number(json, "heap", "huge_bytes");
+  double resident = allocated(doc, "resident_bytes"), huge = allocated(doc, "huge_bytes");
   EXPECT_NEAR(resident, static_cast<double>(at_stop.resident), 1 << 20) << json;
   EXPECT_NEAR(huge, static_cast<double>(at_stop.huge), 2 << 20) << json;
 }
@@ -265,8 +283,8 @@ TEST(RunPreload, SingleThreadedHeapIsCovered) {
   auto run = test_support::hugify({"run", "--report", report, "--", workload(), "--mib", "128", "--big", "64"});
   ASSERT_EQ(run.status, 0) << run.err;
   std::string json = test_support::read_file(report);
-  EXPECT_GE(heap_fraction(json), 0.90) << json;
-  EXPECT_EQ(json_string(json, "heap_mode"), "auto");
+  EXPECT_GE(heap_fraction(load_report(report)), 0.90) << json;
+  EXPECT_EQ(load_report(report)["heap_mode"].text(), "auto");
 }
 
 TEST(RunPreload, MultiThreadedHeapIsCoveredArenasIncluded) {
@@ -277,7 +295,7 @@ TEST(RunPreload, MultiThreadedHeapIsCoveredArenasIncluded) {
       {HUGIFY_CLI_PATH, "run", "--report", report, "--", workload(), "--threads", "4", "--mib", "48", "--stop"}, &at_stop);
   ASSERT_EQ(status, 0);
   std::string json = test_support::read_file(report);
-  EXPECT_GE(heap_fraction(json), 0.90) << json;
+  EXPECT_GE(heap_fraction(load_report(report)), 0.90) << json;
   ASSERT_GT(at_stop.resident, 0u);
   EXPECT_GE(static_cast<double>(at_stop.huge) / static_cast<double>(at_stop.resident), 0.90);
 }
@@ -287,7 +305,7 @@ TEST(RunPreload, OtherAllocatorsMmapsAreAlignedAndAdvised) {
   std::string report = temp_path("mmap.json");
   auto run = test_support::hugify({"run", "--report", report, "--", workload(), "--mib", "4", "--mmap", "96"});
   ASSERT_EQ(run.status, 0) << run.err;
-  EXPECT_GE(heap_fraction(test_support::read_file(report)), 0.90) << test_support::read_file(report);
+  EXPECT_GE(heap_fraction(load_report(report)), 0.90) << test_support::read_file(report);
 }
 
 TEST(RunPreload, ChildProcessesAreCoveredAndReportUnderTheirPid) {
@@ -301,10 +319,11 @@ TEST(RunPreload, ChildProcessesAreCoveredAndReportUnderTheirPid) {
   ASSERT_EQ(listing.status, 0) << "no child report in " << dir;
   std::string child = listing.out.substr(0, listing.out.find('\n'));
   std::string json = test_support::read_file(child);
-  EXPECT_NE(json.find("\"top_level\": false"), std::string::npos) << json;
-  EXPECT_NE(json_string(json, "command").find("run_heap_workload"), std::string::npos);
-  EXPECT_GE(heap_fraction(json), 0.90) << json;
-  EXPECT_EQ(child, report + "." + std::to_string(static_cast<long>(json_number(json, "", "pid"))));
+  auto doc = load_report(child);
+  EXPECT_TRUE(json_is_false(doc["top_level"].get())) << json;
+  EXPECT_NE(doc["command"].text().find("run_heap_workload"), std::string::npos);
+  EXPECT_GE(heap_fraction(doc), 0.90) << json;
+  EXPECT_EQ(child, report + "." + std::to_string(doc["pid"].u64()));
 }
 
 TEST(RunPreload, ThpDisabledByPrctlIsRespected) {
@@ -324,7 +343,7 @@ TEST(RunPreload, ThpDisabledByPrctlIsRespected) {
   waitpid(pid, &status, 0);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   std::string json = test_support::read_file(report);
-  EXPECT_EQ(json_number(json, "heap", "thp_bytes"), 0) << json;
+  EXPECT_EQ(allocated(load_report(report), "thp_bytes"), 0) << json;
   EXPECT_NE(json.find("PR_SET_THP_DISABLE"), std::string::npos) << json;
 }
 
@@ -335,9 +354,10 @@ TEST(RunPreload, HugetlbHeapComesFromThePool) {
   auto run = test_support::hugify({"run", "--heap", "hugetlb", "--report", report, "--", workload(), "--mib", "32"});
   ASSERT_EQ(run.status, 0) << run.err;
   std::string json = test_support::read_file(report);
-  double resident = json_number(json, "heap", "resident_bytes");
-  EXPECT_GE(json_number(json, "heap", "hugetlb_bytes"), 0.90 * resident) << json;
-  EXPECT_NE(json_string(json, "glibc_tunables").find("glibc.malloc.hugetlb=2"), std::string::npos) << json;
+  auto doc = load_report(report);
+  double resident = allocated(doc, "resident_bytes");
+  EXPECT_GE(allocated(doc, "hugetlb_2m_bytes"), 0.90 * resident) << json;
+  EXPECT_NE(doc["glibc_tunables"].text().find("glibc.malloc.hugetlb=2"), std::string::npos) << json;
 }
 
 TEST(RunPreload, JemallocAndMimallocArePreloaded) {
@@ -355,9 +375,10 @@ TEST(RunPreload, JemallocAndMimallocArePreloaded) {
     ASSERT_EQ(run.status, 0) << run.err;
     EXPECT_EQ(run.err.find("Malformed"), std::string::npos) << run.err;
     std::string json = test_support::read_file(report);
-    EXPECT_NE(json_string(json, "malloc").find(std::string("lib") + modes[i]), std::string::npos) << json;
+    auto doc = load_report(report);
+    EXPECT_NE(doc["malloc"].text().find(std::string("lib") + modes[i]), std::string::npos) << json;
     // THP, or hugetlb pages: mimalloc's large OS pages take the 2 MiB pool first when it has free pages
-    EXPECT_GT(json_number(json, "heap", "huge_bytes"), 0) << json;
+    EXPECT_GT(allocated(doc, "huge_bytes"), 0) << json;
   }
 }
 

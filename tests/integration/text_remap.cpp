@@ -519,10 +519,11 @@ TEST(TextRemapGenerated, AlignedLinkMovesTheSegmentFromItsStart) {
 
   command_result elf = test_support::hugify({"elf", "--json", program("aligned"), program("static")});
   ASSERT_EQ(elf.status, 0) << elf.err;
-  size_t second = elf.out.find(program("static"));
-  ASSERT_NE(second, std::string::npos);
-  EXPECT_NE(elf.out.substr(0, second).find("\"text_aligned\": true"), std::string::npos) << elf.out;
-  EXPECT_NE(elf.out.substr(second).find("\"text_aligned\": false"), std::string::npos) << elf.out;
+  auto doc = test_support::parse_json(elf.out);
+  ASSERT_EQ(doc["files"].size(), 2u) << elf.out;
+  EXPECT_EQ(doc.at("files.1.path").text(), program("static"));
+  EXPECT_TRUE(doc.at("files.0.text_aligned").flag()) << elf.out;
+  EXPECT_TRUE(json_is_false(doc.at("files.1.text_aligned").get())) << elf.out;
 }
 
 // Step K fails: the program runs on with the right result, and before the swap nothing changed.
@@ -629,14 +630,21 @@ TEST(ElfCommand, ShowsWindowsAndTheLinkerFlags) {
 TEST(ElfCommand, JsonAndErrors) {
   command_result r = test_support::hugify({"elf", "--json", program("shared"), "/etc/hostname", "/nonexistent"});
   EXPECT_EQ(r.status, 1) << "a file that is not ELF, or missing, falls short";
-  EXPECT_NE(r.out.find("\"files\": ["), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("\"error\": \"not an ELF file\""), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("\"error\": \"No such file or directory\""), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("\"kind\": \"pie\""), std::string::npos) << r.out;
+  std::string error;
+  auto doc = test_support::parse_json(r.out, &error);
+  ASSERT_TRUE(doc.present()) << error << "\n" << r.out;
+  EXPECT_EQ(doc["schema"].text(), "hugify.elf/1");
+  ASSERT_EQ(doc["files"].size(), 3u) << r.out;
+  EXPECT_TRUE(doc.at("files.0.error").is_null());
+  EXPECT_EQ(doc.at("files.0.kind").text(), "pie") << r.out;
+  EXPECT_EQ(doc.at("files.1.error").text(), "not an ELF file") << r.out;
+  EXPECT_EQ(doc.at("files.2.error").text(), "No such file or directory") << r.out;
   command_result so = test_support::hugify({"elf", "--json", test_support::helper_path("libhugify_text_code.so")});
   EXPECT_EQ(so.status, 0) << so.err;
-  EXPECT_NE(so.out.find("\"kind\": \"shared-object\""), std::string::npos) << so.out;
-  EXPECT_NE(so.out.find("\"at_2m_aligned\": "), std::string::npos);
+  auto so_doc = test_support::parse_json(so.out);
+  EXPECT_EQ(so_doc.at("files.0.kind").text(), "shared-object") << so.out;
+  EXPECT_TRUE(so_doc.at("files.0.huge.at_2m_aligned_bytes").present()) << so.out;
+  EXPECT_TRUE(json_is_string(so_doc.at("files.0.segments.0.address").get())) << "addresses are hex strings";
   EXPECT_EQ(test_support::hugify({"elf"}).status, 2);
   EXPECT_EQ(test_support::hugify({"elf", "--bogus", "x"}).status, 2);
   command_result help = test_support::hugify({"help", "elf"});

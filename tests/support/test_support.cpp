@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -133,6 +134,112 @@ std::string ensure_free_hugetlb(uint64_t page_size, uint64_t pages) {
   if (have >= pages) return "";
   return "only " + std::to_string(have) + " free hugetlb pages of " + std::to_string(page_size >> 10) +
          " kB could be had, " + std::to_string(pages) + " needed (memory fragmented, or not root)";
+}
+
+// ---- JSON -------------------------------------------------------------------------------------------
+
+json_view json_view::operator[](const std::string &key) const {
+  return json_view(document_, value_ && json_is_object(value_) ? json_object_get(value_, key.c_str()) : nullptr);
+}
+
+json_view json_view::operator[](size_t index) const {
+  return json_view(document_, value_ && json_is_array(value_) ? json_array_get(value_, index) : nullptr);
+}
+
+json_view json_view::at(const std::string &dotted_path) const {
+  json_view view = *this;
+  size_t start = 0;
+  while (view.present() && start <= dotted_path.size()) {
+    size_t dot = dotted_path.find('.', start);
+    std::string step = dotted_path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (step.empty()) break;
+    char *end;
+    unsigned long index = std::strtoul(step.c_str(), &end, 10);
+    view = json_is_array(view.value_) && !*end ? view[static_cast<size_t>(index)] : view[step];
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  return view;
+}
+
+uint64_t json_view::u64() const {
+  return value_ && json_is_integer(value_) ? static_cast<uint64_t>(json_integer_value(value_)) : 0;
+}
+
+double json_view::number() const { return value_ && json_is_number(value_) ? json_number_value(value_) : NAN; }
+
+std::string json_view::text() const {
+  return value_ && json_is_string(value_) ? std::string(json_string_value(value_), json_string_length(value_)) : "";
+}
+
+bool json_view::flag() const { return value_ && json_is_true(value_); }
+
+size_t json_view::size() const {
+  if (value_ && json_is_array(value_)) return json_array_size(value_);
+  if (value_ && json_is_object(value_)) return json_object_size(value_);
+  return 0;
+}
+
+std::vector<json_view> json_view::items() const {
+  std::vector<json_view> out;
+  if (value_ && json_is_array(value_))
+    for (size_t i = 0; i < json_array_size(value_); i++) out.emplace_back(document_, json_array_get(value_, i));
+  return out;
+}
+
+std::vector<std::pair<std::string, json_view>> json_view::members() const {
+  std::vector<std::pair<std::string, json_view>> out;
+  if (!value_ || !json_is_object(value_)) return out;
+  const char *key;
+  json_t *member;
+  json_object_foreach(const_cast<json_t *>(value_), key, member) out.emplace_back(key, json_view(document_, member));
+  return out;
+}
+
+static std::string describe(const json_error_t &error) {
+  return "line " + std::to_string(error.line) + ", column " + std::to_string(error.column) + ": " + error.text;
+}
+
+static json_view own(json_t *document) {
+  std::shared_ptr<json_t> owner(document, [](json_t *v) { json_decref(v); });
+  return json_view(owner, document);
+}
+
+json_view parse_json(const std::string &text, std::string *error) {
+  json_error_t why;
+  json_t *document = json_loadb(text.data(), text.size(), JSON_REJECT_DUPLICATES, &why);
+  if (!document) {
+    if (error) *error = describe(why);
+    return json_view();
+  }
+  return own(document);
+}
+
+json_view load_json(const std::string &path, std::string *error) {
+  json_error_t why;
+  json_t *document = json_load_file(path.c_str(), JSON_REJECT_DUPLICATES, &why);
+  if (!document) {
+    if (error) *error = path + ": " + describe(why);
+    return json_view();
+  }
+  return own(document);
+}
+
+std::vector<json_view> parse_json_documents(const std::string &text, std::string *error) {
+  std::vector<json_view> documents;
+  size_t at = 0;
+  while ((at = text.find_first_not_of(" \t\r\n", at)) != std::string::npos) {
+    json_error_t why;
+    json_t *document =
+        json_loadb(text.data() + at, text.size() - at, JSON_DISABLE_EOF_CHECK | JSON_REJECT_DUPLICATES, &why);
+    if (!document) {
+      if (error) *error = "document " + std::to_string(documents.size() + 1) + ": " + describe(why);
+      break;
+    }
+    at += static_cast<size_t>(why.position); // with JSON_DISABLE_EOF_CHECK: the bytes the document took
+    documents.push_back(own(document));
+  }
+  return documents;
 }
 
 }  // namespace test_support

@@ -2,8 +2,12 @@
 // of libhugify's own parsers, and making sure the hugetlb pool has the pages a test needs.
 #pragma once
 
+#include <jansson.h>
+
+#include <cmath>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -34,5 +38,39 @@ uint64_t smaps_field(int pid, uintptr_t start, size_t size, const std::string &f
 // its previous size when the test program exits.
 std::string ensure_free_hugetlb(uint64_t page_size, uint64_t pages);
 uint64_t free_hugetlb(uint64_t page_size); // free minus reserved
+
+// ---- JSON that hugify writes, read back with jansson (strict RFC 8259: invalid UTF-8 is an error) ----
+// A value inside a parsed document; it keeps the document alive. A missing member or item is an empty
+// view (present() false), so doc["a"]["b"].u64() needs no checks in between.
+class json_view {
+ public:
+  json_view() = default;
+  json_view(std::shared_ptr<json_t> document, const json_t *value) : document_(std::move(document)), value_(value) {}
+  json_view operator[](const std::string &key) const;
+  json_view operator[](size_t index) const;
+  json_view at(const std::string &dotted_path) const; // "classes.heap.resident_bytes", "processes.0.pid"
+  bool present() const { return value_ != nullptr; }
+  bool is_null() const { return value_ && json_is_null(value_); }
+  bool has(const std::string &key) const { return (*this)[key].present(); }
+  uint64_t u64() const;         // an integer; 0 otherwise
+  double number() const;        // integer or real; NaN otherwise
+  std::string text() const;     // a string; "" otherwise
+  bool flag() const;            // true only for true
+  size_t size() const;          // items of an array, members of an object
+  std::vector<json_view> items() const;
+  std::vector<std::pair<std::string, json_view>> members() const;
+  const json_t *get() const { return value_; }
+
+ private:
+  std::shared_ptr<json_t> document_;
+  const json_t *value_ = nullptr;
+};
+
+// The one JSON document in text; an empty view, with *error = "line L, column C: what", when it is not
+// valid JSON.
+json_view parse_json(const std::string &text, std::string *error = nullptr);
+json_view load_json(const std::string &path, std::string *error = nullptr);
+// Every JSON document in text, one after the other (status --watch prints one per interval).
+std::vector<json_view> parse_json_documents(const std::string &text, std::string *error = nullptr);
 
 }  // namespace test_support
