@@ -293,12 +293,12 @@ static void read_report(const char *path, struct coverage *out) {
   memset(out, 0, sizeof *out);
   if (!text) return;
   static const struct { const char *path; size_t offset; } fields[] = {
-      {"heap.resident_bytes", offsetof(struct coverage, heap_resident)},
-      {"heap.huge_bytes", offsetof(struct coverage, heap_huge)},
-      {"anon.resident_bytes", offsetof(struct coverage, anon_resident)},
-      {"anon.huge_bytes", offsetof(struct coverage, anon_huge)},
-      {"text.resident_bytes", offsetof(struct coverage, text_resident)},
-      {"text.huge_bytes", offsetof(struct coverage, text_huge)},
+      {"classes.heap.resident_bytes", offsetof(struct coverage, heap_resident)},
+      {"classes.heap.huge_bytes", offsetof(struct coverage, heap_huge)},
+      {"classes.anon.resident_bytes", offsetof(struct coverage, anon_resident)},
+      {"classes.anon.huge_bytes", offsetof(struct coverage, anon_huge)},
+      {"classes.code.resident_bytes", offsetof(struct coverage, text_resident)},
+      {"classes.code.huge_bytes", offsetof(struct coverage, text_huge)},
       {"hugify_seconds", offsetof(struct coverage, hugify_seconds)},
   };
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
