@@ -8,7 +8,9 @@
 #include "cli.h"
 #include "pool.h"
 #include "pool_view.h"
+#include "os.h"
 #include "procfs.h"
+#include "safe_file.h"
 #include "status.h"
 #include "units.h"
 
@@ -107,6 +109,8 @@ static int parse_request(const struct machine *m, const char *arg, struct hugify
   size_text[eq - arg] = '\0';
   if (!parse_size(size_text, &r->page_size) || !known_size(m, r->page_size)) return bad_size(m, arg);
   if (!isdigit((unsigned char)eq[1]) || !parse_u64(eq + 1, &r->count)) return bad_size(m, arg);
+  if (r->count > UINT64_MAX / r->page_size)
+    return usage_error("pool", "'%s': that many pages is more than 2^64 bytes; no machine has that", arg);
   r->node = -1;
   return EXIT_DONE;
 }
@@ -143,6 +147,7 @@ static int parse_args(int argc, char **argv, const struct machine *m, struct poo
     }
     if (i + 1 >= argc) return usage_error("pool", "%s needs a value (or is not an option)", arg);
     const char *value = argv[++i];
+    if (strncmp(value, "--", 2) == 0) return usage_error("pool", "%s needs a value, not '%s'", arg, value);
     uint64_t number;
     int rc = EXIT_DONE;
     if (strcmp(arg, "--root") == 0) {
@@ -254,17 +259,7 @@ static void change_file(const char *root, const char *path, const char *text, bo
   snprintf(c->path, sizeof c->path, "%s", path);
   char full[2048];
   root_path(full, sizeof full, root, path);
-  FILE *in = fopen(full, "r");
-  char *old_text = NULL;
-  if (in) {
-    size_t size = 0;
-    FILE *buffer = open_memstream(&old_text, &size);
-    char chunk[4096];
-    size_t got;
-    while ((got = fread(chunk, 1, sizeof chunk, in)) > 0) fwrite(chunk, 1, got, buffer);
-    fclose(buffer);
-    fclose(in);
-  }
+  char *old_text = os_read_file(full, NULL);
   c->diff = unified_diff(path, old_text, text);
   bool same = old_text && strcmp(old_text, text) == 0;
   free(old_text);
@@ -275,11 +270,10 @@ static void change_file(const char *root, const char *path, const char *text, bo
   if (slash && slash != dir) *slash = '\0';
   bool created;
   int rc = pool_make_directories(dir, &created);
-  FILE *out = rc == 0 ? fopen(full, "w") : NULL;
-  if (!out) { c->error = rc ? -rc : errno; return; }
-  fputs(text, out);
-  c->written = fclose(out) == 0;
-  if (!c->written) c->error = errno;
+  /* as root into /etc: a new file renamed into place (safe_file.h), never through a link, synced first */
+  if (rc == 0) rc = safe_file_replace(full, text, strlen(text), 0644, SAFE_FILE_DURABLE, NULL, 0);
+  c->written = rc == 0;
+  c->error = -rc;
 }
 
 /* Whether the persistence files could be written (so that nothing is written when they cannot). */
@@ -439,7 +433,8 @@ static int pool_set(struct pool_args *a, const struct machine *m) {
     if (a->request_count) return usage_error("pool", "give either SIZE=COUNT or --bytes, not both");
     uint64_t size = a->size ? a->size : m->default_size;
     if (!size) return bad_size(m, "--bytes without --size (this machine has no default huge page size)");
-    a->requests[a->request_count++] = (struct hugify_pool_request){size, -1, (a->bytes + size - 1) / size};
+    /* rounded up without (bytes + size - 1), which wraps to 0 pages near UINT64_MAX and clears the pool */
+    a->requests[a->request_count++] = (struct hugify_pool_request){size, -1, a->bytes / size + (a->bytes % size != 0)};
   } else if (!a->request_count) {
     return usage_error("pool", "set needs SIZE=COUNT (such as 2M=512) or --bytes BYTES");
   } else if (a->size) {
@@ -576,11 +571,15 @@ static int pool_mount(struct pool_args *a, const struct machine *m) {
   format_page_size(size, label, sizeof label);
   if (a->mount.dir) snprintf(dir, sizeof dir, "%s", a->mount.dir);
   else hugify_pool_mount_dir(size, dir, sizeof dir);
-  if (dir[0] != '/') return usage_error("pool", "--dir takes an absolute path, not '%s'", dir);
+  if (a->mount.dir && pool_check_mount_dir(a->mount.dir, reason, sizeof reason) != 0)
+    return usage_error("pool", "--dir: %s", reason);
   if (a->mount.min_size && a->mount.max_size && a->mount.min_size > a->mount.max_size)
     return usage_error("pool", "--min-size is larger than --max-size");
   char unit_name[256] = "", unit_path[1024] = "";
   char *unit = a->persist ? hugify_pool_mount_unit_text(size, &a->mount, unit_name, sizeof unit_name) : NULL;
+  if (a->persist && !unit && errno == ENAMETOOLONG)
+    return usage_error("pool", "--dir %s: its systemd unit name would be longer than 255 characters", dir);
+  if (a->persist && !unit) return fail(EXIT_SHORT, "pool", "cannot make the mount unit: %s", strerror(errno));
   if (unit) snprintf(unit_path, sizeof unit_path, HUGIFY_POOL_UNIT_DIR "/%s", unit_name);
   bool live = strcmp(a->root, "/") == 0 || a->root[0] == '\0';
   if (unit && !a->dry_run) {
@@ -646,6 +645,12 @@ int cmd_pool(int argc, char **argv) {
   const char *root = "/";
   for (int i = 1; i + 1 < argc; i++)
     if (strcmp(argv[i], "--root") == 0) root = argv[i + 1];
+  int root_rc = status_check_root(root);
+  if (root_rc) {
+    free(m);
+    return usage_error("pool", "--root %s: %s (it names a directory holding a captured sys/ and proc/ tree)", root,
+                       strerror(-root_rc));
+  }
   m->count = pool_list_at(root, m->pools, HUGIFY_MAX_HUGETLB_SIZES);
   if (m->count < 0) m->count = 0;
   m->default_size = pool_default_size_at(root);

@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "options.h"
 #include "os.h"
+#include "safe_file.h"
 
 const char usage_run[] =
     "usage: hugify run [--text on|off] [--heap auto|thp|hugetlb|off|mimalloc|jemalloc]\n"
@@ -105,7 +106,10 @@ static int parse_args(int argc, char **argv, struct run_args *args) {
         return usage_error("run", "--heap takes auto, thp, hugetlb, off, mimalloc or jemalloc");
       i++;
     } else if (strcmp(a, "--report") == 0) {
-      if (!value || !value[0]) return usage_error("run", "--report takes a file name or -");
+      /* `run --report -- CMD`: "--" is where the command starts, never a file name */
+      if (!value || !value[0] || (value[0] == '-' && value[1]))
+        return usage_error("run", "--report takes a file name or -%s%s%s", value ? ", not '" : "", value ? value : "",
+                           value ? "'" : "");
       if (args->report) return usage_error("run", "one report: --report or --json=FILE, not both");
       args->report = value;
       i++;
@@ -313,29 +317,33 @@ static void merge_setting(char *list, size_t cap, char separator, char assign, c
 /* GLIBC_TUNABLES is "key=value:key=value", MALLOC_CONF "key:value,key:value". */
 static void merge_variable(const char *variable, char separator, char assign, const char *const pairs[][2],
                            size_t count, bool verbose) {
-  char list[8192];
   const char *existing = getenv(variable);
-  snprintf(list, sizeof list, "%s", existing ? existing : "");
-  for (size_t i = 0; i < count; i++) merge_setting(list, sizeof list, separator, assign, pairs[i][0], pairs[i][1], verbose, variable);
+  size_t cap = (existing ? strlen(existing) : 0) + 1; /* sized for everything: never a cut entry */
+  for (size_t i = 0; i < count; i++) cap += strlen(pairs[i][0]) + strlen(pairs[i][1]) + 2;
+  char *list = malloc(cap);
+  if (!list) { fail(EXIT_SHORT, "run", "out of memory for %s", variable); return; }
+  snprintf(list, cap, "%s", existing ? existing : "");
+  for (size_t i = 0; i < count; i++) merge_setting(list, cap, separator, assign, pairs[i][0], pairs[i][1], verbose, variable);
   setenv(variable, list, 1);
+  free(list);
 }
 
 static void set_default(const char *variable, const char *value) { setenv(variable, value, 0); }
 
 /* LD_PRELOAD: the allocator first (its malloc must win), then what was there, then the preload. */
-static void set_preload(const char *allocator, const char *preload) {
-  char list[8192] = "";
+static int set_preload(const char *allocator, const char *preload) {
   const char *existing = getenv("LD_PRELOAD");
-  if (allocator) snprintf(list, sizeof list, "%s", allocator);
-  if (existing && existing[0]) {
-    size_t used = strlen(list);
-    snprintf(list + used, sizeof list - used, "%s%s", used ? ":" : "", existing);
-  }
-  if (!existing || !strstr(existing, preload)) {
-    size_t used = strlen(list);
-    snprintf(list + used, sizeof list - used, "%s%s", used ? ":" : "", preload);
-  }
-  setenv("LD_PRELOAD", list, 1);
+  if (existing && !existing[0]) existing = NULL;
+  bool add_preload = !existing || !strstr(existing, preload);
+  char *list = NULL; /* as long as it needs to be: the user's entries are never cut, ours never dropped */
+  if (asprintf(&list, "%s%s%s%s%s", allocator ? allocator : "", allocator && existing ? ":" : "",
+               existing ? existing : "", (allocator || existing) && add_preload ? ":" : "",
+               add_preload ? preload : "") < 0)
+    return fail(EXIT_PRIVILEGE, "run", "out of memory for LD_PRELOAD");
+  int rc = setenv("LD_PRELOAD", list, 1) == 0 ? EXIT_DONE
+           : fail(EXIT_PRIVILEGE, "run", "cannot set LD_PRELOAD (%zu bytes): %s", strlen(list), strerror(errno));
+  free(list);
+  return rc;
 }
 
 static uint64_t free_2m_pages(void) {
@@ -425,7 +433,8 @@ int cmd_run(int argc, char **argv) {
     static const char *const conf[][2] = {{"thp", "always"}, {"metadata_thp", "always"}};
     merge_variable("MALLOC_CONF", ',', ':', conf, 2, args.verbose);
   }
-  set_preload(have_allocator ? allocator : NULL, preload);
+  rc = set_preload(have_allocator ? allocator : NULL, preload);
+  if (rc != EXIT_DONE) return rc;
   setenv("HUGIFY_HEAP", options_heap_name(heap), 1);
   setenv("HUGIFY_TEXT", args.text ? "1" : "0", 1);
   if (args.verbose) setenv("HUGIFY_VERBOSE", "1", 1);
@@ -442,9 +451,16 @@ int cmd_run(int argc, char **argv) {
       snprintf(report, sizeof report, "%s/%s", cwd, args.report);
     }
     if (strlen(report) >= sizeof options.report) return usage_error("run", "--report: the path is too long");
+    /* The report's file rules (safe_file.h) checked now rather than found at exit: a link is never written
+     * through, a directory or block device never written; a character device or FIFO named here is. */
+    enum safe_file_kind kind = strcmp(report, "-") == 0 ? SAFE_FILE_ABSENT : safe_file_kind(report);
+    if (kind == SAFE_FILE_LINK)
+      return usage_error("run", "--report %s is a symbolic link: hugify never writes a report through a link "
+                         "(name the file itself, or use --report - [--json] for stderr)", report);
+    if (kind == SAFE_FILE_OTHER)
+      return usage_error("run", "--report %s is a directory, block device or socket, not a file", report);
     /* A stale report must not pass for this run's; only a regular file is removed (never /dev/null). */
-    struct stat existing;
-    if (strcmp(report, "-") != 0 && lstat(report, &existing) == 0 && S_ISREG(existing.st_mode)) unlink(report);
+    if (kind == SAFE_FILE_REGULAR) unlink(report);
     setenv("HUGIFY_REPORT", report, 1);
     setenv("HUGIFY_REPORT_JSON", args.json ? "1" : "0", 1);
   } else {

@@ -575,6 +575,10 @@ int cmd_status(int argc, char **argv) {
     }
   }
   if (count && interval == 0) return usage_error("status", "--count needs --watch");
+  int root_rc = status_check_root(root);
+  if (root_rc)
+    return usage_error("status", "--root %s: %s (it names a directory holding a captured proc/ and sys/ tree)", root,
+                       strerror(-root_rc));
   FILE *out = json_output_open(&json, "status");
   if (json.wanted && !out) return EXIT_USAGE;
   bool text = json_output_text(&json);

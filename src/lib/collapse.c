@@ -227,9 +227,19 @@ static int check_target(struct collapse_context *c, struct hugify_collapse_repor
   if (os_process_madvise(c->pidfd, NULL, 0, MADV_COLLAPSE) == 0) return 0;
   int err = errno;
   switch (err) {
-  case ESRCH:
+  case ESRCH: {
+    /* a process without memory: a kernel thread (ps shows it in [brackets]) is not one that exited */
+    char path[64], stat[1024];
+    unsigned long flags;
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)c->pid);
+    if (os_read_small(path, stat, sizeof stat) > 0 && parse_stat_flags(stat, &flags) && (flags & PROCFS_PF_KTHREAD)) {
+      snprintf(r->reason, sizeof r->reason, "process %d is a kernel thread: it has no user memory to collapse",
+               (int)c->pid);
+      return -EINVAL;
+    }
     snprintf(r->reason, sizeof r->reason, "no process %d (it exited)", (int)c->pid);
     return -ESRCH;
+  }
   case EACCES:
     snprintf(r->reason, sizeof r->reason,
              "not permitted to collapse process %d: process_madvise needs ptrace read access to it (run as its "

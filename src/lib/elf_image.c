@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "safe_file.h"
+
 #define SMALL_PAGE UINT64_C(4096)
 
 static uint64_t align_down(uint64_t x, uint64_t a) { return x & ~(a - 1); }
@@ -192,12 +194,13 @@ long elf_functions(const void *data, size_t size, elf_function_fn fn, void *cont
 }
 
 void *elf_map_file(const char *path, size_t *size) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return NULL;
+  /* a FIFO would block the open and the read; a device is no ELF file: refused before either */
+  int fd = safe_file_open_read(path, true);
+  if (fd < 0) { errno = -fd; return NULL; }
   struct stat st;
   void *p = NULL;
   if (fstat(fd, &st) != 0) goto done;
-  if (!S_ISREG(st.st_mode) || st.st_size == 0) { errno = S_ISDIR(st.st_mode) ? EISDIR : ENOEXEC; goto done; }
+  if (st.st_size == 0) { errno = ENOEXEC; goto done; }
   p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
   if (p == MAP_FAILED) p = NULL;
   else *size = (size_t)st.st_size;
@@ -215,7 +218,8 @@ int hugify_elf_read(const char *path, struct hugify_elf_info *out) {
   if (!data) {
     int err = errno;
     memset(out, 0, sizeof *out);
-    snprintf(out->reason, sizeof out->reason, "%s", strerror(err));
+    snprintf(out->reason, sizeof out->reason, "%s", err == EINVAL ? "not a regular file (a device, FIFO or socket)"
+                                                     : strerror(err));
     return -err;
   }
   int rc = hugify_elf_parse(data, size, out);

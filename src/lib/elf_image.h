@@ -27,7 +27,8 @@ typedef void (*elf_function_fn)(void *context, uint64_t value, uint64_t size, co
  * NULL (count only). */
 long elf_functions(const void *data, size_t size, elf_function_fn fn, void *context);
 
-/* Map a file read-only. Returns the address (and *size) or NULL with errno. Unmap with munmap. */
+/* Map a regular file read-only (never blocks: a FIFO or device is EINVAL, safe_file_open_read). Returns the
+ * address (and *size) or NULL with errno. Unmap with munmap. */
 void *elf_map_file(const char *path, size_t *size);
 
 #ifdef __cplusplus

@@ -121,9 +121,12 @@ int options_parse(options_lookup lookup, void *context, struct hugify_options *o
   return bad;
 }
 
+/* secure_getenv: in a setuid/setgid or file-capability program (AT_SECURE, e.g. the preload installed
+ * through /etc/ld.so.preload) every HUGIFY_* variable reads as unset, so an unprivileged user cannot steer
+ * where a privileged process writes its report or perf map, or what it does to its memory. */
 static const char *lookup_environment(const char *name, void *context) {
   (void)context;
-  return getenv(name);
+  return secure_getenv(name);
 }
 
 int options_from_environment(struct hugify_options *out, char *warnings, size_t cap) {

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "procfs.h"
+#include "safe_file.h"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
@@ -33,11 +34,12 @@
 /* ---- files ------------------------------------------------------------------------------------ */
 
 char *os_read_file(const char *path, size_t *length) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return NULL;
+  int fd = safe_file_open_read(path, true); /* a FIFO would hang the read, /dev/zero grow it without end */
+  if (fd < 0) { errno = -fd; return NULL; }
   size_t cap = 16384, used = 0;
   char *buf = malloc(cap);
   while (buf) {
+    if (used >= OS_READ_FILE_MAX) { free(buf); buf = NULL; errno = EFBIG; break; }
     if (cap - used < 4096) {
       char *bigger = realloc(buf, cap * 2);
       if (!bigger) { free(buf); buf = NULL; errno = ENOMEM; break; }
@@ -61,8 +63,8 @@ char *os_read_file(const char *path, size_t *length) {
 
 ssize_t os_read_small(const char *path, char *buf, size_t cap) {
   if (cap == 0) return -EINVAL;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -errno;
+  int fd = safe_file_open_read(path, true);
+  if (fd < 0) return fd;
   ssize_t n;
   do n = read(fd, buf, cap - 1); while (n < 0 && errno == EINTR);
   int saved = errno;

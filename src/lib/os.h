@@ -40,10 +40,13 @@
 #define OS_SYSFS_THP "/sys/kernel/mm/transparent_hugepage"
 
 /* ---- files ---- */
-/* Whole file into a malloc'd NUL-terminated buffer (procfs files report size 0, so read to EOF).
- * Returns NULL with errno set. *length may be NULL. */
+/* Whole file into a malloc'd NUL-terminated buffer (procfs files report size 0, so read to EOF). Only a
+ * regular file is read (a FIFO or device is EINVAL: safe_file_open_read), and at most OS_READ_FILE_MAX
+ * bytes (EFBIG beyond: smaps of 65530 mappings is ~70 MB). Returns NULL with errno set. *length may be NULL. */
+#define OS_READ_FILE_MAX (UINT64_C(256) << 20)
 char *os_read_file(const char *path, size_t *length);
-/* Small file into buf (NUL-terminated, trailing newline removed). Returns length or -errno. */
+/* Small regular file into buf (NUL-terminated, trailing newline removed); one read of at most cap - 1 bytes.
+ * Returns length or -errno. */
 ssize_t os_read_small(const char *path, char *buf, size_t cap);
 /* Decimal unsigned integer file (sysfs counters). Returns 0 or -errno. */
 int os_read_u64(const char *path, uint64_t *value);

@@ -502,6 +502,37 @@ struct mount_settings {
   uint64_t max_size, min_size;
 };
 
+int pool_check_mount_dir(const char *dir, char *reason, size_t cap) {
+  size_t length = strlen(dir);
+  if (dir[0] != '/') {
+    os_reason_add(reason, cap, "the mount point must be an absolute path, not '%s'", dir);
+    return -EINVAL;
+  }
+  if (length >= sizeof ((struct mount_settings *)0)->dir) {
+    os_reason_add(reason, cap, "the mount point is %zu characters long; at most %zu", length,
+                  sizeof ((struct mount_settings *)0)->dir - 1);
+    return -ENAMETOOLONG;
+  }
+  /* It goes into a systemd unit, one setting per line: a newline would add settings of its own. */
+  for (const char *p = dir; *p; p++)
+    if ((unsigned char)*p < 0x20 || *p == 0x7f) {
+      os_reason_add(reason, cap, "the mount point holds a control character (byte 0x%02x at %zu)", (unsigned)*p,
+                    (size_t)(p - dir));
+      return -EINVAL;
+    }
+  if (length > 1 && dir[length - 1] == ' ') {
+    os_reason_add(reason, cap, "the mount point ends in a blank (systemd would drop it)");
+    return -EINVAL;
+  }
+  /* systemd takes only normalized paths for Where= (and the unit name must match it) */
+  for (const char *p = dir; (p = strchr(p, '/')); p++)
+    if ((p[1] == '.' && (p[2] == '/' || !p[2])) || (p[1] == '.' && p[2] == '.' && (p[3] == '/' || !p[3]))) {
+      os_reason_add(reason, cap, "the mount point has a '.' or '..' component: give it without them");
+      return -EINVAL;
+    }
+  return 0;
+}
+
 static void mount_settings(uint64_t page_size, const struct hugify_mount_opts *opts, struct mount_settings *s) {
   memset(s, 0, sizeof *s);
   if (opts && opts->dir) snprintf(s->dir, sizeof s->dir, "%s", opts->dir);
@@ -558,10 +589,8 @@ int hugify_pool_mount(uint64_t page_size, const struct hugify_mount_opts *opts, 
     os_reason_add(reason, cap, "this machine has no %s hugetlb pages", label);
     return -EINVAL;
   }
-  if (s.dir[0] != '/') {
-    os_reason_add(reason, cap, "the mount point must be an absolute path, not '%s'", s.dir);
-    return -EINVAL;
-  }
+  int checked = pool_check_mount_dir(opts && opts->dir ? opts->dir : s.dir, reason, cap);
+  if (checked) return checked == -ENAMETOOLONG ? -EINVAL : checked;
   if (s.min_size && s.max_size && s.min_size > s.max_size) {
     os_reason_add(reason, cap, "min_size is larger than the size limit");
     return -EINVAL;
@@ -686,14 +715,28 @@ static void systemd_escape_path(const char *path, char *out, size_t cap) {
   out[n] = '\0';
 }
 
+/* A value of a unit file setting: systemd expands %-specifiers in Where= and Description=, so '%' is "%%". */
+static void systemd_escape_specifiers(const char *text, char *out, size_t cap) {
+  size_t n = 0;
+  for (const char *p = text; *p && n + 3 < cap; p++) {
+    if (*p == '%') out[n++] = '%';
+    out[n++] = *p;
+  }
+  out[n] = '\0';
+}
+
+#define SYSTEMD_UNIT_NAME_MAX 255 /* systemd's UNIT_NAME_MAX - 1 */
+
 char *hugify_pool_mount_unit_text(uint64_t page_size, const struct hugify_mount_opts *opts, char *unit_name,
                                   size_t cap) {
   struct mount_settings s;
   mount_settings(page_size, opts, &s);
-  if (s.dir[0] != '/') { errno = EINVAL; return NULL; }
-  char escaped[1024], label[32], options[256];
+  if (pool_check_mount_dir(opts && opts->dir ? opts->dir : s.dir, NULL, 0) != 0) { errno = EINVAL; return NULL; }
+  char escaped[4 * sizeof s.dir + 8], where[2 * sizeof s.dir], label[32], options[256];
   systemd_escape_path(s.dir, escaped, sizeof escaped);
+  if (strlen(escaped) + strlen(".mount") > SYSTEMD_UNIT_NAME_MAX) { errno = ENAMETOOLONG; return NULL; }
   if (unit_name && cap) snprintf(unit_name, cap, "%s.mount", escaped);
+  systemd_escape_specifiers(s.dir, where, sizeof where);
   format_page_size(page_size, label, sizeof label);
   mount_options(page_size, &s, true, options, sizeof options);
   char *text = NULL;
@@ -715,7 +758,7 @@ char *hugify_pool_mount_unit_text(uint64_t page_size, const struct hugify_mount_
                "\n"
                "[Install]\n"
                "WantedBy=sysinit.target\n",
-               label, s.dir, label, s.dir, (unsigned long long)(page_size >> 10), s.dir, options) < 0)
+               label, s.dir, label, where, (unsigned long long)(page_size >> 10), where, options) < 0)
     return NULL;
   return text;
 }

@@ -43,6 +43,11 @@ int pool_check_writable_at(const char *root, uint64_t page_size, int node, char 
 int pool_set_at(const char *root, uint64_t page_size, int node, uint64_t count, unsigned flags,
                 struct hugify_pool_result *result);
 
+/* A mount point hugify can mount at and write into a systemd unit: absolute, shorter than 1024 bytes, no
+ * control characters (a newline would inject unit settings), no trailing blank, no '.'/'..' components.
+ * Returns 0, -EINVAL or -ENAMETOOLONG with the reason. */
+int pool_check_mount_dir(const char *dir, char *reason, size_t cap);
+
 /* mkdir -p with mode 0755; *created when at least one directory was made. Returns 0 or -errno. */
 int pool_make_directories(const char *dir, bool *created);
 

@@ -604,3 +604,20 @@ void cgroup_hugetlb_size_name(uint64_t page_size, char *out, size_t cap) {
   else if (page_size >= (UINT64_C(1) << 20)) snprintf(out, cap, "%lluMB", (unsigned long long)(page_size >> 20));
   else snprintf(out, cap, "%lluKB", (unsigned long long)(page_size >> 10));
 }
+
+bool parse_stat_flags(const char *text, unsigned long *flags) {
+  const char *p = text ? strrchr(text, ')') : NULL;
+  if (!p) return false;
+  p++;
+  /* after the command: state ppid pgrp session tty_nr tpgid flags */
+  for (int field = 0; field < 6; field++) {
+    while (*p == ' ') p++;
+    if (!*p) return false;
+    p += strcspn(p, " ");
+  }
+  char *end;
+  while (*p == ' ') p++;
+  if (!isdigit((unsigned char)*p)) return false;
+  *flags = strtoul(p, &end, 10);
+  return end != p;
+}

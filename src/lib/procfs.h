@@ -177,4 +177,9 @@ bool parse_cgroup_limit(const char *text, uint64_t *value);
  * 2 MiB -> "2MB", 1 GiB -> "1GB", 64 KiB -> "64KB". */
 void cgroup_hugetlb_size_name(uint64_t page_size, char *out, size_t cap);
 
+/* /proc/PID/stat: the flags field (the 9th; PF_* of the task). The command may hold spaces and ')', so the
+ * fields are counted from the last ')'. False on malformed text. */
+bool parse_stat_flags(const char *text, unsigned long *flags);
+#define PROCFS_PF_KTHREAD 0x00200000ul /* include/linux/sched.h: a kernel thread (no user memory) */
+
 #endif

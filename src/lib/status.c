@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "os.h"
@@ -266,8 +267,17 @@ static void read_features(struct status_snapshot *s) {
   s->can_change_pools = os_can_change_pools();
 }
 
+int status_check_root(const char *root) {
+  struct stat st;
+  if (!root || !root[0] || strcmp(root, "/") == 0) return 0;
+  if (stat(root, &st) != 0) return -errno;
+  return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+}
+
 int status_read(const char *root, struct status_snapshot *out) {
   if (!out) return -EINVAL;
+  int rc = status_check_root(root);
+  if (rc) return rc;
   memset(out, 0, sizeof *out);
   snprintf(out->root, sizeof out->root, "%s", root && root[0] ? root : "/");
   out->live = strcmp(out->root, "/") == 0;

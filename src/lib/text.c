@@ -34,6 +34,7 @@
 #include "internal.h"
 #include "os.h"
 #include "procfs.h"
+#include "safe_file.h"
 #include "units.h"
 
 #ifndef MREMAP_FIXED
@@ -490,9 +491,16 @@ static void write_perf_map(struct remap *r) {
     for (unsigned k = 0; k < o->segment_count && k < HUGIFY_TEXT_MAX_SEGMENTS; k++)
       moved |= o->segments[k].path == HUGIFY_TEXT_COPY_SWAP;
     if (!moved) continue;
-    if (!out && !(out = fopen(path, "ae"))) {
-      os_reason_add(report->reason, sizeof report->reason, "perf-map failed: %s: %s", path, strerror(errno));
-      return;
+    if (!out) {
+      /* As root in /tmp: never through a planted link, only a file of our own, not readable by others
+       * (it holds this process's code addresses). perf reads it as the same user or root. */
+      char why[256] = "";
+      int fd = safe_file_open_append(path, why, sizeof why);
+      if (fd < 0 || !(out = fdopen(fd, "a"))) {
+        if (fd >= 0) close(fd);
+        os_reason_add(report->reason, sizeof report->reason, "perf-map failed: %s", why[0] ? why : strerror(errno));
+        return;
+      }
     }
     size_t size;
     void *image = elf_map_file(o->main_program ? "/proc/self/exe" : o->path, &size);

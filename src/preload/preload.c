@@ -15,7 +15,8 @@
 
 static struct hugify_options options;
 static struct preload_fallback_entry fallbacks[PRELOAD_MAX_FALLBACKS];
-static atomic_uint fallbacks_claimed, fallbacks_written;
+static atomic_uint fallbacks_claimed;
+static atomic_bool fallbacks_ready[PRELOAD_MAX_FALLBACKS];
 static atomic_uint_fast64_t inside_ns;
 
 const struct hugify_options *preload_options(void) { return &options; }
@@ -30,25 +31,42 @@ uint64_t preload_total_ns(void) { return atomic_load_explicit(&inside_ns, memory
 
 bool preload_is_top_level(void) { return options.run_pid == 0 || options.run_pid == getpid(); }
 
-void preload_fallback(const char *what, const char *format, ...) {
+/* Each slot is published with `ready` (release) after its text is written; a reader takes the slots up to
+ * the first one that is not ready yet (acquire), so it never reads a slot another thread is still filling
+ * (at exit, the report may run while another thread records a fallback). */
+static void record_fallback(bool announce, const char *what, const char *format, va_list args) {
   unsigned slot = atomic_fetch_add(&fallbacks_claimed, 1);
   char reason[sizeof fallbacks[0].reason];
-  va_list args;
-  va_start(args, format);
   vsnprintf(reason, sizeof reason, format, args);
-  va_end(args);
   if (slot < PRELOAD_MAX_FALLBACKS) {
     snprintf(fallbacks[slot].what, sizeof fallbacks[slot].what, "%s", what);
     memcpy(fallbacks[slot].reason, reason, sizeof reason);
-    atomic_fetch_add(&fallbacks_written, 1);
+    atomic_store_explicit(&fallbacks_ready[slot], true, memory_order_release);
   }
-  if (options.verbose && preload_is_top_level())
+  if (announce && options.verbose && preload_is_top_level())
     dprintf(STDERR_FILENO, "hugify: %s: %s; carrying on without huge pages there\n", what, reason);
 }
 
+void preload_fallback(const char *what, const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  record_fallback(true, what, format, args);
+  va_end(args);
+}
+
+/* For the report only: the line on stderr has already been printed. */
+static void preload_fallback_quiet(const char *what, const char *format, ...) __attribute__((format(printf, 2, 3)));
+static void preload_fallback_quiet(const char *what, const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  record_fallback(false, what, format, args);
+  va_end(args);
+}
+
 const struct preload_fallback_entry *preload_fallbacks(unsigned *count) {
-  unsigned written = atomic_load(&fallbacks_written);
-  *count = written < PRELOAD_MAX_FALLBACKS ? written : PRELOAD_MAX_FALLBACKS;
+  unsigned n = 0;
+  while (n < PRELOAD_MAX_FALLBACKS && atomic_load_explicit(&fallbacks_ready[n], memory_order_acquire)) n++;
+  *count = n;
   return fallbacks;
 }
 
@@ -74,7 +92,7 @@ __attribute__((constructor)) static void hugify_preload_start(void) {
   int bad = options_from_environment(&options, warnings, sizeof warnings);
   /* One warning, from the process hugify run started (its children inherit the same environment). */
   if (bad > 0 && preload_is_top_level()) dprintf(STDERR_FILENO, "hugify: %s\n", warnings);
-  if (bad > 0) preload_fallback("options", "%s", warnings);
+  if (bad > 0) preload_fallback_quiet("options", "%s", warnings); /* warned once above, also with HUGIFY_VERBOSE */
 
   preload_heap_start(&options);
   if (options.report[0]) atexit(preload_report_at_exit);

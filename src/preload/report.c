@@ -17,6 +17,7 @@
 #include "hugify.h"
 #include "os.h"
 #include "preload.h"
+#include "safe_file.h"
 #include "units.h"
 
 #define REPORT_MAX_OBJECTS 256
@@ -229,30 +230,24 @@ static bool measure(struct measured *m) {
   return true;
 }
 
+/* The rules of safe_file.h: a new file renamed over a regular one; a character device or FIFO the user
+ * named (/dev/null, a terminal, a pipe) is written into; a link, a directory or a block device is refused. */
 static void write_file(const char *path, const struct measured *m, double seconds) {
-  struct stat target;
-  if (stat(path, &target) == 0 && !S_ISREG(target.st_mode)) {
-    /* A device or FIFO (/dev/null, /dev/stderr): write into it; a rename would replace it. */
-    FILE *out = fopen(path, "we");
-    if (!out) {
-      preload_fallback("report", "cannot write %s: %s", path, strerror(errno));
-      return;
-    }
-    write_json(out, m, seconds);
-    fclose(out);
-    return;
-  }
-  char temporary[4200];
-  snprintf(temporary, sizeof temporary, "%s.tmp.%d", path, (int)getpid());
-  FILE *out = fopen(temporary, "we");
+  char *text = NULL;
+  size_t length = 0;
+  FILE *out = open_memstream(&text, &length);
   if (!out) {
-    preload_fallback("report", "cannot write %s: %s", temporary, strerror(errno));
+    preload_fallback("report", "cannot write %s: %s", path, strerror(errno));
     return;
   }
   write_json(out, m, seconds);
   bool ok = !ferror(out);
   ok = fclose(out) == 0 && ok;
-  if (!ok || rename(temporary, path) != 0) unlink(temporary);
+  char reason[512] = "";
+  if (!ok) preload_fallback("report", "cannot write %s: out of memory", path);
+  else if (safe_file_replace(path, text, length, 0644, SAFE_FILE_ALLOW_DEVICE, reason, sizeof reason) != 0)
+    preload_fallback("report", "%s", reason);
+  free(text);
 }
 
 void preload_report_at_exit(void) {
@@ -277,7 +272,9 @@ void preload_report_at_exit(void) {
     else write_text(stderr, m, seconds);
   } else if (preload_is_top_level()) {
     write_file(options->report, m, seconds);
-  } else {
+  } else if (safe_file_kind(options->report) != SAFE_FILE_STREAM) {
+    /* A child reports to FILE.<pid>; when FILE is a device or FIFO (one stream, the top-level process's),
+     * children write nothing: never /dev/null.<pid> files in /dev, never reports interleaved in a pipe. */
     char path[4200];
     snprintf(path, sizeof path, "%s.%d", options->report, (int)getpid());
     write_file(path, m, seconds);
