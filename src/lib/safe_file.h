@@ -29,6 +29,10 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define SAFE_FILE_ALLOW_DEVICE 1u /* a character device or FIFO at the target is written into, not replaced */
 #define SAFE_FILE_DURABLE 2u      /* fsync the new file before the rename (files that must survive a crash) */
 
@@ -57,5 +61,9 @@ int safe_file_open_read(const char *path, bool follow);
 
 /* Write all of data to fd (EINTR and short writes retried). Returns 0 or -errno. */
 int safe_file_write_all(int fd, const void *data, size_t length);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
