@@ -203,7 +203,7 @@ static bool find_allocator(const char *file, char *out, size_t cap) {
 /* "#!/bin/sh -e" -> "/bin/sh". False when the file is not a script. */
 static bool script_interpreter(const char *path, char *out, size_t cap) {
   char line[256];
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = safe_file_open_read(path, true); /* a FIFO named as CMD must not hang hugify */
   if (fd < 0) return false;
   ssize_t n = read(fd, line, sizeof line - 1);
   close(fd);
@@ -221,7 +221,7 @@ static bool script_interpreter(const char *path, char *out, size_t cap) {
 /* 1: an ELF with a PT_INTERP (the dynamic loader runs it and reads LD_PRELOAD); 0: ELF without one
  * (static, static-pie); -1: not a 64-bit ELF we can read. */
 static int elf_is_dynamic(const char *path) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = safe_file_open_read(path, true);
   if (fd < 0) return -1;
   Elf64_Ehdr header;
   int result = -1;

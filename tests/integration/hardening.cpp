@@ -318,6 +318,15 @@ TEST(Readers, ElfOfAFifoOrDevZeroEndsAtOnce) {
   }
 }
 
+// `hugify run` reads CMD (its #! line, its ELF header) before it runs it: an executable FIFO must not hang it.
+TEST(Readers, RunOfAFifoCommandEndsAtOnce) {
+  temp_dir dir;
+  ASSERT_EQ(mkfifo((dir / "fifo").c_str(), 0700), 0);
+  auto run = guarded_hugify({"run", "--", dir / "fifo"});
+  ASSERT_NE(run.status, 124) << "hugify run hung reading a FIFO";
+  EXPECT_EQ(run.status, 126) << run.err;
+}
+
 // Every file of a captured tree replaced by a FIFO, then by a link to /dev/zero: status and pool show read
 // them all and must end (what cannot be read is listed), never hang or grow.
 TEST(Readers, StatusAndPoolOverATreeOfFifosAndDevZero) {
