@@ -125,13 +125,13 @@ struct status_snapshot {
   struct status_unreadable unreadable[STATUS_MAX_UNREADABLE];
 };
 
-/* 0 when root is "/" or a directory (a captured tree), else -errno (-ENOENT, -ENOTDIR): a --root that is not
- * there is a bad argument, not a machine without hugetlb support. */
+/* 0 when root is "/" or a directory (a captured tree), else -errno (-ENOENT, -ENOTDIR): the commands check
+ * --root with it first, since a root that is not there is a bad argument, not a machine without hugetlb. */
 int status_check_root(const char *root);
 
 /* Read everything under root ("/": this machine, and then the features are probed). What cannot be read is
- * listed in out->unreadable and left STATUS_UNKNOWN / empty. Returns 0, or -errno only for bad arguments
- * (status_check_root). */
+ * listed in out->unreadable and left STATUS_UNKNOWN / empty (a missing root too: nothing can be read).
+ * Returns 0, or -errno only for bad arguments. */
 int status_read(const char *root, struct status_snapshot *out);
 
 /* Only the fast-changing part (pools, vmstat counters, usage), for --watch. */
