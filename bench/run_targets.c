@@ -6,15 +6,22 @@
  *   tunable   GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (glibc's own THP support alone)
  *   mimalloc  LD_PRELOAD=libmimalloc.so.2 MIMALLOC_LARGE_OS_PAGES=1 MIMALLOC_EAGER_COMMIT_DELAY=0
  *   jemalloc  LD_PRELOAD=libjemalloc.so.2 MALLOC_CONF=thp:always,metadata_thp:always
- * and prints medians, speedups over plain, RSS ratios, and the issue's targets with pass/miss. */
+ * and prints medians, speedups over plain, RSS ratios, and the issue's targets with pass/miss. Spawning,
+ * the balanced order and the medians are the measurement module's (src/lib/measure.c, stats.c); the
+ * program's JSON line is read with jansson (src/cli/json_read.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
+#include <sys/mman.h>
 #include <unistd.h>
+
+#include "json_read.h"
+#include "measure.h"
+#include "os.h"
+#include "stats.h"
 
 static const char usage[] =
     "usage: run_targets [--rounds R] [--hugify PATH] [--key FIELD] [--json] [-- PROGRAM ARGS...]\n"
@@ -60,101 +67,77 @@ static int find_library(const char *name, char *out, size_t cap) {
   return 0;
 }
 
-static void self_dir(char *out, size_t cap) {
-  ssize_t n = readlink("/proc/self/exe", out, cap - 1);
-  out[n > 0 ? n : 0] = '\0';
-  char *slash = strrchr(out, '/');
-  if (slash) *slash = '\0';
-}
-
-static double json_number(const char *text, const char *key) {
-  char pattern[128];
-  snprintf(pattern, sizeof pattern, "\"%s\":", key);
-  const char *at = strstr(text, pattern);
-  if (!at) return -1;
-  return strtod(at + strlen(pattern), NULL);
-}
-
-/* Run argv with the environment of config; parse the last line of stdout holding "seconds". */
+/* Run argv with the environment of config; read the last line of its stdout that carries the time key. */
 static const char *time_key = "seconds"; /* --key: the JSON field compared */
 static char cpu_key[96] = "cpu_seconds";
+
+static void read_sample(const char *text, struct sample *s) {
+  char *copy = strdup(text), *save = NULL;
+  for (char *line = copy ? strtok_r(copy, "\n", &save) : NULL; line; line = strtok_r(NULL, "\n", &save)) {
+    struct json_doc *doc = line[0] == '{' ? json_doc_read_text(line, NULL, 0) : NULL;
+    double seconds;
+    if (doc && json_doc_number(doc, time_key, &seconds)) {
+      s->seconds = seconds;
+      if (!json_doc_number(doc, cpu_key, &s->cpu_seconds)) s->cpu_seconds = -1;
+      if (!json_doc_number(doc, "huge_fraction", &s->huge_fraction)) s->huge_fraction = -1;
+      if (!json_doc_number(doc, "max_rss_bytes", &s->rss)) s->rss = -1;
+    }
+    json_doc_free(doc);
+  }
+  free(copy);
+  s->ok = s->seconds > 0;
+}
 
 static struct sample run_once(int config, char **program, const char *hugify, const char *mimalloc,
                               const char *jemalloc) {
   struct sample s = {0};
-  int out[2];
-  if (pipe(out) != 0) return s;
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(out[1], 1);
-    close(out[0]);
-    close(out[1]);
-    unsetenv("LD_PRELOAD");
-    unsetenv("GLIBC_TUNABLES");
-    unsetenv("MALLOC_CONF");
-    unsetenv("MIMALLOC_LARGE_OS_PAGES");
-    if (config == TUNABLE) setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1", 1);
-    if (config == MIMALLOC) {
-      setenv("LD_PRELOAD", mimalloc, 1);
-      setenv("MIMALLOC_LARGE_OS_PAGES", "1", 1);
-      setenv("MIMALLOC_EAGER_COMMIT_DELAY", "0", 1);
-    }
-    if (config == JEMALLOC) {
-      setenv("LD_PRELOAD", jemalloc, 1);
-      setenv("MALLOC_CONF", "thp:always,metadata_thp:always", 1);
-    }
-    if (config == HUGIFY) {
-      int count = 0;
-      while (program[count]) count++;
-      char **argv = calloc((size_t)count + 4, sizeof *argv);
-      argv[0] = (char *)hugify;
-      argv[1] = "run";
-      argv[2] = "--";
-      for (int i = 0; i < count; i++) argv[3 + i] = program[i];
-      execvp(argv[0], argv);
-    } else {
-      execvp(program[0], program);
-    }
-    _exit(127);
+  static const char *const unset[] = {"LD_PRELOAD", "GLIBC_TUNABLES", "MALLOC_CONF", "MIMALLOC_LARGE_OS_PAGES", NULL};
+  static char preload[PATH_MAX + 16];
+  const char *set[4] = {NULL};
+  if (config == TUNABLE) set[0] = "GLIBC_TUNABLES=glibc.malloc.hugetlb=1";
+  if (config == MIMALLOC || config == JEMALLOC) {
+    snprintf(preload, sizeof preload, "LD_PRELOAD=%s", config == MIMALLOC ? mimalloc : jemalloc);
+    set[0] = preload;
+    set[1] = config == MIMALLOC ? "MIMALLOC_LARGE_OS_PAGES=1" : "MALLOC_CONF=thp:always,metadata_thp:always";
+    set[2] = config == MIMALLOC ? "MIMALLOC_EAGER_COMMIT_DELAY=0" : NULL;
   }
-  close(out[1]);
-  char text[65536];
-  size_t used = 0;
-  ssize_t n;
-  while ((n = read(out[0], text + used, sizeof text - 1 - used)) > 0) used += (size_t)n;
-  text[used] = '\0';
-  close(out[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return s;
-  /* the last line that carries the key */
-  char *line = NULL, pattern[128];
-  snprintf(pattern, sizeof pattern, "\"%s\":", time_key);
-  for (char *p = text; (p = strstr(p, pattern)); p++) line = p;
-  if (!line) return s;
-  while (line > text && line[-1] != '\n') line--;
-  s.seconds = json_number(line, time_key);
-  s.cpu_seconds = json_number(line, cpu_key);
-  s.huge_fraction = json_number(line, "huge_fraction");
-  s.rss = json_number(line, "max_rss_bytes");
-  s.ok = s.seconds > 0;
+  int count = 0;
+  while (program[count]) count++;
+  const char **argv = calloc((size_t)count + 4, sizeof *argv), **to = argv;
+  if (!argv) return s;
+  if (config == HUGIFY) {
+    *to++ = hugify;
+    *to++ = "run";
+    *to++ = "--";
+  }
+  for (int i = 0; i < count; i++) *to++ = program[i];
+  int out = memfd_create("run_targets", MFD_CLOEXEC);
+  struct measure_command command = {.argv = argv, .stdout_fd = out, .stderr_fd = -1, .unset = unset, .set = set};
+  struct measure_run run;
+  if (out >= 0 && measure_command_run(&command, &run) == 0 && run.status == 0) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", out);
+    char *text = os_read_file(path, NULL);
+    if (text) read_sample(text, &s);
+    free(text);
+  }
+  if (out >= 0) close(out);
+  free(argv);
   return s;
 }
 
-static int compare_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
+static double median(const double *values, int count) { return count ? stats_median(values, (size_t)count) : -1; }
 
-static double median(double *values, int count) {
-  if (count == 0) return -1;
-  qsort(values, (size_t)count, sizeof *values, compare_double);
-  return count % 2 ? values[count / 2] : (values[count / 2 - 1] + values[count / 2]) / 2;
+static double minimum(const double *values, int count) {
+  double m = count ? values[0] : -1;
+  for (int i = 1; i < count; i++)
+    if (values[i] < m) m = values[i];
+  return m;
 }
 
 int main(int argc, char **argv) {
   int rounds = 10, json = 0;
-  char hugify[PATH_MAX + 32] = "", dir[PATH_MAX], default_program[PATH_MAX + 32];
+  char hugify[PATH_MAX + 32] = "", default_program[PATH_MAX + 32];
   char **program = NULL;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) rounds = atoi(argv[++i]);
@@ -169,14 +152,12 @@ int main(int argc, char **argv) {
   /* "seconds" -> "cpu_seconds", "lookup_seconds" -> "lookup_cpu_seconds" */
   const char *suffix = strstr(time_key, "seconds");
   if (suffix) snprintf(cpu_key, sizeof cpu_key, "%.*scpu_seconds", (int)(suffix - time_key), time_key);
-  self_dir(dir, sizeof dir);
-  if (!hugify[0]) {
-    snprintf(hugify, sizeof hugify, "%s/../bin/hugify", dir);
-    if (access(hugify, X_OK) != 0) snprintf(hugify, sizeof hugify, "hugify");
-  }
+  if (!hugify[0] && measure_find_beside_self((const char *const[]){"../bin/hugify", NULL}, hugify, sizeof hugify) != 0)
+    snprintf(hugify, sizeof hugify, "hugify");
   static char *default_argv[] = {NULL, "--allocator", "std", "--json", "--repeat", "1", NULL};
   if (!program || !program[0]) {
-    snprintf(default_program, sizeof default_program, "%s/absl_hash_map", dir);
+    if (measure_find_beside_self((const char *const[]){"absl_hash_map", NULL}, default_program, sizeof default_program) != 0)
+      snprintf(default_program, sizeof default_program, "absl_hash_map");
     default_argv[0] = default_program;
     program = default_argv;
   }
@@ -187,22 +168,14 @@ int main(int argc, char **argv) {
     if (!have[c]) fprintf(stderr, "run_targets: %s not installed (apt-get install %s); skipped\n", config_names[c],
                           c == MIMALLOC ? "libmimalloc2.0" : "libjemalloc2");
 
-  /* The order within a round is a Williams design: over 2 x CONFIG_COUNT rounds every config runs right
-   * after every other one equally often. It matters: a THP run right after a plain run pays for the
-   * compaction of the memory the plain run left in 4 KiB pieces (measured here: 2x the CPU time), and a
-   * plain rotation would put the same config after `plain` in 4 rounds out of 5. */
-  int order[2 * CONFIG_COUNT][CONFIG_COUNT];
-  for (int r = 0; r < CONFIG_COUNT; r++) {
-    for (int k = 0; k < CONFIG_COUNT; k++) {
-      int base = k == 0 ? 0 : k % 2 ? (k + 1) / 2 : CONFIG_COUNT - k / 2; /* 0, 1, n-1, 2, n-2, ... */
-      order[r][k] = (base + r) % CONFIG_COUNT;
-      order[r + CONFIG_COUNT][CONFIG_COUNT - 1 - k] = order[r][k]; /* the mirror image (odd n) */
-    }
-  }
+  /* The order within a round is a Williams design (measure_round_order): over 2 x CONFIG_COUNT rounds every
+   * config runs right after every other one equally often. It matters: a THP run right after a plain run
+   * pays for the compaction of the memory the plain run left in 4 KiB pieces (measured here: 2x the CPU
+   * time), and a plain rotation would put the same config after `plain` in 4 rounds out of 5. */
   static struct sample samples[CONFIG_COUNT][MAX_ROUNDS];
   for (int r = 0; r < rounds; r++) {
     for (int k = 0; k < CONFIG_COUNT; k++) {
-      int c = order[r % (2 * CONFIG_COUNT)][k];
+      int c = measure_round_order((size_t)r, k, CONFIG_COUNT);
       if (!have[c]) continue;
       samples[c][r] = run_once(c, program, hugify, mimalloc, jemalloc);
       fprintf(stderr, "\rrun_targets: round %d/%d %-8s %.3f s   ", r + 1, rounds, config_names[c], samples[c][r].seconds);
@@ -230,7 +203,7 @@ int main(int argc, char **argv) {
       n++;
     }
     time[WALL][c] = median(t, n);
-    time[FASTEST][c] = n ? t[0] : -1; /* median() sorted t */
+    time[FASTEST][c] = minimum(t, n);
     time[CPU][c] = median(u, n);
     fraction[c] = median(f, n);
     rss[c] = median(m, n);

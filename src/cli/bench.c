@@ -3,35 +3,42 @@
  *
  * Every kind's memory comes from hugify_alloc with a one-kind chain and HUGIFY_STRICT, so a kind that
  * cannot be had is reported skipped with the library's reason, never replaced by another kind; and what
- * backs each working set is measured with hugify_backing right before it is timed. */
+ * backs each working set is measured with hugify_backing right before it is timed.
+ *
+ * Every point is timed several times (3, or 5 without --quick), the repetitions interleaved across the page
+ * kinds in a balanced order (src/lib/measure.c), never back to back: the figure is the median, with the
+ * min/max beside it; a point whose spread exceeds NOISY_SPREAD of its median is flagged noisy, and kinds
+ * within each other's spread are a tie, not a ranking. */
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <limits.h>
 #include <math.h>
-#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "bench.h"
 #include "cli.h"
 #include "hugify.h"
+#include "json_read.h"
+#include "measure.h"
 #include "options.h"
 #include "os.h"
 #include "procfs.h"
 #include "units.h"
 
-extern char **environ;
-
 const char usage_bench[] =
     "usage: hugify bench [EXPERIMENT...] [--pages KINDS] [--max-size SIZE] [--quick]\n"
-    "                    [--json [FILE]] [--chart FILE.svg]\n"
+    "                    [--json | --json=FILE] [--chart FILE.svg]\n"
     "\n"
     "What huge pages buy on this machine: the seed experiments, timed on each page kind, with the\n"
     "speedup over 4 KiB pages against the working-set size. Before every timing, hugify_backing\n"
     "checks what really backs the working set; a point under 95 % on its page kind is flagged.\n"
+    "Every point is timed 3 times (--quick) or 5 times, interleaved across the page kinds: the median is\n"
+    "shown with its spread (min-max); a point whose spread exceeds 10 % of its median is flagged noisy,\n"
+    "and kinds within each other's spread are reported as a tie, not ranked.\n"
     "\n"
     "Experiments (default: all):\n"
     "  random   independent random 8-byte reads (throughput), 8 KiB .. --max-size\n"
@@ -49,27 +56,36 @@ const char usage_bench[] =
     "  --max-size SIZE   largest working set (default: 4 GiB or half the available memory, whichever\n"
     "                    is smaller; 256 MiB with --quick)\n"
     "  --quick           a first look in under a minute: fewer sizes, shorter timings\n"
-    "  --json [FILE]     write the results as JSON to FILE; no FILE or '-': to stdout, instead of\n"
-    "                    the tables (schema: docs/bench.md)\n"
-    "  --chart FILE.svg  write the chart: speedup over 4K vs working-set size, one line per kind\n"
+    "  --json            the results as JSON on stdout instead of the tables (schema hugify.bench/2,\n"
+    "                    docs/bench.md)\n"
+    "  --json=FILE       the tables on stdout and the JSON to FILE (--json=- is stdout)\n"
+    "  --chart FILE.svg  write the chart: speedup over 4K vs working-set size, one line per kind, the\n"
+    "                    spread of each point as an error bar\n"
+    "  --inject-noise KIND  test hook: one repetition of every point of KIND takes twice its time (a busy\n"
+    "                    wait inside the timing), so those points must come out flagged noisy\n"
     "\n"
     "A kind that cannot be had (no hugetlb pool, no 1 GiB page) is listed as skipped with the reason and\n"
     "the command that enables it, e.g. 'hugify pool set 2M=2048'.\n"
     "\n"
-    "Exit status: 0 done; 1 a point was under 95 % coverage, or a kind named in --pages (or an\n"
+    "When points are noisy, the likely cause is named (machine load, large kernel-time variance).\n"
+    "\n"
+    "Exit status: 0 done (noisy points are flagged, not an error); 1 a point was under 95 % coverage, or a kind named in --pages (or an\n"
     "experiment named on the command line) could not be run in full; 2 bad usage; 3 the backing of\n"
     "memory cannot be measured here (/proc/self/smaps unreadable).\n"
     "\n"
     "Examples:\n"
     "  hugify bench --quick --chart bench.svg\n"
-    "  hugify bench chase random --pages 4K,THP,2M --max-size 2G --json bench.json\n"
+    "  hugify bench chase random --pages 4K,THP,2M --max-size 2G --json=bench.json\n"
     "  hugify pool set 2M=2048 && hugify bench hash strings --chart hash.svg\n";
 
 #define COMMAND "bench"
 #define MIN_SIZE (UINT64_C(8) << 10)
 #define HASH_MAX_SIZE (UINT64_C(1) << 30)
 #define COVERAGE_MIN 0.95
-#define INTERLEAVED_BUDGET (UINT64_C(2) << 30) /* all kinds' buffers at once, at most */
+#define INTERLEAVED_BUDGET (UINT64_C(4) << 30) /* all kinds' buffers at once, at most */
+#define NOISY_SPREAD 0.10      /* a point whose (max - min) / median exceeds this is noisy */
+#define MAX_REPEATS 8
+#define CONFIDENCE 0.95
 #define KINDS HUGIFY_PAGE_KIND_COUNT
 
 enum experiment { EXP_RANDOM, EXP_CHASE, EXP_TOUCH, EXP_HASH, EXP_STRINGS, EXP_ABSL, EXP_COUNT };
@@ -97,10 +113,17 @@ struct point {
   enum hugify_page_kind kind;
   struct item item;
   uint64_t size;     /* measured working set (strings: the bytes really used) */
-  double ns_per_op;  /* touch: ns per 4 KiB */
-  uint64_t ops;
-  double seconds;    /* touch: the whole first touch */
+  uint64_t ops;      /* operations timed, over all repetitions */
+  int repeats;
+  double ns[MAX_REPEATS];      /* ns per operation (touch: per 4 KiB), per repetition */
+  double system[MAX_REPEATS];  /* kernel seconds, per repetition */
+  double seconds[MAX_REPEATS]; /* touch: the whole first touch, per repetition */
+  bool interleaved;  /* repetitions interleaved with the other kinds' (false: too large to hold them all) */
   double coverage;   /* share of the working set on this kind's pages, measured before timing */
+  /* summarised (summarise()) */
+  struct measure_spread spread;  /* of ns */
+  double speedup, speedup_min, speedup_max; /* 4K ns / this ns, per repetition: median, min, max */
+  bool tie;          /* within the 4K baseline's spread: no measurable difference */
 };
 
 struct kind_state {
@@ -113,16 +136,19 @@ struct kind_state {
 
 struct absl_run {
   char allocator[16];
-  double count, seconds, huge_fraction;
+  double count, seconds, seconds_min, seconds_max, huge_fraction;
+  int repeat;
 };
 
 struct bench {
   /* settings */
   bool quick, run[EXP_COUNT], experiments_named, absl_named, kinds_named;
   uint64_t max_size;
-  const char *json_path, *chart_path;
+  struct json_output json; /* --json / --json=FILE */
+  const char *chart_path;
   FILE *json_file, *chart_file; /* opened before the run, so a bad path fails at once */
   unsigned unavailable; /* bit per kind: HUGIFY_BENCH_UNAVAILABLE */
+  int inject_noise;     /* --inject-noise KIND: that kind, or -1 */
   double target_seconds;
   int repeats, octaves;
   /* plan */
@@ -141,6 +167,8 @@ struct bench {
   double started, seconds;
   uint64_t mem_available;
   char cpu[128];
+  struct measure_noise machine;
+  char noise[512]; /* the likely cause when points are noisy, "" if none */
 };
 
 static volatile uint64_t sink; /* every workload's result lands here, so no load is optimised away */
@@ -174,6 +202,7 @@ static int parse_kinds(const char *list, bool *selected) {
 
 static int parse_arguments(struct bench *b, int argc, char **argv) {
   const char *max_text = NULL;
+  b->inject_noise = -1;
   for (int i = 1; i < argc; i++) {
     bool matched;
     const char *value;
@@ -192,11 +221,16 @@ static int parse_arguments(struct bench *b, int argc, char **argv) {
       max_text = value;
       continue;
     }
-    if (strcmp(argv[i], "--json") == 0) { /* the FILE is optional */
-      b->json_path = i + 1 < argc && (argv[i + 1][0] != '-' || strcmp(argv[i + 1], "-") == 0) ? argv[++i] : "-";
+    int json = json_output_option(COMMAND, argv[i], &b->json);
+    if (json < 0) return EXIT_USAGE;
+    if (json > 0) continue;
+    if ((value = option_value(argc, argv, &i, "--inject-noise", &matched)) || matched) {
+      enum hugify_page_kind kind;
+      if (!value || hugify_page_kind_parse(value, &kind) != 0)
+        return usage_error(COMMAND, "--inject-noise needs a page kind (4K, THP, 2M or 1G)");
+      b->inject_noise = (int)kind;
       continue;
     }
-    if (strncmp(argv[i], "--json=", 7) == 0) { b->json_path = argv[i] + 7; continue; }
     if ((value = option_value(argc, argv, &i, "--chart", &matched)) || matched) {
       if (!value || !value[0]) return usage_error(COMMAND, "--chart needs a file name, such as bench.svg");
       b->chart_path = value;
@@ -359,141 +393,177 @@ static double kind_coverage(struct bench *b, const void *p, uint64_t size, enum 
 
 /* ---- timing ------------------------------------------------------------------------------------- */
 
-/* ns per operation: calibrate the operation count to the target time, then the best of `repeats` runs.
- * Time is the CPU time of this thread (user + kernel), so time in which other programs had the CPU is not
- * counted; the best run is the one least disturbed by what they left in the caches and TLB. */
-static double time_workload(const struct bench *b, struct workload *w, uint64_t *total_ops) {
+static double thread_system_seconds(void) {
+  struct rusage usage;
+  if (getrusage(RUSAGE_THREAD, &usage) != 0) return 0;
+  return (double)usage.ru_stime.tv_sec + (double)usage.ru_stime.tv_usec * 1e-6;
+}
+
+/* --inject-noise: burn `seconds` more CPU time inside the timed window. */
+static void busy_wait(double seconds) {
+  double until = measure_thread_cpu_now() + seconds;
+  while (measure_thread_cpu_now() < until) {
+  }
+}
+
+/* Operations for one timed run of about the target time, calibrated on w (its runs warm it up). Time is
+ * the CPU time of this thread (user + kernel), so time in which other programs had the CPU is not counted. */
+static uint64_t calibrate(const struct bench *b, struct workload *w, uint64_t *ops_done) {
   uint64_t ops = 256;
   double elapsed;
+  *ops_done = 0;
   for (;;) {
-    double start = bench_cpu_now();
+    double start = measure_thread_cpu_now();
     sink += w->run(w, ops);
-    elapsed = bench_cpu_now() - start;
+    elapsed = measure_thread_cpu_now() - start;
+    *ops_done += ops;
     if (elapsed >= b->target_seconds / 8 || ops >= (UINT64_C(1) << 36)) break;
     ops *= elapsed < b->target_seconds / 64 ? 8 : 2;
   }
   uint64_t per_run = (uint64_t)((double)ops * b->target_seconds / (elapsed > 1e-9 ? elapsed : 1e-9));
-  if (per_run < 16) per_run = 16;
-  double best = INFINITY;
-  for (int r = 0; r < b->repeats; r++) {
-    double start = bench_cpu_now();
-    sink += w->run(w, per_run);
-    double ns = (bench_cpu_now() - start) * 1e9 / (double)per_run;
-    if (ns < best) best = ns;
-  }
-  *total_ops = ops + per_run * (uint64_t)b->repeats;
-  return best;
+  return per_run < 16 ? 16 : per_run;
 }
 
-static struct point *add_point(struct bench *b) {
+/* One repetition of point p: `ops` operations of w, timed. */
+static void time_repetition(const struct bench *b, struct point *p, struct workload *w, uint64_t ops) {
+  double system = thread_system_seconds(), start = measure_thread_cpu_now();
+  sink += w->run(w, ops);
+  double elapsed = measure_thread_cpu_now() - start;
+  if ((int)p->kind == b->inject_noise && p->repeats == 1) { /* the test hook: one repetition twice as long */
+    busy_wait(elapsed);
+    elapsed = measure_thread_cpu_now() - start;
+  }
+  p->ns[p->repeats] = elapsed * 1e9 / (double)ops;
+  p->system[p->repeats] = thread_system_seconds() - system;
+  p->repeats++;
+  p->ops += ops;
+}
+
+/* Index of a new zeroed point (indexes, not pointers: the array grows). -1 when out of memory. */
+static long add_point(struct bench *b) {
   if (b->point_count == b->point_cap) {
     size_t cap = b->point_cap ? b->point_cap * 2 : 128;
     struct point *points = realloc(b->points, cap * sizeof *points);
-    if (!points) return NULL;
+    if (!points) return -1;
     b->points = points;
     b->point_cap = cap;
   }
-  struct point *p = &b->points[b->point_count++];
-  memset(p, 0, sizeof *p);
-  return p;
+  memset(&b->points[b->point_count], 0, sizeof b->points[0]);
+  return (long)b->point_count++;
 }
 
 static int step_done, step_total;
 
-/* Time one item on one kind. The workload is built on the first kind's buffer and copied (relocated) to
- * the others: the same data everywhere, built once. `built` holds that first workload as prepared. */
-static void run_item(struct bench *b, enum experiment e, enum hugify_page_kind kind, void *buffer, struct item item,
-                     struct workload *built, bool *have_built) {
+static bool build_workload(enum experiment e, struct item item, void *buffer, struct workload *w) {
+  uint64_t seed = UINT64_C(0x4855474946590000) ^ (item.size * 31 + (uint64_t)e);
+  switch (e) {
+  case EXP_RANDOM: workload_random(w, buffer, (size_t)item.size, seed); return true;
+  case EXP_CHASE: workload_chase(w, buffer, (size_t)item.size, seed); return true;
+  case EXP_HASH: workload_hash(w, buffer, (size_t)item.size, seed); return true;
+  case EXP_STRINGS: workload_strings(w, buffer, item.count, seed); return true;
+  default: return false;
+  }
+}
+
+/* Time one item on the kinds listed (each with its buffer): the workload is built once, on the first
+ * kind's buffer, and copied (relocated) to the others before any run, so every kind times the same data.
+ * The repetitions go round the kinds in a balanced order, so a disturbance of the machine lands on one
+ * repetition of one kind, not on all repetitions of one kind. */
+static void run_item(struct bench *b, enum experiment e, struct item item, const int *kinds, int n,
+                     void *const *buffers, bool interleaved) {
   char size_text[32];
   format_bytes(item.size, size_text, sizeof size_text);
-  progress(false, "bench: %s on %s, %s%s (%d/%d)", experiment_info[e].name, hugify_page_kind_name(kind),
-           item.count ? "" : size_text, item.count ? "strings" : "", ++step_done, step_total);
-  struct workload w;
-  if (*have_built) {
-    workload_copy(&w, built, buffer);
-  } else {
-    uint64_t seed = UINT64_C(0x4855474946590000) ^ (item.size * 31 + (uint64_t)e);
-    switch (e) {
-    case EXP_RANDOM: workload_random(&w, buffer, (size_t)item.size, seed); break;
-    case EXP_CHASE: workload_chase(&w, buffer, (size_t)item.size, seed); break;
-    case EXP_HASH: workload_hash(&w, buffer, (size_t)item.size, seed); break;
-    case EXP_STRINGS: workload_strings(&w, buffer, item.count, seed); break;
-    default: return;
-    }
-    *built = w; /* before any run: the runs only read the buffer, but move the cursor and the generator */
-    *have_built = true;
+  progress(false, "bench: %s, %s%s (%d/%d)", experiment_info[e].name, item.count ? "" : size_text,
+           item.count ? "strings" : "", step_done += n, step_total);
+  struct workload w[KINDS];
+  long index[KINDS];
+  if (!build_workload(e, item, buffers[kinds[0]], &w[0])) return;
+  for (int i = 1; i < n; i++) workload_copy(&w[i], &w[0], buffers[kinds[i]]);
+  for (int i = 0; i < n; i++) {
+    if ((index[i] = add_point(b)) < 0) return;
+    struct point *p = &b->points[index[i]];
+    p->experiment = e;
+    p->kind = (enum hugify_page_kind)kinds[i];
+    p->item = item;
+    p->size = w[i].size;
+    p->interleaved = interleaved && n > 1;
+    p->coverage = kind_coverage(b, buffers[kinds[i]], w[i].size, p->kind);
   }
-  double coverage = kind_coverage(b, buffer, w.size, kind);
-  struct point *p = add_point(b);
-  if (!p) return;
-  p->experiment = e;
-  p->kind = kind;
-  p->item = item;
-  p->size = w.size;
-  p->coverage = coverage;
-  p->ns_per_op = time_workload(b, &w, &p->ops);
+  uint64_t warmed, per_run = calibrate(b, &w[0], &warmed);
+  for (int i = 1; i < n; i++) sink += w[i].run(&w[i], warmed); /* the same warm-up for every kind */
+  for (int r = 0; r < b->repeats; r++)
+    for (int position = 0; position < n; position++) {
+      int i = measure_round_order((size_t)r, position, n);
+      time_repetition(b, &b->points[index[i]], &w[i], per_run);
+    }
 }
 
-static void run_touch(struct bench *b, enum hugify_page_kind kind) {
-  uint64_t got, mapped;
-  progress(false, "bench: touch on %s (%d/%d)", hugify_page_kind_name(kind), ++step_done, step_total);
-  /* A hugetlb page is faulted whole: touch all that was mapped, and count it per 4 KiB. The best of a few
-   * fresh blocks while they are quick to touch. */
-  double seconds = INFINITY, coverage = -1;
-  for (int r = 0; r < b->repeats; r++) {
-    char *block = kind_alloc(b, kind, b->max_size, false, &got, &mapped);
-    if (!block) {
-      if (r == 0) return;
-      break;
+/* First touch of a fresh block, per kind, the repetitions interleaved across the kinds. A hugetlb page is
+ * faulted whole: touch all that was mapped, and count it per 4 KiB. */
+static void run_touch(struct bench *b) {
+  int kinds[KINDS], n = 0;
+  long index[KINDS];
+  for (int k = 0; k < KINDS; k++)
+    if (b->kinds[k].selected) kinds[n++] = k;
+  for (int i = 0; i < n; i++) index[i] = -1;
+  progress(false, "bench: touch (%d/%d)", step_done += n, step_total);
+  for (int r = 0; r < 3; r++) /* 3, not 5: each repetition faults --max-size of fresh memory per kind */
+    for (int position = 0; position < n; position++) {
+      int i = measure_round_order((size_t)r, position, n);
+      enum hugify_page_kind kind = (enum hugify_page_kind)kinds[i];
+      if (r > 0 && index[i] < 0) continue; /* could not be had the first time: not asked again */
+      uint64_t got, mapped;
+      char *block = kind_alloc(b, kind, b->max_size, false, &got, &mapped);
+      if (!block) continue;
+      if (index[i] < 0 && (index[i] = add_point(b)) < 0) {
+        hugify_free(block, (size_t)got);
+        return;
+      }
+      struct point *p = &b->points[index[i]];
+      double system = thread_system_seconds(), start = measure_thread_cpu_now();
+      for (uint64_t offset = 0; offset < mapped; offset += 4096) ((volatile char *)block)[offset] = 1;
+      if ((int)kind == b->inject_noise && p->repeats == 1) busy_wait(measure_thread_cpu_now() - start);
+      double elapsed = measure_thread_cpu_now() - start;
+      double measured = kind_coverage(b, block, mapped, kind);
+      hugify_free(block, (size_t)got);
+      if (p->repeats == 0 || measured < p->coverage) p->coverage = measured;
+      p->experiment = EXP_TOUCH;
+      p->kind = kind;
+      p->item = b->items[EXP_TOUCH][0];
+      p->size = mapped;
+      p->interleaved = n > 1;
+      p->seconds[p->repeats] = elapsed;
+      p->ns[p->repeats] = elapsed * 1e9 / (double)(mapped / 4096);
+      p->system[p->repeats] = thread_system_seconds() - system;
+      p->ops += mapped / 4096;
+      p->repeats++;
     }
-    double start = bench_cpu_now();
-    for (uint64_t offset = 0; offset < mapped; offset += 4096) ((volatile char *)block)[offset] = 1;
-    double elapsed = bench_cpu_now() - start;
-    if (elapsed < seconds) seconds = elapsed;
-    double measured = kind_coverage(b, block, mapped, kind);
-    if (coverage < 0 || measured < coverage) coverage = measured;
-    hugify_free(block, (size_t)got);
-    if (elapsed > 0.1) break; /* long enough to be a stable figure */
-  }
-  struct point *p = add_point(b);
-  if (p) {
-    p->experiment = EXP_TOUCH;
-    p->kind = kind;
-    p->item = b->items[EXP_TOUCH][0];
-    p->size = mapped;
-    p->seconds = seconds;
-    p->ns_per_op = seconds * 1e9 / (double)(mapped / 4096);
-    p->ops = mapped / 4096;
-    p->coverage = coverage;
-  }
 }
 
-/* Run every planned item in (lo, hi] on every kind, one item at a time across the kinds, so the kinds
- * of one working set are timed within moments of each other (fair on a machine with other work). */
+/* Run every planned item in (lo, hi] on the kinds that have a buffer large enough for it. */
 static void run_items(struct bench *b, void *const *buffers, const uint64_t *got, uint64_t lo, uint64_t hi,
-                      int only_kind) {
+                      bool interleaved) {
   for (int e = 0; e < EXP_COUNT; e++) {
     if (!b->run[e] || e == EXP_TOUCH || e == EXP_ABSL) continue;
     for (int i = 0; i < b->item_count[e]; i++) {
       const struct item *item = &b->items[e][i];
       if (item->size <= lo || item->size > hi) continue;
-      struct workload built;
-      bool have_built = false;
+      int kinds[KINDS], n = 0;
       for (int k = 0; k < KINDS; k++) {
-        if (!b->kinds[k].selected || (only_kind >= 0 && k != only_kind)) continue;
-        if (buffers[k] && item->size <= got[k])
-          run_item(b, (enum experiment)e, (enum hugify_page_kind)k, buffers[k], *item, &built, &have_built);
+        if (!b->kinds[k].selected) continue;
+        if (buffers[k] && item->size <= got[k]) kinds[n++] = k;
         else step_done++;
       }
+      if (n) run_item(b, (enum experiment)e, *item, kinds, n, buffers, interleaved);
     }
   }
 }
 
-/* Working sets up to a share of the memory budget run with every kind's buffer live at once, item by
- * item across the kinds; the larger ones run one kind at a time. */
+/* Working sets up to a share of the memory budget run with every kind's buffer live at once, the
+ * repetitions interleaved across the kinds; the larger ones run one kind at a time (repetitions back to
+ * back: said in the JSON as "interleaved": false). */
 static void run_all(struct bench *b) {
-  for (int k = 0; k < KINDS; k++)
-    if (b->kinds[k].selected && b->run[EXP_TOUCH]) run_touch(b, (enum hugify_page_kind)k);
+  if (b->run[EXP_TOUCH]) run_touch(b);
   uint64_t want = buffer_wanted(b);
   if (!want) return;
   int selected = 0;
@@ -510,92 +580,70 @@ static void run_all(struct bench *b) {
     buffers[k] = kind_alloc(b, (enum hugify_page_kind)k, shared, true, &got[k], &mapped);
     complete[k] = buffers[k] && got[k] == shared;
   }
-  run_items(b, buffers, got, 0, shared, -1);
+  run_items(b, buffers, got, 0, shared, true);
   for (int k = 0; k < KINDS; k++)
     if (buffers[k]) hugify_free(buffers[k], (size_t)got[k]);
   if (want <= shared) return;
 
   /* One kind at a time, each on a block for the largest working set; a kind that could not even have the
    * shared block is not asked again. */
-  void *one[KINDS] = {NULL};
-  uint64_t one_got[KINDS] = {0};
   for (int k = 0; k < KINDS; k++) {
     if (!b->kinds[k].selected) continue;
+    void *one[KINDS] = {NULL};
+    uint64_t one_got[KINDS] = {0};
     if (complete[k]) one[k] = kind_alloc(b, (enum hugify_page_kind)k, want, true, &one_got[k], &mapped);
-    run_items(b, one, one_got, shared, want, k);
+    run_items(b, one, one_got, shared, want, false);
     if (one[k]) hugify_free(one[k], (size_t)one_got[k]);
-    one[k] = NULL;
   }
 }
 
 /* ---- absl: the external program ------------------------------------------------------------------- */
 
-static bool find_absl_program(char *out, size_t cap) {
-  char self[PATH_MAX];
-  ssize_t length = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (length <= 0) return false;
-  self[length] = '\0';
-  const char *dir = dirname(self);
-  static const char *const candidates[] = {"../bench/absl_hash_map", "../libexec/hugify/absl_hash_map"};
-  for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
-    snprintf(out, cap, "%s/%s", dir, candidates[i]);
-    if (access(out, X_OK) == 0) return true;
-  }
-  return false;
-}
-
-/* Run argv, capture its stdout (up to cap - 1 bytes). Returns the exit status, or -errno. */
-static int run_capture(char *const argv[], char *out, size_t cap) {
-  int pipe_fds[2];
-  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return -errno;
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  pid_t pid;
-  int rc = posix_spawn(&pid, argv[0], &actions, NULL, argv, environ);
-  posix_spawn_file_actions_destroy(&actions);
-  close(pipe_fds[1]);
-  if (rc != 0) { close(pipe_fds[0]); return -rc; }
-  size_t used = 0;
-  ssize_t n;
-  char scratch[4096];
-  while ((n = read(pipe_fds[0], used + 1 < cap ? out + used : scratch,
-                   used + 1 < cap ? cap - 1 - used : sizeof scratch)) > 0 || (n < 0 && errno == EINTR))
-    if (n > 0 && used + 1 < cap) used += (size_t)n;
-  out[used] = '\0';
-  close(pipe_fds[0]);
-  int status;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-/* The value after "key": in one line of flat JSON. */
-static const char *json_field(const char *line, const char *key) {
-  char quoted[64];
-  snprintf(quoted, sizeof quoted, "\"%s\"", key);
-  const char *at = strstr(line, quoted);
-  if (!at) return NULL;
-  at += strlen(quoted);
-  while (*at == ' ' || *at == ':') at++;
-  return at;
-}
-
+/* One result line of absl_hash_map --json: {"allocator":"std","count":N,"seconds":S,...}. */
 static bool parse_absl_line(const char *line, struct absl_run *run) {
-  const char *allocator = json_field(line, "allocator"), *count = json_field(line, "count"),
-             *seconds = json_field(line, "seconds"), *huge = json_field(line, "huge_fraction");
-  if (!allocator || *allocator != '"' || !count || !seconds) return false;
-  size_t length = strcspn(allocator + 1, "\"");
-  snprintf(run->allocator, sizeof run->allocator, "%.*s", (int)length, allocator + 1);
-  run->count = strtod(count, NULL);
-  run->seconds = strtod(seconds, NULL);
-  run->huge_fraction = huge ? strtod(huge, NULL) : NAN;
-  return run->count > 0 && run->seconds > 0;
+  struct json_doc *doc = json_doc_read_text(line, NULL, 0);
+  if (!doc) return false;
+  double repeat = 1;
+  memset(run, 0, sizeof *run);
+  bool ok = json_doc_string(doc, "allocator", run->allocator, sizeof run->allocator) &&
+            json_doc_number(doc, "count", &run->count) && json_doc_number(doc, "seconds", &run->seconds);
+  if (!json_doc_number(doc, "seconds_min", &run->seconds_min)) run->seconds_min = run->seconds;
+  if (!json_doc_number(doc, "seconds_max", &run->seconds_max)) run->seconds_max = run->seconds;
+  if (!json_doc_number(doc, "huge_fraction", &run->huge_fraction)) run->huge_fraction = NAN;
+  json_doc_number(doc, "repeat", &repeat);
+  run->repeat = (int)repeat;
+  json_doc_free(doc);
+  return ok && run->count > 0 && run->seconds > 0;
+}
+
+/* Run the program with its stdout in a memory file; its output (malloc'd), or NULL with the reason. */
+static char *run_absl_program(struct bench *b, const char *const *argv) {
+  int fd = memfd_create("hugify-bench-absl", MFD_CLOEXEC);
+  if (fd < 0) {
+    snprintf(b->absl_reason, sizeof b->absl_reason, "cannot create a memory file: %s", strerror(errno));
+    return NULL;
+  }
+  struct measure_command command = {.argv = argv, .stdout_fd = fd, .stderr_fd = -1};
+  struct measure_run run;
+  int rc = measure_command_run(&command, &run);
+  char *output = NULL;
+  if (rc != 0 || run.status != 0) {
+    snprintf(b->absl_reason, sizeof b->absl_reason, "%.300s failed (%s %d)", b->absl_program,
+             rc != 0 ? "could not start: errno" : "exit status", rc != 0 ? -rc : run.status);
+  } else {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    output = os_read_file(path, NULL);
+    if (!output) snprintf(b->absl_reason, sizeof b->absl_reason, "cannot read the output of %.300s", b->absl_program);
+  }
+  close(fd);
+  return output;
 }
 
 static void run_absl(struct bench *b) {
   progress(false, "bench: absl (%d/%d)", ++step_done, step_total);
-  if (!find_absl_program(b->absl_program, sizeof b->absl_program)) {
+  static const char *const candidates[] = {"../bench/absl_hash_map", "../libexec/hugify/absl_hash_map", NULL};
+  if (measure_find_beside_self(candidates, b->absl_program, sizeof b->absl_program) != 0) {
     b->absl_program[0] = '\0';
     snprintf(b->absl_reason, sizeof b->absl_reason,
              "libabsl-dev not installed / absl_hash_map not found (build hugify with libabsl-dev installed)");
@@ -603,34 +651,33 @@ static void run_absl(struct bench *b) {
   }
   /* The seed's 10 M elements make a table of about 288 MiB: scaled down with --max-size like the rest. */
   double count = 10e6 * fmin(1.0, (double)b->max_size / (double)(UINT64_C(288) << 20));
-  char count_text[32], repeat_text[8], output[8192];
+  char count_text[32], repeat_text[8];
   snprintf(count_text, sizeof count_text, "%.0f", count < 10000 ? 10000 : count);
-  snprintf(repeat_text, sizeof repeat_text, "%d", b->quick ? 1 : 3);
-  char *argv[] = {b->absl_program, "--allocator", "both", "--count", count_text, "--repeat", repeat_text, "--json", NULL};
-  int status = run_capture(argv, output, sizeof output);
-  if (status != 0) {
-    snprintf(b->absl_reason, sizeof b->absl_reason, "%.300s failed (%s %d)", b->absl_program,
-             status < 0 ? "could not start: errno" : "exit status", status < 0 ? -status : status);
-    return;
-  }
+  snprintf(repeat_text, sizeof repeat_text, "%d", b->repeats);
+  const char *argv[] = {b->absl_program, "--allocator", "both", "--count", count_text, "--repeat", repeat_text,
+                        "--json", NULL};
+  char *output = run_absl_program(b, argv);
+  if (!output) return;
   static const char *const allocators[] = {"std", "hugify"};
   for (int a = 0; a < 2; a++) {
     bool found = false;
-    char copy[sizeof output], *save = NULL;
-    memcpy(copy, output, sizeof copy);
-    for (char *line = strtok_r(copy, "\n", &save); line && !found; line = strtok_r(NULL, "\n", &save)) {
+    char *copy = strdup(output), *save = NULL;
+    for (char *line = copy ? strtok_r(copy, "\n", &save) : NULL; line && !found; line = strtok_r(NULL, "\n", &save)) {
       struct absl_run run;
       if (!parse_absl_line(line, &run) || strcmp(run.allocator, allocators[a]) != 0) continue;
       b->absl[b->absl_count++] = run;
       found = true;
     }
+    free(copy);
     if (!found) {
       snprintf(b->absl_reason, sizeof b->absl_reason, "%.300s printed no result line for the %s allocator",
                b->absl_program, allocators[a]);
       b->absl_count = 0;
+      free(output);
       return;
     }
   }
+  free(output);
   b->absl_ran = true;
 }
 
@@ -645,12 +692,53 @@ static const struct point *find_point(const struct bench *b, enum experiment e, 
   return NULL;
 }
 
-static double speedup(const struct bench *b, const struct point *p) {
-  const struct point *base = find_point(b, p->experiment, HUGIFY_PAGE_4K, &p->item);
-  return base && p->ns_per_op > 0 ? base->ns_per_op / p->ns_per_op : NAN;
+/* Medians, spreads and speedups of every point, once all are timed. The speedup is paired per repetition
+ * (4K's i-th timing over this kind's i-th: they ran in the same round), so a slow round shows as spread. */
+static void summarise(struct bench *b) {
+  for (size_t i = 0; i < b->point_count; i++) {
+    struct point *p = &b->points[i];
+    measure_spread_of(p->ns, (size_t)p->repeats, CONFIDENCE, NOISY_SPREAD, &p->spread);
+  }
+  for (size_t i = 0; i < b->point_count; i++) {
+    struct point *p = &b->points[i];
+    const struct point *base = find_point(b, p->experiment, HUGIFY_PAGE_4K, &p->item);
+    p->speedup = p->speedup_min = p->speedup_max = NAN;
+    p->tie = false;
+    if (!base || base->repeats == 0 || p->repeats == 0) continue;
+    double ratios[MAX_REPEATS];
+    int n = p->repeats < base->repeats ? p->repeats : base->repeats;
+    for (int r = 0; r < n; r++) ratios[r] = p->ns[r] > 0 ? base->ns[r] / p->ns[r] : NAN;
+    struct measure_spread s;
+    measure_spread_of(ratios, (size_t)n, CONFIDENCE, NOISY_SPREAD, &s);
+    p->speedup = s.median;
+    p->speedup_min = s.min;
+    p->speedup_max = s.max;
+    p->tie = p != base && measure_overlap(&p->spread, &base->spread);
+  }
 }
 
-static bool flagged(const struct point *p) { return p->coverage < COVERAGE_MIN; }
+static bool low_coverage(const struct point *p) { return p->coverage < COVERAGE_MIN; }
+static bool noisy(const struct point *p) { return p->spread.noisy; }
+
+/* When points are noisy: the likely cause, from the machine's load and the kernel time of the noisiest. */
+static void diagnose_noise(struct bench *b) {
+  const struct point *worst = NULL;
+  for (size_t i = 0; i < b->point_count; i++)
+    if (noisy(&b->points[i]) && (!worst || b->points[i].spread.relative_spread > worst->spread.relative_spread))
+      worst = &b->points[i];
+  measure_noise_read(&b->machine);
+  b->machine.system_spread = b->machine.system_share = -1;
+  b->noise[0] = '\0';
+  if (!worst) return;
+  struct measure_spread system;
+  measure_spread_of(worst->system, (size_t)worst->repeats, CONFIDENCE, NOISY_SPREAD, &system);
+  double cpu = worst->spread.median * 1e-9 * (double)worst->ops / (double)worst->repeats;
+  if (system.median > 0.001) {
+    b->machine.system_spread = (system.max - system.min) / system.median;
+    b->machine.system_share = cpu > 0 ? system.median / cpu : 0;
+  }
+  measure_noise_cause(&b->machine, b->noise, sizeof b->noise);
+}
 
 static bool experiment_has_points(const struct bench *b, enum experiment e) {
   for (size_t i = 0; i < b->point_count; i++)
@@ -706,16 +794,80 @@ static void format_count(uint64_t count, char *out, size_t cap) {
   else snprintf(out, cap, "%.3g k", (double)count / 1e3);
 }
 
-static void print_experiment_table(const struct bench *b, enum experiment e, FILE *out) {
-  const char *headers[1 + 2 * KINDS];
-  bool right[1 + 2 * KINDS];
-  char names[2 * KINDS][24];
-  bool shown[KINDS];
-  for (int k = 0; k < KINDS; k++) { /* a kind without a single point here has a skip line, not a column */
+/* "245 (240-251)": the median and the range of the timings; "?" when noisy, "!" when under coverage. */
+static void format_measured(const struct point *p, char *out, size_t cap) {
+  char ns[16], low[16], high[16];
+  format_ns(p->spread.median, ns, sizeof ns);
+  format_ns(p->spread.min, low, sizeof low);
+  format_ns(p->spread.max, high, sizeof high);
+  snprintf(out, cap, "%s (%s-%s)%s%s", ns, low, high, noisy(p) ? "?" : "", low_coverage(p) ? "!" : "");
+}
+
+static void format_speedup(const struct point *p, char *out, size_t cap) {
+  if (!isfinite(p->speedup)) snprintf(out, cap, "-");
+  else snprintf(out, cap, "%.2fx%s", p->speedup, p->tie ? " tie" : "");
+}
+
+/* The fastest kind of an item, and every kind within its spread: "2M=1G", "THP", or "tie" when 4K is
+ * among them. */
+static void format_fastest(const struct bench *b, enum experiment e, const struct item *item, char *out, size_t cap) {
+  const struct point *fastest = NULL;
+  for (int k = 0; k < KINDS; k++) {
+    const struct point *p = find_point(b, e, (enum hugify_page_kind)k, item);
+    if (p && p->repeats && (!fastest || p->spread.median < fastest->spread.median)) fastest = p;
+  }
+  out[0] = '\0';
+  if (!fastest) return;
+  bool with_base = false;
+  for (int k = 0; k < KINDS; k++) {
+    const struct point *p = find_point(b, e, (enum hugify_page_kind)k, item);
+    if (!p || !p->repeats || (p != fastest && !measure_overlap(&p->spread, &fastest->spread))) continue;
+    with_base |= k == HUGIFY_PAGE_4K;
+    size_t used = strlen(out);
+    snprintf(out + used, cap - used, "%s%s", used ? "=" : "", hugify_page_kind_name((enum hugify_page_kind)k));
+  }
+  if (with_base) snprintf(out, cap, "tie");
+}
+
+/* table_row with `n` values from an array (table_row takes exactly the table's column count). */
+static void table_row_of(struct table *t, const char *const *r, int n) {
+  switch (n) {
+  case 2: table_row(t, r[0], r[1]); break;
+  case 3: table_row(t, r[0], r[1], r[2]); break;
+  case 4: table_row(t, r[0], r[1], r[2], r[3]); break;
+  case 5: table_row(t, r[0], r[1], r[2], r[3], r[4]); break;
+  case 6: table_row(t, r[0], r[1], r[2], r[3], r[4], r[5]); break;
+  case 7: table_row(t, r[0], r[1], r[2], r[3], r[4], r[5], r[6]); break;
+  case 8: table_row(t, r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]); break;
+  default: table_row(t, r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8]); break;
+  }
+}
+
+/* The kinds with at least one point in this experiment (the others get a skip line, not a column). */
+static void shown_kinds(const struct bench *b, enum experiment e, bool *shown) {
+  for (int k = 0; k < KINDS; k++) {
     shown[k] = false;
     for (int i = 0; i < b->item_count[e] && !shown[k]; i++)
       shown[k] = find_point(b, e, (enum hugify_page_kind)k, &b->items[e][i]) != NULL;
   }
+}
+
+static void print_legend(const struct bench *b, bool any_noisy, bool any_low, FILE *out) {
+  fprintf(out, "  ns: median (min-max) of %d timings, interleaved across the kinds; tie: within the 4K range (no "
+               "measurable difference); fastest: the kinds within the fastest one's range\n",
+          b->repeats);
+  if (any_noisy)
+    fprintf(out, "  ? noisy: the timings spread over %.0f %% of their median: not a clean measurement\n",
+            100.0 * NOISY_SPREAD);
+  if (any_low) fprintf(out, "  ! under 95 %% of the working set on that page kind: not a clean measurement\n");
+}
+
+static void print_experiment_table(const struct bench *b, enum experiment e, FILE *out) {
+  enum { MAX_COLUMNS = 2 + 2 * KINDS };
+  const char *headers[MAX_COLUMNS];
+  bool right[MAX_COLUMNS], shown[KINDS];
+  char names[2 * KINDS][24];
+  shown_kinds(b, e, shown);
   int columns = 0;
   headers[columns] = e == EXP_STRINGS ? "strings" : "size";
   right[columns++] = false;
@@ -729,13 +881,15 @@ static void print_experiment_table(const struct bench *b, enum experiment e, FIL
     headers[columns] = names[2 * k + 1];
     right[columns++] = true;
   }
+  headers[columns] = "fastest";
+  right[columns++] = false;
   struct table t;
   table_init(&t, columns, headers, right);
-  bool any_flag = false;
+  bool any_noisy = false, any_low = false;
   for (int i = 0; i < b->item_count[e]; i++) {
     const struct item *item = &b->items[e][i];
-    char cells[1 + 2 * KINDS][64];
-    const char *row[1 + 2 * KINDS];
+    char cells[MAX_COLUMNS][80];
+    const char *row[MAX_COLUMNS];
     int c = 0;
     const struct point *base = find_point(b, e, HUGIFY_PAGE_4K, item);
     if (e == EXP_STRINGS) {
@@ -754,33 +908,29 @@ static void print_experiment_table(const struct bench *b, enum experiment e, FIL
       const struct point *p = find_point(b, e, (enum hugify_page_kind)k, item);
       any |= p != NULL;
       if (p) {
-        format_ns(p->ns_per_op, cells[c], sizeof cells[c]);
-        if (flagged(p)) { strcat(cells[c], "!"); any_flag = true; }
+        format_measured(p, cells[c], sizeof cells[c]);
+        any_noisy |= noisy(p);
+        any_low |= low_coverage(p);
       } else {
         snprintf(cells[c], sizeof cells[c], "-");
       }
       row[c] = cells[c];
       c++;
       if (k == HUGIFY_PAGE_4K) continue;
-      if (p && isfinite(speedup(b, p))) snprintf(cells[c], sizeof cells[c], "%.2fx", speedup(b, p));
+      if (p) format_speedup(p, cells[c], sizeof cells[c]);
       else snprintf(cells[c], sizeof cells[c], "-");
       row[c] = cells[c];
       c++;
     }
-    if (!any) continue;
-    switch (columns) { /* table_row takes exactly `columns` values */
-    case 1: table_row(&t, row[0]); break;
-    case 3: table_row(&t, row[0], row[1], row[2]); break;
-    case 5: table_row(&t, row[0], row[1], row[2], row[3], row[4]); break;
-    case 7: table_row(&t, row[0], row[1], row[2], row[3], row[4], row[5], row[6]); break;
-    default: table_row(&t, row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7]); break;
-    }
-    (void)base;
+    format_fastest(b, e, item, cells[c], sizeof cells[c]);
+    row[c] = cells[c];
+    c++;
+    if (any) table_row_of(&t, row, columns);
   }
   fprintf(out, "\n%s (%s; speedup over 4K)\n", experiment_info[e].title, experiment_info[e].unit);
   table_print(&t, out, "  ");
   table_free(&t);
-  if (any_flag) fprintf(out, "  ! under 95 %% of the working set on that page kind: not a clean measurement\n");
+  print_legend(b, any_noisy, any_low, out);
 }
 
 static void print_touch_table(const struct bench *b, FILE *out) {
@@ -791,13 +941,12 @@ static void print_touch_table(const struct bench *b, FILE *out) {
   for (int k = 0; k < KINDS; k++) {
     const struct point *p = find_point(b, EXP_TOUCH, (enum hugify_page_kind)k, &b->items[EXP_TOUCH][0]);
     if (!p) continue;
-    char size[32], seconds[32], ns[32], gain[32], coverage[32];
+    char size[32], seconds[32], ns[64], gain[32], coverage[32];
     format_bytes(p->size, size, sizeof size);
-    snprintf(seconds, sizeof seconds, "%.3f", p->seconds);
-    format_ns(p->ns_per_op, ns, sizeof ns);
-    double s = speedup(b, p);
-    snprintf(gain, sizeof gain, isfinite(s) ? "%.2fx" : "-", s);
-    snprintf(coverage, sizeof coverage, "%.1f %%%s", 100 * p->coverage, flagged(p) ? "!" : "");
+    snprintf(seconds, sizeof seconds, "%.3f", stats_median(p->seconds, (size_t)p->repeats));
+    format_measured(p, ns, sizeof ns);
+    format_speedup(p, gain, sizeof gain);
+    snprintf(coverage, sizeof coverage, "%.1f %%%s", 100 * p->coverage, low_coverage(p) ? "!" : "");
     table_row(&t, hugify_page_kind_name((enum hugify_page_kind)k), size, seconds, ns, gain, coverage);
   }
   fprintf(out, "\n%s (%s; speedup over 4K)\n", experiment_info[EXP_TOUCH].title, experiment_info[EXP_TOUCH].unit);
@@ -811,19 +960,22 @@ static void print_absl(const struct bench *b, FILE *out) {
     fprintf(out, "  skipped: %s\n", b->absl_reason);
     return;
   }
-  static const char *const headers[] = {"allocator", "inserts", "seconds", "ns per insert", "on huge pages", "speedup"};
-  static const bool right[] = {false, true, true, true, true, true};
+  static const char *const headers[] = {"allocator", "inserts", "seconds", "min-max", "ns per insert", "on huge pages",
+                                        "speedup"};
+  static const bool right[] = {false, true, true, true, true, true, true};
   struct table t;
-  table_init(&t, 6, headers, right);
+  table_init(&t, 7, headers, right);
   for (int i = 0; i < b->absl_count; i++) {
     const struct absl_run *r = &b->absl[i];
-    char count[32], seconds[32], ns[32], huge[32], gain[32];
+    char count[32], seconds[32], range[48], ns[32], huge[32], gain[32];
     format_count((uint64_t)r->count, count, sizeof count);
     snprintf(seconds, sizeof seconds, "%.3f", r->seconds);
+    snprintf(range, sizeof range, "%.3f-%.3f", r->seconds_min, r->seconds_max);
     format_ns(r->seconds * 1e9 / r->count, ns, sizeof ns);
     snprintf(huge, sizeof huge, isfinite(r->huge_fraction) ? "%.1f %%" : "-", 100 * r->huge_fraction);
-    snprintf(gain, sizeof gain, "%.2fx", b->absl[0].seconds / r->seconds);
-    table_row(&t, r->allocator, count, seconds, ns, huge, gain);
+    bool tie = i > 0 && r->seconds_min <= b->absl[0].seconds_max && b->absl[0].seconds_min <= r->seconds_max;
+    snprintf(gain, sizeof gain, "%.2fx%s", b->absl[0].seconds / r->seconds, tie ? " tie" : "");
+    table_row(&t, r->allocator, count, seconds, range, ns, huge, gain);
   }
   table_print(&t, out, "  ");
   table_free(&t);
@@ -848,107 +1000,166 @@ static void print_tables(const struct bench *b, FILE *out) {
     else if (e == EXP_TOUCH) { if (experiment_has_points(b, EXP_TOUCH)) print_touch_table(b, out); }
     else if (experiment_has_points(b, (enum experiment)e)) print_experiment_table(b, (enum experiment)e, out);
   }
+  size_t noisy_count = 0;
+  for (size_t i = 0; i < b->point_count; i++) noisy_count += noisy(&b->points[i]);
+  if (noisy_count)
+    fprintf(out, "\nNoisy points: %zu of %zu; %s%s.\n", noisy_count, b->point_count,
+            b->noise[0] ? "likely cause: " : "no likely cause found (load average and kernel time are steady)",
+            b->noise);
+}
+
+static void json_machine(struct json_writer *j, const struct bench *b) {
+  json_open_object(j, "machine");
+  json_put_string(j, "kernel", b->system.kernel_release);
+  json_put_string(j, "cpu", b->cpu);
+  json_put_i64(j, "cpus", sysconf(_SC_NPROCESSORS_ONLN));
+  json_put_u64(j, "mem_available_bytes", b->mem_available);
+  json_put_u64(j, "base_page_size_bytes", b->system.base_page_size);
+  json_put_string(j, "thp_enabled", b->system.thp_enabled);
+  json_put_string(j, "thp_defrag", b->system.thp_defrag);
+  if (b->machine.load_average >= 0) json_put_double(j, "load_average", b->machine.load_average);
+  else json_put_null(j, "load_average");
+  json_close(j);
+}
+
+static void json_kinds(struct json_writer *j, const struct bench *b) {
+  json_open_array(j, "kinds");
+  for (int k = 0; k < KINDS; k++) {
+    const struct kind_state *s = &b->kinds[k];
+    enum hugify_page_kind kind = (enum hugify_page_kind)k;
+    json_open_object(j, NULL);
+    json_put_string(j, "kind", hugify_page_kind_name(kind));
+    json_put_bool(j, "selected", s->selected);
+    json_put_string(j, "status", !s->selected ? "not selected" : !s->attempted ? "not run"
+                             : kind_skipped(b, kind) ? "skipped" : kind_short(b, kind) ? "partial" : "ok");
+    json_put_u64(j, "wanted_bytes", s->wanted);
+    json_put_u64(j, "largest_bytes", s->largest);
+    json_put_string(j, "reason", kind_short(b, kind) ? s->reason : NULL);
+    json_put_string(j, "enable", kind_short(b, kind) && s->enable[0] ? s->enable : NULL);
+    json_close(j);
+  }
+  json_close(j);
+}
+
+static void json_absl(struct json_writer *j, const struct bench *b) {
+  json_put_string(j, "status", b->absl_ran ? "ran" : "skipped");
+  json_put_string(j, "reason", b->absl_ran ? NULL : b->absl_reason);
+  json_put_string(j, "program", b->absl_program[0] ? b->absl_program : NULL);
+  json_open_array(j, "runs");
+  for (int i = 0; i < b->absl_count; i++) {
+    const struct absl_run *r = &b->absl[i];
+    json_open_object(j, NULL);
+    json_put_string(j, "allocator", r->allocator);
+    json_put_u64(j, "count", (uint64_t)r->count);
+    json_put_u64(j, "repetitions", (uint64_t)r->repeat);
+    json_put_double(j, "seconds", r->seconds);
+    json_put_double(j, "min_seconds", r->seconds_min);
+    json_put_double(j, "max_seconds", r->seconds_max);
+    json_put_double(j, "ns_per_op", r->seconds * 1e9 / r->count);
+    json_put_double(j, "huge_fraction", r->huge_fraction);
+    json_put_double(j, "speedup", b->absl[0].seconds / r->seconds);
+    json_put_bool(j, "tie", i > 0 && r->seconds_min <= b->absl[0].seconds_max && b->absl[0].seconds_min <= r->seconds_max);
+    json_close(j);
+  }
+  json_close(j);
+}
+
+static void json_point(struct json_writer *j, const struct point *p) {
+  json_open_object(j, NULL);
+  json_put_string(j, "kind", hugify_page_kind_name(p->kind));
+  json_put_u64(j, "size_bytes", p->size);
+  if (p->experiment == EXP_STRINGS) json_put_u64(j, "count", p->item.count);
+  if (p->experiment == EXP_TOUCH) json_put_double(j, "seconds", stats_median(p->seconds, (size_t)p->repeats));
+  json_put_u64(j, "repetitions", (uint64_t)p->repeats);
+  json_put_bool(j, "interleaved", p->interleaved);
+  json_put_double(j, "ns_per_op", p->spread.median);
+  json_put_double(j, "min_ns_per_op", p->spread.min);
+  json_put_double(j, "max_ns_per_op", p->spread.max);
+  if (p->spread.interval_rc == 0) {
+    json_open_object(j, "interval");
+    json_put_double(j, "low_ns_per_op", p->spread.interval.low);
+    json_put_double(j, "high_ns_per_op", p->spread.interval.high);
+    json_put_double(j, "confidence", p->spread.interval.coverage);
+    json_close(j);
+  } else {
+    json_put_null(j, "interval");
+  }
+  json_open_array(j, "ns_per_op_samples");
+  for (int r = 0; r < p->repeats; r++) json_put_double(j, NULL, p->ns[r]);
+  json_close(j);
+  json_put_double(j, "spread_fraction", p->spread.relative_spread);
+  json_put_bool(j, "noisy", noisy(p));
+  json_put_u64(j, "ops", p->ops);
+  json_put_double(j, "speedup", p->speedup);
+  json_put_double(j, "min_speedup", p->speedup_min);
+  json_put_double(j, "max_speedup", p->speedup_max);
+  json_put_bool(j, "tie", p->tie);
+  json_put_double(j, "coverage_fraction", p->coverage);
+  json_put_bool(j, "low_coverage", low_coverage(p));
+  json_close(j);
+}
+
+/* The planned measurements of experiment e that a selected kind has no point for, per kind. */
+static void json_skipped_items(struct json_writer *j, const struct bench *b, enum experiment e) {
+  json_open_array(j, "skipped");
+  for (int k = 0; k < KINDS; k++) {
+    bool any = false;
+    for (int i = 0; i < b->item_count[e]; i++) {
+      const struct item *item = &b->items[e][i];
+      if (!kind_missing(b, e, (enum hugify_page_kind)k, item)) continue;
+      if (!any) {
+        json_open_object(j, NULL);
+        json_put_string(j, "kind", hugify_page_kind_name((enum hugify_page_kind)k));
+        json_put_string(j, "reason", b->kinds[k].reason);
+        json_put_string(j, "enable", b->kinds[k].enable[0] ? b->kinds[k].enable : NULL);
+        json_open_array(j, e == EXP_STRINGS ? "counts" : "sizes_bytes");
+        any = true;
+      }
+      json_put_u64(j, NULL, e == EXP_STRINGS ? item->count : item->size);
+    }
+    if (any) {
+      json_close(j);
+      json_close(j);
+    }
+  }
+  json_close(j);
+}
+
+static void json_experiment(struct json_writer *j, const struct bench *b, enum experiment e) {
+  json_open_object(j, NULL);
+  json_put_string(j, "name", experiment_info[e].name);
+  json_put_string(j, "title", experiment_info[e].title);
+  json_put_string(j, "unit", experiment_info[e].unit);
+  if (e == EXP_ABSL) {
+    json_absl(j, b);
+  } else {
+    json_put_string(j, "status", experiment_has_points(b, e) ? "ran" : "skipped");
+    json_open_array(j, "points");
+    for (size_t i = 0; i < b->point_count; i++)
+      if (b->points[i].experiment == e) json_point(j, &b->points[i]);
+    json_close(j);
+    json_skipped_items(j, b, e);
+  }
+  json_close(j);
 }
 
 static void write_json(const struct bench *b, FILE *out, int exit_status) {
   struct json_writer j;
   json_begin(&j, out);
-  json_put_u64(&j, "schema", 1);
+  json_put_string(&j, "schema", "hugify.bench/2");
   json_put_bool(&j, "quick", b->quick);
-  json_put_u64(&j, "max_size", b->max_size);
-  json_put_double(&j, "seconds", b->seconds);
-  json_put_double(&j, "coverage_min", COVERAGE_MIN);
-  json_open_object(&j, "machine");
-  json_put_string(&j, "kernel", b->system.kernel_release);
-  json_put_string(&j, "cpu", b->cpu);
-  json_put_i64(&j, "cpus", sysconf(_SC_NPROCESSORS_ONLN));
-  json_put_u64(&j, "mem_available", b->mem_available);
-  json_put_u64(&j, "base_page_size", b->system.base_page_size);
-  json_put_string(&j, "thp_enabled", b->system.thp_enabled);
-  json_put_string(&j, "thp_defrag", b->system.thp_defrag);
-  json_close(&j);
-  json_open_array(&j, "kinds");
-  for (int k = 0; k < KINDS; k++) {
-    const struct kind_state *s = &b->kinds[k];
-    json_open_object(&j, NULL);
-    json_put_string(&j, "kind", hugify_page_kind_name((enum hugify_page_kind)k));
-    json_put_bool(&j, "selected", s->selected);
-    json_put_string(&j, "status", !s->selected ? "not selected" : !s->attempted ? "not run"
-                              : kind_skipped(b, (enum hugify_page_kind)k) ? "skipped"
-                              : kind_short(b, (enum hugify_page_kind)k)   ? "partial" : "ok");
-    json_put_u64(&j, "wanted", s->wanted);
-    json_put_u64(&j, "largest", s->largest);
-    json_put_string(&j, "reason", kind_short(b, (enum hugify_page_kind)k) ? s->reason : NULL);
-    json_put_string(&j, "enable", kind_short(b, (enum hugify_page_kind)k) && s->enable[0] ? s->enable : NULL);
-    json_close(&j);
-  }
-  json_close(&j);
+  json_put_u64(&j, "max_size_bytes", b->max_size);
+  json_put_double(&j, "elapsed_seconds", b->seconds);
+  json_put_u64(&j, "repetitions", (uint64_t)b->repeats);
+  json_put_double(&j, "coverage_min_fraction", COVERAGE_MIN);
+  json_put_double(&j, "noisy_spread_fraction", NOISY_SPREAD);
+  json_machine(&j, b);
+  json_kinds(&j, b);
   json_open_array(&j, "experiments");
-  for (int e = 0; e < EXP_COUNT; e++) {
-    if (!b->run[e]) continue;
-    json_open_object(&j, NULL);
-    json_put_string(&j, "name", experiment_info[e].name);
-    json_put_string(&j, "title", experiment_info[e].title);
-    json_put_string(&j, "unit", experiment_info[e].unit);
-    if (e == EXP_ABSL) {
-      json_put_string(&j, "status", b->absl_ran ? "ran" : "skipped");
-      json_put_string(&j, "reason", b->absl_ran ? NULL : b->absl_reason);
-      json_put_string(&j, "program", b->absl_program[0] ? b->absl_program : NULL);
-      json_open_array(&j, "runs");
-      for (int i = 0; i < b->absl_count; i++) {
-        json_open_object(&j, NULL);
-        json_put_string(&j, "allocator", b->absl[i].allocator);
-        json_put_u64(&j, "count", (uint64_t)b->absl[i].count);
-        json_put_double(&j, "seconds", b->absl[i].seconds);
-        json_put_double(&j, "ns_per_op", b->absl[i].seconds * 1e9 / b->absl[i].count);
-        json_put_double(&j, "huge_fraction", b->absl[i].huge_fraction);
-        json_put_double(&j, "speedup", b->absl[0].seconds / b->absl[i].seconds);
-        json_close(&j);
-      }
-      json_close(&j);
-      json_close(&j);
-      continue;
-    }
-    json_put_string(&j, "status", experiment_has_points(b, (enum experiment)e) ? "ran" : "skipped");
-    json_open_array(&j, "points");
-    for (size_t i = 0; i < b->point_count; i++) {
-      const struct point *p = &b->points[i];
-      if (p->experiment != (enum experiment)e) continue;
-      json_open_object(&j, NULL);
-      json_put_string(&j, "kind", hugify_page_kind_name(p->kind));
-      json_put_u64(&j, "size", p->size);
-      if (e == EXP_STRINGS) json_put_u64(&j, "count", p->item.count);
-      if (e == EXP_TOUCH) json_put_double(&j, "seconds", p->seconds);
-      json_put_double(&j, "ns_per_op", p->ns_per_op);
-      json_put_u64(&j, "ops", p->ops);
-      json_put_double(&j, "speedup", speedup(b, p));
-      json_put_double(&j, "coverage", p->coverage);
-      json_put_bool(&j, "flagged", flagged(p));
-      json_close(&j);
-    }
-    json_close(&j);
-    json_open_array(&j, "skipped");
-    for (int k = 0; k < KINDS; k++) {
-      bool any = false;
-      for (int i = 0; i < b->item_count[e]; i++) {
-        const struct item *item = &b->items[e][i];
-        if (!kind_missing(b, (enum experiment)e, (enum hugify_page_kind)k, item)) continue;
-        if (!any) {
-          json_open_object(&j, NULL);
-          json_put_string(&j, "kind", hugify_page_kind_name((enum hugify_page_kind)k));
-          json_put_string(&j, "reason", b->kinds[k].reason);
-          json_put_string(&j, "enable", b->kinds[k].enable[0] ? b->kinds[k].enable : NULL);
-          json_open_array(&j, e == EXP_STRINGS ? "counts" : "sizes");
-          any = true;
-        }
-        json_put_u64(&j, NULL, e == EXP_STRINGS ? item->count : item->size);
-      }
-      if (any) { json_close(&j); json_close(&j); }
-    }
-    json_close(&j);
-    json_close(&j);
-  }
+  for (int e = 0; e < EXP_COUNT; e++)
+    if (b->run[e]) json_experiment(&j, b, (enum experiment)e);
   json_close(&j);
+  json_put_string(&j, "noise_cause", b->noise[0] ? b->noise : NULL);
   json_put_i64(&j, "exit_status", exit_status);
   json_end(&j);
 }
@@ -960,7 +1171,7 @@ static int write_chart(const struct bench *b, FILE *out) {
   struct chart_panel panels[4];
   struct chart_series series[4][KINDS];
   char subtitles[4][160];
-  double *values = calloc(4 * KINDS * 3 * 40, sizeof *values);
+  double *values = calloc(4 * KINDS * 4 * 40, sizeof *values); /* x, y, low, high per series */
   bool *hollow = calloc(4 * KINDS * 40, sizeof *hollow);
   if (!values || !hollow) { free(values); free(hollow); return -ENOMEM; }
   int panel_count = 0;
@@ -983,43 +1194,47 @@ static int write_chart(const struct bench *b, FILE *out) {
       format_bytes(first->size, a, sizeof a);
       format_bytes(last->size, z, sizeof z);
       snprintf(subtitles[panel_count], sizeof subtitles[0], "on 4 KiB pages: %.3g %s at %s, %.3g at %s",
-               first->ns_per_op, experiment_info[e].unit, a, last->ns_per_op, z);
+               first->spread.median, experiment_info[e].unit, a, last->spread.median, z);
       panel->subtitle = subtitles[panel_count];
     } else {
       panel->subtitle = "no 4 KiB baseline: speedups unknown";
     }
     for (int k = 0; k < KINDS; k++) {
-      double *x = values + ((size_t)(panel_count * KINDS + k) * 3) * 40, *y = x + 40;
+      double *x = values + ((size_t)(panel_count * KINDS + k) * 4) * 40, *y = x + 40, *low = y + 40, *high = low + 40;
       bool *h = hollow + (size_t)(panel_count * KINDS + k) * 40;
       int n = 0;
       for (int i = 0; i < b->item_count[e] && n < 40; i++) {
         const struct point *p = find_point(b, e, (enum hugify_page_kind)k, &b->items[e][i]);
         if (!p) continue;
         x[n] = (double)p->size;
-        y[n] = speedup(b, p);
-        h[n] = flagged(p);
+        y[n] = p->speedup;
+        low[n] = p->speedup_min;
+        high[n] = p->speedup_max;
+        h[n] = low_coverage(p) || noisy(p);
         n++;
       }
       if (!n) continue;
       series[panel_count][panel->series_count++] = (struct chart_series){
-          hugify_page_kind_name((enum hugify_page_kind)k), kind_colors[k], k == HUGIFY_PAGE_4K, n, x, y, h};
+          hugify_page_kind_name((enum hugify_page_kind)k), kind_colors[k], k == HUGIFY_PAGE_4K, n, x, y, h,
+          k == HUGIFY_PAGE_4K ? NULL : low, k == HUGIFY_PAGE_4K ? NULL : high};
     }
     panel_count++;
   }
 
   char subtitle[512], footnote[2048] = "";
-  snprintf(subtitle, sizeof subtitle, "%s%sLinux %s \xc2\xb7 THP %s \xc2\xb7 hugify bench, best of %d timings per point%s",
+  snprintf(subtitle, sizeof subtitle, "%s%sLinux %s \xc2\xb7 THP %s \xc2\xb7 hugify bench, median of %d timings per point, interleaved "
+           "across the kinds; bars: their min-max%s",
            b->cpu[0] ? b->cpu : "", b->cpu[0] ? " \xc2\xb7 " : "", b->system.kernel_release,
            b->system.thp_enabled[0] ? b->system.thp_enabled : "absent", b->repeats, b->quick ? " (--quick)" : "");
   size_t used = 0;
   const struct point *touch_base = find_point(b, EXP_TOUCH, HUGIFY_PAGE_4K, &b->items[EXP_TOUCH][0]);
   if (touch_base) {
-    used += (size_t)snprintf(footnote + used, sizeof footnote - used, "first touch, per 4 KiB: 4K %.0f ns", touch_base->ns_per_op);
+    used += (size_t)snprintf(footnote + used, sizeof footnote - used, "first touch, per 4 KiB: 4K %.0f ns", touch_base->spread.median);
     for (int k = 1; k < KINDS && used < sizeof footnote; k++) {
       const struct point *p = find_point(b, EXP_TOUCH, (enum hugify_page_kind)k, &b->items[EXP_TOUCH][0]);
       if (p)
         used += (size_t)snprintf(footnote + used, sizeof footnote - used, ", %s %.0f ns (%.1f\xc3\x97)",
-                                 hugify_page_kind_name((enum hugify_page_kind)k), p->ns_per_op, speedup(b, p));
+                                 hugify_page_kind_name((enum hugify_page_kind)k), p->spread.median, p->speedup);
     }
   }
   if (b->absl_ran && b->absl_count == 2 && used < sizeof footnote)
@@ -1056,17 +1271,17 @@ static void read_cpu_model(char *out, size_t cap) {
 static int finish(struct bench *b) {
   int status = EXIT_DONE;
   for (size_t i = 0; i < b->point_count; i++)
-    if (flagged(&b->points[i])) status = EXIT_SHORT;
+    if (low_coverage(&b->points[i])) status = EXIT_SHORT;
   for (int k = 0; k < KINDS; k++)
     if (kind_short(b, (enum hugify_page_kind)k) && (b->kinds_named || k == HUGIFY_PAGE_4K)) status = EXIT_SHORT;
   if (b->absl_named && !b->absl_ran) status = EXIT_SHORT;
   if (b->backing_failed) status = EXIT_PRIVILEGE;
 
-  bool json_stdout = b->json_path && strcmp(b->json_path, "-") == 0;
+  bool json_stdout = !json_output_text(&b->json);
   if (!json_stdout) print_tables(b, stdout);
   if (b->json_file) {
     write_json(b, b->json_file, status);
-    if (!json_stdout && fclose(b->json_file) != 0) status = fail(EXIT_SHORT, COMMAND, "writing %s failed", b->json_path);
+    if (!json_output_close(b->json_file, &b->json, COMMAND)) status = EXIT_SHORT;
   }
   if (b->chart_file) {
     int rc = write_chart(b, b->chart_file);
@@ -1083,11 +1298,8 @@ int cmd_bench(int argc, char **argv) {
   struct bench *b = calloc(1, sizeof *b);
   if (!b) return fail(EXIT_SHORT, COMMAND, "out of memory");
   int rc = parse_arguments(b, argc, argv);
-  if (rc == EXIT_DONE && b->json_path)
-    b->json_file = strcmp(b->json_path, "-") == 0 ? stdout : fopen(b->json_path, "w");
-  if (rc == EXIT_DONE && b->json_path && !b->json_file)
-    rc = usage_error(COMMAND, "--json: cannot write %s: %s", b->json_path, strerror(errno));
-  if (rc == EXIT_DONE && b->chart_path && !(b->chart_file = fopen(b->chart_path, "w")))
+  if (rc == EXIT_DONE && b->json.wanted && !(b->json_file = json_output_open(&b->json, COMMAND))) rc = EXIT_USAGE;
+  if (rc == EXIT_DONE && b->chart_path && !(b->chart_file = fopen(b->chart_path, "we")))
     rc = usage_error(COMMAND, "--chart: cannot write %s: %s", b->chart_path, strerror(errno));
   if (rc != EXIT_DONE) {
     if (b->json_file && b->json_file != stdout) fclose(b->json_file);
@@ -1113,10 +1325,12 @@ int cmd_bench(int argc, char **argv) {
       if (b->run[e] && e != EXP_TOUCH && e != EXP_ABSL) step_total += b->item_count[e];
   }
 
-  b->started = bench_now();
+  b->started = measure_now();
   run_all(b);
   if (b->run[EXP_ABSL]) run_absl(b);
-  b->seconds = bench_now() - b->started;
+  b->seconds = measure_now() - b->started;
+  summarise(b);
+  diagnose_noise(b);
   progress(true, "bench: done in %.0f s", b->seconds);
 
   rc = finish(b);

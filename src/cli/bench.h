@@ -51,11 +51,6 @@ void workload_copy(struct workload *w, const struct workload *from, void *buffer
 /* Bytes workload_strings needs for `count` strings (at most: the arena assumes the longest strings). */
 uint64_t strings_footprint(uint64_t count);
 
-/* Seconds on the monotonic clock. */
-double bench_now(void);
-/* CPU seconds (user + kernel) of the calling thread: what the timings use. */
-double bench_cpu_now(void);
-
 /* ---- chart.c: line charts as SVG, several panels side by side, log-2 x axis ---- */
 struct chart_series {
   const char *name;      /* legend and end label: "THP" */
@@ -64,6 +59,7 @@ struct chart_series {
   int count;
   const double *x, *y;   /* x > 0 (log scale) */
   const bool *hollow;    /* per point: drawn hollow (a flagged measurement); NULL = none */
+  const double *low, *high; /* per point: the error bar (the spread of the measurement); NULL = none */
 };
 struct chart_panel {
   const char *id;        /* data-experiment attribute: "chase" */

@@ -2,7 +2,6 @@
  * short strings in a hash set. Each one works inside a buffer it is given, so the page kind under test
  * backs all of its data. */
 #include <string.h>
-#include <time.h>
 
 #include "bench.h"
 
@@ -46,18 +45,6 @@ static inline uint64_t rng_below(struct bench_rng *r, uint64_t n) {
 
 uint64_t bench_rng_next(struct bench_rng *rng) { return rng_next(rng); }
 uint64_t bench_rng_below(struct bench_rng *rng, uint64_t n) { return rng_below(rng, n); }
-
-double bench_cpu_now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-double bench_now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static void workload_init(struct workload *w, void *buffer, size_t size, uint64_t seed) {
   memset(w, 0, sizeof *w);

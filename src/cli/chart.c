@@ -1,5 +1,5 @@
 /* chart.c - line charts as standalone SVG: panels on a grid, log-2 x axis, linear y axis with a
- * reference line at 1, one polyline per series, labels at the line ends. Small on purpose: it draws
+ * reference line at 1, one polyline per series with an error bar per point, labels at the line ends. Small on purpose: it draws
  * what `hugify bench` needs and nothing else. */
 #include <errno.h>
 #include <math.h>
@@ -67,114 +67,152 @@ static int compare_end_label(const void *a, const void *b) {
   return d < 0 ? -1 : d > 0;
 }
 
-static void draw_panel(FILE *out, const struct chart *chart, const struct chart_panel *panel, double ox, double oy) {
+static bool drawable(const struct chart_series *series, int k) {
+  return series->x[k] > 0 && isfinite(series->y[k]);
+}
+
+static bool has_bar(const struct chart_series *series, int k) {
+  return series->low && series->high && isfinite(series->low[k]) && isfinite(series->high[k]);
+}
+
+/* The panel's scale: the data's x range in whole octaves when narrow, a y range from the data and its
+ * error bars with room around it, always including 1 (the baseline). */
+static struct scale panel_scale(const struct chart_panel *panel, double ox, double oy, double *ystep) {
   struct scale s = {INFINITY, -INFINITY, 1.0, 1.0, ox + PLOT_LEFT, oy + PLOT_TOP, PANEL_WIDTH - PLOT_LEFT - PLOT_RIGHT,
                     PANEL_HEIGHT - PLOT_TOP - PLOT_BOTTOM};
-  for (int i = 0; i < panel->series_count; i++)
-    for (int k = 0; k < panel->series[i].count; k++) {
-      double x = panel->series[i].x[k], y = panel->series[i].y[k];
-      if (!(x > 0) || !isfinite(y)) continue;
-      if (log2(x) < s.x0) s.x0 = log2(x);
-      if (log2(x) > s.x1) s.x1 = log2(x);
-      if (y < s.y0) s.y0 = y;
-      if (y > s.y1) s.y1 = y;
+  for (int i = 0; i < panel->series_count; i++) {
+    const struct chart_series *series = &panel->series[i];
+    for (int k = 0; k < series->count; k++) {
+      if (!drawable(series, k)) continue;
+      double x = log2(series->x[k]), low = series->y[k], high = series->y[k];
+      if (has_bar(series, k)) {
+        low = fmin(low, series->low[k]);
+        high = fmax(high, series->high[k]);
+      }
+      s.x0 = fmin(s.x0, x);
+      s.x1 = fmax(s.x1, x);
+      s.y0 = fmin(s.y0, low);
+      s.y1 = fmax(s.y1, high);
     }
+  }
   if (!isfinite(s.x0)) { s.x0 = 13; s.x1 = 30; }
   if (s.x1 - s.x0 < 4) { s.x0 = floor(s.x0); s.x1 = ceil(s.x1); } /* a narrow range: whole octaves, labelled */
   if (s.x1 - s.x0 < 1) { s.x0 -= 0.5; s.x1 += 0.5; }
-  double ystep = nice_step((s.y1 - s.y0) * 1.1 + 0.2, 5);
-  s.y0 = fmax(0, floor((s.y0 - 0.05) / ystep) * ystep);
-  s.y1 = ceil((s.y1 + 0.05) / ystep) * ystep;
+  *ystep = nice_step((s.y1 - s.y0) * 1.1 + 0.2, 5);
+  s.y0 = fmax(0, floor((s.y0 - 0.05) / *ystep) * *ystep);
+  s.y1 = ceil((s.y1 + 0.05) / *ystep) * *ystep;
+  return s;
+}
 
-  fprintf(out, "<g class=\"panel\" data-experiment=\"");
-  text_escaped(out, panel->id);
-  fputs("\">\n", out);
+/* Title, background, grid, axis labels and the reference line at 1. */
+static void draw_frame(FILE *out, const struct chart *chart, const struct chart_panel *panel, const struct scale *s,
+                       double ystep, double ox, double oy) {
   text_at(out, ox + PLOT_LEFT, oy + 24, "font-size=\"15\" font-weight=\"600\" fill=\"#222\"", panel->title);
   if (panel->subtitle) text_at(out, ox + PLOT_LEFT, oy + 42, "font-size=\"11.5\" fill=\"#666\"", panel->subtitle);
-  fprintf(out, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#fafafa\" stroke=\"none\"/>\n", s.left,
-          s.top, s.width, s.height);
-
-  /* y grid and labels */
-  for (double y = s.y0; y <= s.y1 + ystep / 2; y += ystep) {
+  fprintf(out, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#fafafa\" stroke=\"none\"/>\n", s->left,
+          s->top, s->width, s->height);
+  for (double y = s->y0; y <= s->y1 + ystep / 2; y += ystep) {
     char label[32];
     snprintf(label, sizeof label, "%g\xc3\x97", round(y * 100) / 100); /* "1.5×" */
-    fprintf(out, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>\n", s.left,
-            s.left + s.width, py(&s, y), py(&s, y));
-    text_at(out, s.left - 6, py(&s, y) + 4, "font-size=\"11\" fill=\"#555\" text-anchor=\"end\"", label);
+    fprintf(out, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>\n", s->left,
+            s->left + s->width, py(s, y), py(s, y));
+    text_at(out, s->left - 6, py(s, y) + 4, "font-size=\"11\" fill=\"#555\" text-anchor=\"end\"", label);
   }
   /* x grid: powers of two, labelled every 1, 2 or 3 octaves so labels do not collide */
-  int first = (int)ceil(s.x0 - 1e-9), last = (int)floor(s.x1 + 1e-9), every = (last - first) > 14 ? 3 : (last - first) > 7 ? 2 : 1;
+  int first = (int)ceil(s->x0 - 1e-9), last = (int)floor(s->x1 + 1e-9), every = (last - first) > 14 ? 3 : (last - first) > 7 ? 2 : 1;
   for (int e = first; e <= last; e++) {
-    double x = px(&s, exp2(e));
+    double x = px(s, exp2(e));
     bool labelled = (e - 13) % every == 0; /* anchored so 8K, 64K, 512K, 4M ... stay put across runs */
-    fprintf(out, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"%s\"/>\n", x, x, s.top, s.top + s.height,
+    fprintf(out, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"%s\"/>\n", x, x, s->top, s->top + s->height,
             labelled ? "#e4e4e4" : "#f0f0f0");
     if (!labelled) continue;
     char label[16];
     size_label(exp2(e), label, sizeof label);
-    text_at(out, x, s.top + s.height + 16, "font-size=\"11\" fill=\"#555\" text-anchor=\"middle\"", label);
+    text_at(out, x, s->top + s->height + 16, "font-size=\"11\" fill=\"#555\" text-anchor=\"middle\"", label);
   }
   if (chart->x_label)
-    text_at(out, s.left + s.width / 2, s.top + s.height + 36, "font-size=\"11.5\" fill=\"#444\" text-anchor=\"middle\"",
+    text_at(out, s->left + s->width / 2, s->top + s->height + 36, "font-size=\"11.5\" fill=\"#444\" text-anchor=\"middle\"",
             chart->x_label);
   if (chart->y_label) {
     fprintf(out, "<text transform=\"translate(%.1f %.1f) rotate(-90)\" font-size=\"11.5\" fill=\"#444\" "
-                 "text-anchor=\"middle\">", ox + 14, s.top + s.height / 2);
+                 "text-anchor=\"middle\">", ox + 14, s->top + s->height / 2);
     text_escaped(out, chart->y_label);
     fputs("</text>\n", out);
   }
-  /* the reference: no change */
-  if (s.y0 <= 1 && s.y1 >= 1)
-    fprintf(out, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#999\" stroke-width=\"1\"/>\n", s.left,
-            s.left + s.width, py(&s, 1), py(&s, 1));
-  fprintf(out, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#bbb\"/>\n", s.left,
-          s.top, s.width, s.height);
+  if (s->y0 <= 1 && s->y1 >= 1) /* the reference: no change */
+    fprintf(out, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#999\" stroke-width=\"1\"/>\n", s->left,
+            s->left + s->width, py(s, 1), py(s, 1));
+  fprintf(out, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#bbb\"/>\n", s->left,
+          s->top, s->width, s->height);
+}
 
+/* One series: its line, the error bar of each point (the spread of its timings), its points (hollow when
+ * flagged). Returns the index of its last drawn point, or -1. */
+static int draw_series(FILE *out, const struct scale *s, const struct chart_series *series) {
+  fputs("<g class=\"series\" data-kind=\"", out);
+  text_escaped(out, series->name);
+  fprintf(out, "\" fill=\"none\" stroke=\"%s\">\n<polyline stroke-width=\"%s\" stroke-linejoin=\"round\"%s points=\"",
+          series->color, series->dashed ? "1.6" : "2.4", series->dashed ? " stroke-dasharray=\"5 4\"" : "");
+  int last_point = -1;
+  for (int k = 0; k < series->count; k++) {
+    if (!drawable(series, k)) continue;
+    fprintf(out, "%s%.1f,%.1f", last_point >= 0 ? " " : "", px(s, series->x[k]), py(s, series->y[k]));
+    last_point = k;
+  }
+  fputs("\"/>\n", out);
+  for (int k = 0; k < series->count; k++) {
+    if (!drawable(series, k) || !has_bar(series, k)) continue;
+    double x = px(s, series->x[k]), y0 = py(s, series->low[k]), y1 = py(s, series->high[k]);
+    fprintf(out, "<path class=\"error-bar\" data-low=\"%.4g\" data-high=\"%.4g\" stroke-width=\"1.2\" "
+                 "d=\"M%.1f %.1fV%.1fM%.1f %.1fH%.1fM%.1f %.1fH%.1f\"/>\n",
+            series->low[k], series->high[k], x, y0, y1, x - 3, y0, x + 3, x - 3, y1, x + 3);
+  }
+  for (int k = 0; k < series->count && !series->dashed; k++) {
+    if (!drawable(series, k)) continue;
+    bool hollow = series->hollow && series->hollow[k];
+    fprintf(out, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%s\" fill=\"%s\" stroke-width=\"1.5\"/>\n", px(s, series->x[k]),
+            py(s, series->y[k]), hollow ? "3.6" : "2.8", hollow ? "#fff" : series->color);
+  }
+  fputs("</g>\n", out);
+  return last_point;
+}
+
+/* Labels at the line ends ("THP 1.45×"), pushed apart so they never overlap. */
+static void draw_end_labels(FILE *out, const struct scale *s, struct end_label *ends, int end_count) {
+  qsort(ends, (size_t)end_count, sizeof *ends, compare_end_label);
+  for (int i = 1; i < end_count; i++)
+    if (ends[i].y < ends[i - 1].y + 14) ends[i].y = ends[i - 1].y + 14;
+  double overflow = end_count ? ends[end_count - 1].y - (s->top + s->height) : 0;
+  for (int i = end_count - 1; i >= 0 && overflow > 0; i--) {
+    ends[i].y -= overflow;
+    if (i > 0 && ends[i - 1].y > ends[i].y - 14) overflow = ends[i - 1].y - (ends[i].y - 14);
+    else overflow = 0;
+  }
+  for (int i = 0; i < end_count; i++) {
+    char label[64], attributes[96];
+    if (ends[i].series->dashed) snprintf(label, sizeof label, "%s baseline", ends[i].series->name);
+    else snprintf(label, sizeof label, "%s %.2f\xc3\x97", ends[i].series->name, ends[i].value);
+    snprintf(attributes, sizeof attributes, "font-size=\"12\" font-weight=\"600\" fill=\"%s\"", ends[i].series->color);
+    text_at(out, s->left + s->width + 7, ends[i].y + 4, attributes, label);
+  }
+}
+
+static void draw_panel(FILE *out, const struct chart *chart, const struct chart_panel *panel, double ox, double oy) {
+  double ystep;
+  struct scale s = panel_scale(panel, ox, oy, &ystep);
+  fprintf(out, "<g class=\"panel\" data-experiment=\"");
+  text_escaped(out, panel->id);
+  fputs("\">\n", out);
+  draw_frame(out, chart, panel, &s, ystep, ox, oy);
   struct end_label *ends = calloc((size_t)panel->series_count + 1, sizeof *ends);
   int end_count = 0;
   for (int i = 0; i < panel->series_count; i++) {
     const struct chart_series *series = &panel->series[i];
-    fputs("<g class=\"series\" data-kind=\"", out);
-    text_escaped(out, series->name);
-    fprintf(out, "\" fill=\"none\" stroke=\"%s\">\n<polyline stroke-width=\"%s\" stroke-linejoin=\"round\"%s points=\"",
-            series->color, series->dashed ? "1.6" : "2.4", series->dashed ? " stroke-dasharray=\"5 4\"" : "");
-    int last_point = -1;
-    for (int k = 0; k < series->count; k++) {
-      if (!(series->x[k] > 0) || !isfinite(series->y[k])) continue;
-      fprintf(out, "%s%.1f,%.1f", last_point >= 0 ? " " : "", px(&s, series->x[k]), py(&s, series->y[k]));
-      last_point = k;
-    }
-    fputs("\"/>\n", out);
-    for (int k = 0; k < series->count && !series->dashed; k++) {
-      if (!(series->x[k] > 0) || !isfinite(series->y[k])) continue;
-      bool hollow = series->hollow && series->hollow[k];
-      fprintf(out, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%s\" fill=\"%s\" stroke-width=\"1.5\"/>\n", px(&s, series->x[k]),
-              py(&s, series->y[k]), hollow ? "3.6" : "2.8", hollow ? "#fff" : series->color);
-    }
-    fputs("</g>\n", out);
-    if (last_point >= 0 && ends)
-      ends[end_count++] = (struct end_label){py(&s, series->y[last_point]), series, series->y[last_point]};
+    int last = draw_series(out, &s, series);
+    if (last >= 0 && ends) ends[end_count++] = (struct end_label){py(&s, series->y[last]), series, series->y[last]};
   }
-  /* End labels, pushed apart so they never overlap. */
-  if (ends) {
-    qsort(ends, (size_t)end_count, sizeof *ends, compare_end_label);
-    for (int i = 1; i < end_count; i++)
-      if (ends[i].y < ends[i - 1].y + 14) ends[i].y = ends[i - 1].y + 14;
-    double overflow = end_count ? ends[end_count - 1].y - (s.top + s.height) : 0;
-    for (int i = end_count - 1; i >= 0 && overflow > 0; i--) {
-      ends[i].y -= overflow;
-      if (i > 0 && ends[i - 1].y > ends[i].y - 14) overflow = ends[i - 1].y - (ends[i].y - 14);
-      else overflow = 0;
-    }
-    for (int i = 0; i < end_count; i++) {
-      char label[64], attributes[96];
-      if (ends[i].series->dashed) snprintf(label, sizeof label, "%s baseline", ends[i].series->name);
-      else snprintf(label, sizeof label, "%s %.2f\xc3\x97", ends[i].series->name, ends[i].value);
-      snprintf(attributes, sizeof attributes, "font-size=\"12\" font-weight=\"600\" fill=\"%s\"", ends[i].series->color);
-      text_at(out, s.left + s.width + 7, ends[i].y + 4, attributes, label);
-    }
-    free(ends);
-  }
+  if (ends) draw_end_labels(out, &s, ends, end_count);
+  free(ends);
   fputs("</g>\n", out);
 }
 
@@ -218,7 +256,7 @@ int chart_write_svg(const struct chart *chart, FILE *out) {
         any_hollow |= chart->panels[p].series[i].hollow[k];
   if (any_hollow)
     text_at(out, lx + 6, 82, "font-size=\"11.5\" fill=\"#777\"",
-            "hollow point: under 95 % of the working set on that page kind (not a clean measurement)");
+            "hollow point: noisy, or under 95 % of the working set on that page kind (not a clean measurement)");
   fputs("</g>\n", out);
 
   for (int p = 0; p < chart->panel_count; p++)

@@ -1,11 +1,11 @@
 /* check.c - hugify check: do huge pages help a program, which way, and by how much.
  *
- * Runs CMD plain and under each configuration of `hugify run`, interleaved round by round (in a Williams
- * order, so neither drift, position nor the run before favours anyone), and compares each configuration to
- * plain by the per-round ratio of times: median, and a distribution-free 95 % interval for the median
- * (sign test, src/lib/stats.c). Adaptive by default: rounds continue until every interval is within ±2 %
- * of its estimate or the time budget is spent. Counters (dTLB/iTLB miss rates) come from the PMU where the
- * machine has one (src/lib/perf.c); coverage comes from the run reports of the preload. */
+ * Runs CMD plain and under each configuration of `hugify run`, interleaved round by round, and compares
+ * each configuration to plain by the per-round ratio of times. The rounds, their balanced order, the
+ * intervals and the verdict are the measurement module's (src/lib/measure.c); this file says how one run
+ * happens (CMD, through `hugify run`, its output to a log, counters attached before it execs) and prints
+ * the result. Counters (dTLB/iTLB miss rates) come from the PMU where the machine has one
+ * (src/lib/perf.c); coverage comes from the run reports of the preload, read with jansson. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -16,14 +16,13 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "hugify.h"
+#include "json_read.h"
+#include "measure.h"
 #include "os.h"
 #include "stats.h"
 #include "units.h"
@@ -34,7 +33,7 @@
 
 const char usage_check[] =
     "usage: hugify check [--configs LIST] [--runs N | --budget SECONDS] [--warmup N] [--metric cpu|wall]\n"
-    "                    [--json FILE|-] [--size SIZE] [--] [CMD [ARGS...]]\n"
+    "                    [--json | --json=FILE] [--size SIZE] [--] [CMD [ARGS...]]\n"
     "\n"
     "Do huge pages help CMD, which way, and by how much? Runs CMD plain and through `hugify run` in each\n"
     "configuration, interleaved (A B C, B A C, ...), and compares the times: median and 95 % confidence\n"
@@ -54,11 +53,15 @@ const char usage_check[] =
     "  --metric cpu     (default) judge by CPU time (user + system, of CMD and its children): what huge\n"
     "                   pages change, and steady on a busy machine where waiting for a CPU swamps wall time\n"
     "  --metric wall    judge by wall time (both are always measured and shown)\n"
-    "  --json FILE|-    the result as JSON (schema hugify-check/1, docs/check.md); - for stdout\n"
+    "  --json           the result as JSON on stdout instead of the text (schema hugify.check/2, docs/check.md)\n"
+    "  --json=FILE      the text on stdout and the JSON to FILE (--json=- is stdout)\n"
     "  --size SIZE      working set of the bundled workload (default 64M; 64K fits every TLB)\n"
     "\n"
     "Where the machine has a PMU, dTLB/iTLB miss rates of plain and the chosen configuration are shown with\n"
     "the rule of thumb (huge pages help above ~5-10 % dTLB misses and a few MiB of working set).\n"
+    "\n"
+    "When intervals stay wide, the likely cause is named: machine load (/proc/loadavg), or a large variance of\n"
+    "the kernel (system) time, as when a hypervisor backs fresh guest memory lazily.\n"
     "\n"
     "Exit status: 0 a verdict (a gain, or no measurable gain); 1 CMD failed (non-zero exit or signal);\n"
     "2 bad usage; 3 nothing to compare (hugify run unusable here) or the bundled workload is missing.\n"
@@ -66,13 +69,13 @@ const char usage_check[] =
     "Examples:\n"
     "  hugify check\n"
     "  hugify check -- ./bench --iterations 1000000\n"
-    "  hugify check --configs heap,heap+text --runs 10 --json result.json -- ./server --selftest\n"
+    "  hugify check --configs heap,heap+text --runs 10 --json=result.json -- ./server --selftest\n"
     "  hugify check --size 64K\n";
 
 #define CHECK_CONFIDENCE 0.95
 #define CHECK_PRECISION 0.02   /* adaptive: stop when every interval is within +-2 % of its estimate */
 #define CHECK_MIN_GAIN 0.02    /* a gain below 2 % is not worth a configuration, even when it is real */
-#define CHECK_MAX_ROUNDS 1000
+#define CHECK_MAX_ROUNDS MEASURE_MAX_ROUNDS
 #define CHECK_DEFAULT_BUDGET 45.0
 #define CHECK_LOG_TAIL 4096    /* bytes of a failed run's output shown */
 
@@ -105,7 +108,7 @@ struct config {
   const struct config_kind *kind;
   enum config_id id;
   size_t runs;
-  double wall[CHECK_MAX_ROUNDS], cpu[CHECK_MAX_ROUNDS];
+  double wall[CHECK_MAX_ROUNDS], cpu[CHECK_MAX_ROUNDS], system[CHECK_MAX_ROUNDS];
   double max_rss[CHECK_MAX_ROUNDS], minor_faults[CHECK_MAX_ROUNDS];
   struct coverage coverage;  /* from the last run's report */
   unsigned reports;          /* runs that wrote a report */
@@ -144,15 +147,14 @@ struct check {
   int pmu;                                    /* enum hugify_feature_state, learned from the first open */
   char pmu_reason[HUGIFY_REASON_MAX];
   struct failure failure;
-  bool json_stdout;
+  struct json_output json;                    /* --json / --json=FILE */
+  FILE *json_out;
+  char noise[512];                            /* the likely cause of wide intervals, "" if none */
+  struct measure_noise machine;
   char estimate[128]; /* the progress line's current estimate: "heap 1.48x [1.23, 1.77]" */
 };
 
-static double now_seconds(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+static bool json_only(const struct check *c) { return !json_output_text(&c->json); }
 
 /* ---- the command line of a run, and its shell-quoted form ---------------------------------------- */
 
@@ -215,171 +217,81 @@ static void command_line(const struct check *c, const struct config *config, cha
   }
 }
 
-/* ---- reading the run report: just enough JSON to find a number by its path ----------------------- */
+/* ---- reading the run report (jansson) -------------------------------------------------------------- */
 
-static const char *skip_space(const char *p) {
-  while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r') p++;
-  return p;
-}
-
-static const char *skip_string(const char *p) { /* p at the opening quote */
-  for (p++; *p && *p != '"'; p++)
-    if (*p == '\\' && p[1]) p++;
-  return *p == '"' ? p + 1 : NULL;
-}
-
-static const char *skip_value(const char *p, int depth) {
-  p = skip_space(p);
-  if (depth > 32) return NULL;
-  if (*p == '"') return skip_string(p);
-  if (*p == '{' || *p == '[') {
-    char close = *p == '{' ? '}' : ']';
-    p = skip_space(p + 1);
-    if (*p == close) return p + 1;
-    for (;;) {
-      if (close == '}') {
-        if (*p != '"' || !(p = skip_string(p))) return NULL;
-        p = skip_space(p);
-        if (*p++ != ':') return NULL;
-      }
-      if (!(p = skip_value(p, depth + 1))) return NULL;
-      p = skip_space(p);
-      if (*p == close) return p + 1;
-      if (*p++ != ',') return NULL;
-      p = skip_space(p);
-    }
+/* The one place that knows the run report's key names (hugify.report/2: a class's figures under
+ * "classes.CLASS"). Each figure is looked up under its names in order, the peak snapshot first (when the
+ * report carries one) and then the report's own; the first that holds a number wins. */
+static bool report_number(const struct json_doc *report, const char *class, const char *field, double *value) {
+  static const char *const prefixes[] = {"peak.classes.", "classes.", ""};
+  for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {
+    char path[96];
+    snprintf(path, sizeof path, "%s%s%s%s", *class ? prefixes[i] : "", class, *class ? "." : "", field);
+    if (json_doc_number(report, path, value)) return true;
   }
-  const char *start = p;
-  while (*p && !strchr(",}] \n\t\r", *p)) p++;
-  return p > start ? p : NULL;
-}
-
-/* The value of member `key` (length len) of the object at p, or NULL. */
-static const char *find_member(const char *p, const char *key, size_t len) {
-  p = skip_space(p);
-  if (*p != '{') return NULL;
-  p = skip_space(p + 1);
-  while (*p == '"') {
-    const char *name = p + 1, *end = skip_string(p);
-    if (!end) return NULL;
-    p = skip_space(end);
-    if (*p++ != ':') return NULL;
-    p = skip_space(p);
-    if ((size_t)(end - 1 - name) == len && strncmp(name, key, len) == 0) return p;
-    if (!(p = skip_value(p, 0))) return NULL;
-    p = skip_space(p);
-    if (*p == ',') p = skip_space(p + 1);
-  }
-  return NULL;
-}
-
-/* A number at a dotted path ("heap.huge_bytes"); false when absent or not a number. */
-static bool json_number_at(const char *text, const char *path, double *value) {
-  const char *p = text;
-  while (p && *path) {
-    const char *dot = strchr(path, '.');
-    size_t len = dot ? (size_t)(dot - path) : strlen(path);
-    p = find_member(p, path, len);
-    path += len + (dot ? 1 : 0);
-  }
-  if (!p) return false;
-  char *end;
-  *value = strtod(p, &end);
-  return end != p;
+  return false;
 }
 
 static void read_report(const char *path, struct coverage *out) {
-  char *text = os_read_file(path, NULL);
   memset(out, 0, sizeof *out);
-  if (!text) return;
-  static const struct { const char *path; size_t offset; } fields[] = {
-      {"classes.heap.resident_bytes", offsetof(struct coverage, heap_resident)},
-      {"classes.heap.huge_bytes", offsetof(struct coverage, heap_huge)},
-      {"classes.anon.resident_bytes", offsetof(struct coverage, anon_resident)},
-      {"classes.anon.huge_bytes", offsetof(struct coverage, anon_huge)},
-      {"classes.code.resident_bytes", offsetof(struct coverage, text_resident)},
-      {"classes.code.huge_bytes", offsetof(struct coverage, text_huge)},
-      {"hugify_seconds", offsetof(struct coverage, hugify_seconds)},
+  struct json_doc *report = json_doc_read_file(path, NULL, 0);
+  if (!report) return; /* no report (the preload could not write one): no coverage */
+  static const struct {
+    const char *region, *field;
+    size_t offset;
+  } fields[] = {
+      {"heap", "resident_bytes", offsetof(struct coverage, heap_resident)},
+      {"heap", "huge_bytes", offsetof(struct coverage, heap_huge)},
+      {"anon", "resident_bytes", offsetof(struct coverage, anon_resident)},
+      {"anon", "huge_bytes", offsetof(struct coverage, anon_huge)},
+      {"code", "resident_bytes", offsetof(struct coverage, text_resident)},
+      {"code", "huge_bytes", offsetof(struct coverage, text_huge)},
   };
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
-    if (json_number_at(text, fields[i].path, (double *)((char *)out + fields[i].offset))) out->present = true;
-  free(text);
+    if (report_number(report, fields[i].region, fields[i].field, (double *)((char *)out + fields[i].offset)))
+      out->present = true;
+  report_number(report, "", "hugify_seconds", &out->hugify_seconds);
+  json_doc_free(report);
 }
 
 /* ---- running CMD once -------------------------------------------------------------------------- */
 
 struct run_result {
-  int status;   /* exit status, or 128 + signal */
-  int signal;   /* the signal that ended it, 0 if none */
-  double wall, cpu, max_rss, minor_faults;
+  struct measure_run run;
   bool counted;
   struct hugify_counter_values counters;
 };
 
-/* Start argv with stdout and stderr on out_fd and stdin on /dev/null, counters opened on it before it
- * execs when `count`, and time it from the exec gate to its exit. Returns 0 or -errno (fork failed). */
-static int spawn_measured(struct check *c, const char *const *argv, int out_fd, bool count, struct run_result *r) {
+/* Open the counters on the child before it execs; learn once whether this machine can count. */
+static bool open_counters(struct check *c, pid_t pid, struct hugify_counter_set *counters) {
+  if (c->pmu == HUGIFY_FEATURE_NO) return false;
+  if (hugify_counters_open(counters, pid) > 0) {
+    c->pmu = HUGIFY_FEATURE_YES;
+    if (counters->reason[0] && !c->pmu_reason[0]) snprintf(c->pmu_reason, sizeof c->pmu_reason, "%s", counters->reason);
+    return true;
+  }
+  c->pmu = HUGIFY_FEATURE_NO;
+  snprintf(c->pmu_reason, sizeof c->pmu_reason, "%s", counters->reason);
+  return false;
+}
+
+/* Run argv with stdout and stderr on out_fd, counters attached before it execs when `count`. Returns 0, or
+ * -errno when it could not be started. */
+static int run_measured(struct check *c, const char *const *argv, int out_fd, bool count, struct run_result *r) {
   memset(r, 0, sizeof *r);
-  int gate[2];
-  if (pipe2(gate, O_CLOEXEC) != 0) return -errno;
-  pid_t pid = fork();
-  if (pid < 0) {
-    int err = errno;
-    close(gate[0]);
-    close(gate[1]);
-    return -err;
-  }
-  if (pid == 0) {
-    int devnull = open("/dev/null", O_RDONLY);
-    if (devnull >= 0) dup2(devnull, STDIN_FILENO);
-    dup2(out_fd, STDOUT_FILENO);
-    dup2(out_fd, STDERR_FILENO);
-    char go;
-    close(gate[1]);
-    while (read(gate[0], &go, 1) < 0 && errno == EINTR) {
-    }
-    execvp(argv[0], (char *const *)argv);
-    int err = errno;
-    dprintf(STDERR_FILENO, "hugify check: cannot run %s: %s\n", argv[0], strerror(err));
-    _exit(err == ENOENT ? 127 : 126);
-  }
-  close(gate[0]);
+  struct measure_command command = {.argv = argv, .stdout_fd = out_fd, .stderr_fd = out_fd};
+  struct measure_child child;
+  int rc = measure_start(&command, &child);
+  if (rc != 0) return rc;
   struct hugify_counter_set counters;
-  bool counting = false;
-  if (count && c->pmu != HUGIFY_FEATURE_NO) {
-    int rc = hugify_counters_open(&counters, pid);
-    if (rc > 0) {
-      counting = true;
-      c->pmu = HUGIFY_FEATURE_YES;
-      if (counters.reason[0] && !c->pmu_reason[0]) snprintf(c->pmu_reason, sizeof c->pmu_reason, "%s", counters.reason);
-    } else {
-      c->pmu = HUGIFY_FEATURE_NO;
-      snprintf(c->pmu_reason, sizeof c->pmu_reason, "%s", counters.reason);
-    }
-  }
-  double start = now_seconds();
-  close(gate[1]); /* the child execs now */
-  int status = 0;
-  struct rusage usage;
-  memset(&usage, 0, sizeof usage);
-  while (wait4(pid, &status, 0, &usage) < 0 && errno == EINTR) {
-  }
-  r->wall = now_seconds() - start;
-  r->cpu = (double)usage.ru_utime.tv_sec + (double)usage.ru_utime.tv_usec * 1e-6 + (double)usage.ru_stime.tv_sec +
-           (double)usage.ru_stime.tv_usec * 1e-6;
-  r->max_rss = (double)usage.ru_maxrss * 1024.0;
-  r->minor_faults = (double)usage.ru_minflt;
-  if (WIFSIGNALED(status)) {
-    r->signal = WTERMSIG(status);
-    r->status = 128 + r->signal;
-  } else {
-    r->status = WEXITSTATUS(status);
-  }
+  bool counting = count && open_counters(c, child.pid, &counters);
+  measure_release(&child);
+  rc = measure_wait(&child, &r->run);
   if (counting) {
-    r->counted = hugify_counters_read(&counters, &r->counters) == 0;
+    r->counted = rc == 0 && hugify_counters_read(&counters, &r->counters) == 0;
     hugify_counters_close(&counters);
   }
-  return 0;
+  return rc;
 }
 
 /* The last `cap` bytes of fd from `offset` on, cut at a line start. malloc'd; NULL on error. */
@@ -418,9 +330,9 @@ static void preflight(struct check *c, struct config *config, char *reason, size
   argv[n++] = access("/bin/true", X_OK) == 0 ? "/bin/true" : "true";
   argv[n] = NULL;
   struct run_result r;
-  int rc = spawn_measured(c, argv, fd, false, &r);
+  int rc = run_measured(c, argv, fd, false, &r);
   if (rc < 0) snprintf(reason, cap, "cannot start hugify run: %s", strerror(-rc));
-  else if (r.status != 0) {
+  else if (r.run.status != 0) {
     char *text = output_tail(fd, 0, 2048);
     char *last = text;
     if (text) {
@@ -430,7 +342,7 @@ static void preflight(struct check *c, struct config *config, char *reason, size
       last = newline ? newline + 1 : text;
     }
     snprintf(reason, cap, "`hugify run %s %s %s %s` does not work here (exit status %d)%s%s", config->kind->run_args[0],
-             config->kind->run_args[1], config->kind->run_args[2], config->kind->run_args[3], r.status,
+             config->kind->run_args[1], config->kind->run_args[2], config->kind->run_args[3], r.run.status,
              last && *last ? ": " : "", last ? last : "");
     free(text);
   }
@@ -438,7 +350,7 @@ static void preflight(struct check *c, struct config *config, char *reason, size
   unlink(path);
 }
 
-/* ---- rounds ------------------------------------------------------------------------------------- */
+/* ---- rounds: the measurement module runs them; this is how one run happens ----------------------- */
 
 static void add_counters(struct config *config, const struct hugify_counter_values *v) {
   config->counters.present = config->counter_runs == 0 ? v->present : config->counters.present & v->present;
@@ -446,67 +358,74 @@ static void add_counters(struct config *config, const struct hugify_counter_valu
   config->counter_runs++;
 }
 
-/* The j-th configuration to run in a round: a Williams design. Row 0 is 0, 1, k-1, 2, k-2, ...; row r adds r
- * (mod k); for odd k the rows k..2k-1 are the mirrored ones. Over k rounds (2k when k is odd) every
- * configuration runs in every position once and follows every other one equally often: what a run leaves
- * behind (freed memory the next one's huge pages come from, warm caches) favours no one. */
-static int williams_order(size_t round, int j, int k) {
-  size_t rows = k % 2 ? 2 * (size_t)k : (size_t)k, row = round % rows;
-  if (row >= (size_t)k) j = k - 1 - j; /* the mirrored half */
-  int first = j == 0 ? 0 : j % 2 ? (j + 1) / 2 : k - j / 2;
-  return (int)((first + row) % (size_t)k);
+static void show_progress(const struct check *c, const struct config *config, size_t round, bool warmup) {
+  if (warmup) progress(false, "check: warm-up, %s", config->kind->name);
+  else if (c->fixed_runs)
+    progress(false, "check: round %zu of %zu, %s%s", round + 1, c->runs, config->kind->name, c->estimate);
+  else
+    progress(false, "check: round %zu, %.0f of %.0f s, %s%s", round + 1, measure_now() - c->started, c->budget,
+             config->kind->name, c->estimate);
 }
 
-/* One run of every configuration, in the order williams_order() gives. Returns 0, or -1 when CMD
- * failed (c->failure says how) or could not be started. */
-static int run_round(struct check *c, size_t round, bool warmup) {
-  for (int j = 0; j < c->config_count; j++) {
-    struct config *config = c->configs[williams_order(round, j, c->config_count)];
-    size_t words = 16;
-    for (char **a = c->command; *a; a++) words++;
-    const char **argv = malloc(words * sizeof *argv);
-    if (!argv) return -1;
-    build_argv(c, config, argv, words, config->id != CONFIG_PLAIN);
-    char line[4096];
-    command_line(c, config, line, sizeof line);
-    if (warmup) progress(false, "check: warm-up, %s", config->kind->name);
-    else if (c->fixed_runs)
-      progress(false, "check: round %zu of %zu, %s (run %d of %d)%s", round + 1, c->runs, config->kind->name, j + 1,
-               c->config_count, c->estimate);
-    else
-      progress(false, "check: round %zu, %.0f of %.0f s, %s (run %d of %d)%s", round + 1, now_seconds() - c->started,
-               c->budget, config->kind->name, j + 1, c->config_count, c->estimate);
-    dprintf(c->log_fd, "==== %s round %zu, %s: %s\n", warmup ? "warm-up" : "measured", round + 1, config->kind->name,
-            line);
-    off_t offset = lseek(c->log_fd, 0, SEEK_END);
-    unlink(c->report_path);
-    struct run_result r;
-    int rc = spawn_measured(c, argv, c->log_fd, !warmup, &r);
-    free(argv);
-    if (rc < 0 || r.status != 0) {
-      c->failure = (struct failure){.failed = true, .config = (int)config->id, .round = (int)round + 1,
-                                    .status = rc < 0 ? -1 : r.status, .signal = r.signal, .warmup = warmup};
-      c->failure.output = output_tail(c->log_fd, offset, CHECK_LOG_TAIL);
-      if (rc < 0) dprintf(c->log_fd, "hugify check: cannot start it: %s\n", strerror(-rc));
-      return -1;
-    }
-    if (warmup) continue;
-    size_t i = config->runs++;
-    config->wall[i] = r.wall;
-    config->cpu[i] = r.cpu;
-    config->max_rss[i] = r.max_rss;
-    config->minor_faults[i] = r.minor_faults;
-    if (r.counted) add_counters(config, &r.counters);
-    if (config->id != CONFIG_PLAIN) {
-      struct coverage coverage;
-      read_report(c->report_path, &coverage);
-      if (coverage.present) {
-        config->coverage = coverage;
-        config->reports++;
-      }
+static void record(struct check *c, struct config *config, const struct run_result *r) {
+  size_t i = config->runs++;
+  config->wall[i] = r->run.wall_seconds;
+  config->cpu[i] = measure_cpu_seconds(&r->run);
+  config->system[i] = r->run.system_seconds;
+  config->max_rss[i] = r->run.max_rss_bytes;
+  config->minor_faults[i] = r->run.minor_faults;
+  if (r->counted) add_counters(config, &r->counters);
+  if (config->id != CONFIG_PLAIN) {
+    struct coverage coverage;
+    read_report(c->report_path, &coverage);
+    if (coverage.present) {
+      config->coverage = coverage;
+      config->reports++;
     }
   }
+}
+
+/* measure_run_fn: one run of configs[index]. Non-zero when CMD failed (c->failure says how). */
+static int run_one(void *context, int index, size_t round, bool warmup, double *seconds, double *system) {
+  struct check *c = context;
+  struct config *config = c->configs[index];
+  size_t words = 16;
+  for (char **a = c->command; *a; a++) words++;
+  const char **argv = malloc(words * sizeof *argv);
+  if (!argv) return -1;
+  build_argv(c, config, argv, words, config->id != CONFIG_PLAIN);
+  char line[4096];
+  command_line(c, config, line, sizeof line);
+  show_progress(c, config, round, warmup);
+  dprintf(c->log_fd, "==== %s round %zu, %s: %s\n", warmup ? "warm-up" : "measured", round + 1, config->kind->name, line);
+  off_t offset = lseek(c->log_fd, 0, SEEK_END);
+  unlink(c->report_path);
+  struct run_result r;
+  int rc = run_measured(c, argv, c->log_fd, !warmup, &r);
+  free(argv);
+  if (rc < 0 || r.run.status != 0) {
+    c->failure = (struct failure){.failed = true, .config = (int)config->id, .round = (int)round + 1,
+                                  .status = rc < 0 ? -1 : r.run.status, .signal = r.run.signal, .warmup = warmup};
+    c->failure.output = output_tail(c->log_fd, offset, CHECK_LOG_TAIL);
+    if (rc < 0) dprintf(c->log_fd, "hugify check: cannot start it: %s\n", strerror(-rc));
+    return -1;
+  }
+  if (!warmup) record(c, config, &r);
+  *seconds = c->metric_wall ? r.run.wall_seconds : measure_cpu_seconds(&r.run);
+  *system = r.run.system_seconds;
   return 0;
+}
+
+/* after_round: the best estimate so far, for the progress line. */
+static void note_estimate(void *context, size_t rounds, const struct measure_series *series) {
+  struct check *c = context;
+  (void)rounds;
+  int best = 0;
+  for (int i = 1; i < c->config_count; i++)
+    if (series[i].ratio_rc == 0 && (best == 0 || series[i].ratio.estimate > series[best].ratio.estimate)) best = i;
+  if (best > 0)
+    snprintf(c->estimate, sizeof c->estimate, "; so far %s %.2fx [%.2f, %.2f]", c->configs[best]->kind->name,
+             series[best].ratio.estimate, series[best].ratio.low, series[best].ratio.high);
 }
 
 static void compute_ratios(struct check *c) {
@@ -526,61 +445,55 @@ static const double *times(const struct check *c, const struct config *config) {
   return c->metric_wall ? config->wall : config->cpu;
 }
 
-static bool within_precision(const struct stats_interval *s) {
+static bool narrow(const struct stats_interval *s) {
   return s->low >= s->estimate * (1.0 - CHECK_PRECISION) && s->high <= s->estimate * (1.0 + CHECK_PRECISION);
 }
 
-static bool converged(const struct check *c) {
-  for (int i = 1; i < c->config_count; i++)
-    if (c->configs[i]->ratio_rc != 0 || !within_precision(&c->configs[i]->ratio)) return false;
-  return true;
+/* When some interval is wider than +-2 %: the likely cause, from the machine's load and from the
+ * configuration whose kernel time varied most. */
+static void diagnose_noise(struct check *c) {
+  bool wide = false;
+  for (int i = 1; i < c->config_count; i++) wide |= c->configs[i]->ratio_rc != 0 || !narrow(&c->configs[i]->ratio);
+  measure_noise_read(&c->machine);
+  c->machine.system_spread = c->machine.system_share = -1;
+  for (int i = 0; i < c->config_count; i++) {
+    const struct config *config = c->configs[i];
+    struct measure_spread system, cpu;
+    measure_spread_of(config->system, config->runs, CHECK_CONFIDENCE, 0, &system);
+    measure_spread_of(config->cpu, config->runs, CHECK_CONFIDENCE, 0, &cpu);
+    double spread = system.median > 0.005 ? (system.max - system.min) / system.median : 0; /* under 5 ms: noise of the clock */
+    if (spread > c->machine.system_spread) {
+      c->machine.system_spread = spread;
+      c->machine.system_share = cpu.median > 0 ? system.median / cpu.median : 0;
+    }
+  }
+  c->noise[0] = '\0';
+  if (wide) measure_noise_cause(&c->machine, c->noise, sizeof c->noise);
 }
 
 static int measure(struct check *c) {
-  for (size_t w = 0; w < c->warmup; w++)
-    if (run_round(c, w, true) != 0) return -1;
-  size_t min_rounds = stats_min_samples(CHECK_CONFIDENCE);
-  double rounds_started = now_seconds();
-  for (c->rounds = 0;;) {
-    if (c->fixed_runs && c->rounds >= c->runs) {
-      c->stopped = "runs";
-      break;
-    }
-    if (!c->fixed_runs && c->rounds >= min_rounds) {
-      double spent = now_seconds() - c->started, per_round = (now_seconds() - rounds_started) / (double)c->rounds;
-      if (converged(c)) {
-        c->stopped = "converged";
-        break;
-      }
-      if (spent + per_round > c->budget) {
-        c->stopped = "budget";
-        break;
-      }
-    }
-    if (c->rounds >= CHECK_MAX_ROUNDS) {
-      c->stopped = "limit";
-      break;
-    }
-    if (run_round(c, c->rounds, false) != 0) return -1;
-    c->rounds++;
-    if (c->rounds >= min_rounds) {
-      compute_ratios(c);
-      int best = 1;
-      for (int i = 2; i < c->config_count; i++)
-        if (c->configs[i]->ratio.estimate > c->configs[best]->ratio.estimate) best = i;
-      snprintf(c->estimate, sizeof c->estimate, "; so far %s %.2fx [%.2f, %.2f]", c->configs[best]->kind->name,
-               c->configs[best]->ratio.estimate, c->configs[best]->ratio.low, c->configs[best]->ratio.high);
-    }
-  }
+  struct measure_series *series = calloc((size_t)c->config_count, sizeof *series);
+  if (!series) return -1;
+  struct measure_plan plan = {.configs = c->config_count, .warmup = c->warmup, .rounds = c->fixed_runs ? c->runs : 0,
+                              .budget_seconds = c->budget - (measure_now() - c->started),
+                              .precision = CHECK_PRECISION, .confidence = CHECK_CONFIDENCE, .run = run_one,
+                              .context = c, .after_round = note_estimate};
+  enum measure_stop stop = measure_rounds(&plan, series, &c->rounds);
+  free(series);
+  c->stopped = measure_stop_name(stop);
+  if (stop == MEASURE_STOP_FAILED) return -1;
   progress(true, "check: %zu rounds done", c->rounds);
   compute_ratios(c);
+  diagnose_noise(c);
   return 0;
 }
 
 /* ---- the verdict --------------------------------------------------------------------------------- */
 
-static bool is_gain(const struct stats_interval *s) { return s->low > 1.0 && s->estimate >= 1.0 + CHECK_MIN_GAIN; }
-static bool is_loss(const struct stats_interval *s) { return s->high < 1.0 && s->estimate <= 1.0 - CHECK_MIN_GAIN; }
+static bool is_gain(const struct stats_interval *s) { return measure_judge(s, CHECK_MIN_GAIN) == MEASURE_GAIN; }
+static const char *judgement(const struct stats_interval *s) {
+  return measure_verdict_text(measure_judge(s, CHECK_MIN_GAIN));
+}
 
 struct verdict {
   int chosen;              /* index into configs of the configuration to use; -1: no measurable gain */
@@ -635,12 +548,6 @@ static void decide(const struct check *c, struct verdict *v) {
 
 static void format_interval(const struct stats_interval *s, char *out, size_t cap) {
   snprintf(out, cap, "%.2f-%.2f", s->low, s->high);
-}
-
-static const char *judgement(const struct stats_interval *s) {
-  if (is_gain(s)) return "measurable gain";
-  if (is_loss(s)) return "measurably slower";
-  return "no measurable gain";
 }
 
 static void format_fraction(double part, double whole, char *out, size_t cap) {
@@ -762,6 +669,7 @@ static void print_human(const struct check *c, const struct verdict *v, FILE *ou
                  "for this command.\n",
             100.0 * CHECK_MIN_GAIN, metric, best->kind->name, best->ratio.estimate, best->ratio.low, best->ratio.high);
   }
+  if (c->noise[0]) fprintf(out, "Intervals wider than +-2 %%; likely cause: %s.\n", c->noise);
 }
 
 static void json_interval(struct json_writer *j, const char *key, int rc, const struct stats_interval *s) {
@@ -773,7 +681,7 @@ static void json_interval(struct json_writer *j, const char *key, int rc, const 
   json_put_double(j, "estimate", s->estimate);
   json_put_double(j, "low", s->low);
   json_put_double(j, "high", s->high);
-  json_put_double(j, "coverage", s->coverage);
+  json_put_double(j, "confidence", s->coverage);
   json_put_string(j, "judgement", judgement(s));
   json_close(j);
 }
@@ -793,9 +701,9 @@ static void json_rates(struct json_writer *j, const char *key, const struct conf
   json_close(j);
   struct hugify_tlb_rates rates;
   hugify_counters_rates(&config->counters, &rates);
-  json_put_double(j, "dtlb_load_miss_rate", rates.dtlb_load_miss_rate);
-  json_put_double(j, "dtlb_store_miss_rate", rates.dtlb_store_miss_rate);
-  json_put_double(j, "itlb_miss_rate", rates.itlb_miss_rate);
+  json_put_double(j, "dtlb_load_miss_fraction", rates.dtlb_load_miss_rate);
+  json_put_double(j, "dtlb_store_miss_fraction", rates.dtlb_store_miss_rate);
+  json_put_double(j, "itlb_miss_fraction", rates.itlb_miss_rate);
   json_put_double(j, "dtlb_misses_per_kilo_instructions", rates.dtlb_misses_per_kilo_instructions);
   json_put_double(j, "itlb_misses_per_kilo_instructions", rates.itlb_misses_per_kilo_instructions);
   json_put_double(j, "instructions_per_cycle", rates.instructions_per_cycle);
@@ -808,149 +716,155 @@ static void json_series(struct json_writer *j, const char *key, const double *va
   json_close(j);
 }
 
-static void print_json(const struct check *c, const struct verdict *v, FILE *out) {
-  struct json_writer j;
-  char line[4096];
-  json_begin(&j, out);
-  json_put_string(&j, "schema", "hugify-check/1");
-  json_open_array(&j, "command");
-  for (char **a = c->command; *a; a++) json_put_string(&j, NULL, *a);
-  json_close(&j);
-  json_put_bool(&j, "bundled_workload", c->bundled);
-  json_put_string(&j, "log", c->log_path);
-  json_put_string(&j, "method", "per-round paired ratio plain/config, median, sign-test interval");
-  json_put_string(&j, "metric", c->metric_wall ? "wall" : "cpu");
-  json_put_double(&j, "confidence", CHECK_CONFIDENCE);
-  json_put_double(&j, "precision", CHECK_PRECISION);
-  json_put_double(&j, "min_gain", CHECK_MIN_GAIN);
-  json_put_u64(&j, "warmup_rounds", c->warmup);
-  json_put_u64(&j, "rounds", c->rounds);
-  if (c->fixed_runs) json_put_null(&j, "budget_seconds");
-  else json_put_double(&j, "budget_seconds", c->budget);
-  json_put_double(&j, "seconds", c->elapsed);
-  json_put_string(&j, "stopped", c->failure.failed ? "failed" : c->stopped);
+static void json_header(struct json_writer *j, const struct check *c) {
+  json_put_string(j, "schema", "hugify.check/2");
+  json_open_array(j, "command");
+  for (char **a = c->command; *a; a++) json_put_string(j, NULL, *a);
+  json_close(j);
+  json_put_bool(j, "bundled_workload", c->bundled);
+  json_put_string(j, "log_path", c->log_path);
+  json_put_string(j, "method", "per-round paired ratio plain/config, median, sign-test interval");
+  json_put_string(j, "metric", c->metric_wall ? "wall" : "cpu");
+  json_put_double(j, "confidence", CHECK_CONFIDENCE);
+  json_put_double(j, "precision_fraction", CHECK_PRECISION);
+  json_put_double(j, "min_gain_fraction", CHECK_MIN_GAIN);
+  json_put_u64(j, "warmup_rounds", c->warmup);
+  json_put_u64(j, "rounds", c->rounds);
+  if (c->fixed_runs) json_put_null(j, "budget_seconds");
+  else json_put_double(j, "budget_seconds", c->budget);
+  json_put_double(j, "elapsed_seconds", c->elapsed);
+  json_put_string(j, "stopped", c->failure.failed ? "failed" : c->stopped);
+  json_open_object(j, "counters");
+  json_put_bool(j, "available", c->pmu == HUGIFY_FEATURE_YES);
+  json_put_string(j, "reason", c->pmu_reason[0] ? c->pmu_reason : NULL);
+  json_close(j);
+}
 
-  json_open_object(&j, "counters");
-  json_put_bool(&j, "available", c->pmu == HUGIFY_FEATURE_YES);
-  json_put_string(&j, "reason", c->pmu_reason[0] ? c->pmu_reason : NULL);
-  json_close(&j);
-
-  json_open_array(&j, "configs");
-  for (int i = 0; i < c->config_count; i++) {
-    const struct config *config = c->configs[i];
-    json_open_object(&j, NULL);
-    json_put_string(&j, "name", config->kind->name);
-    command_line(c, config, line, sizeof line);
-    json_put_string(&j, "command_line", line);
-    json_put_u64(&j, "runs", config->runs);
-    json_put_double(&j, "wall_seconds", stats_median(config->wall, config->runs));
-    json_put_double(&j, "cpu_seconds", stats_median(config->cpu, config->runs));
-    if (i == 0) {
-      json_put_null(&j, "ratio");
-      json_put_null(&j, "wall_ratio");
-      json_put_null(&j, "cpu_ratio");
-    } else {
-      json_interval(&j, "ratio", config->ratio_rc, &config->ratio);
-      json_interval(&j, "wall_ratio", config->wall_ratio_rc, &config->wall_ratio);
-      json_interval(&j, "cpu_ratio", config->cpu_ratio_rc, &config->cpu_ratio);
-    }
-    json_put_u64(&j, "max_rss_bytes", (uint64_t)stats_median(config->max_rss, config->runs));
-    json_put_u64(&j, "minor_faults", (uint64_t)stats_median(config->minor_faults, config->runs));
-    if (config->coverage.present) {
-      json_open_object(&j, "coverage");
-      json_put_u64(&j, "reports", config->reports);
-      json_put_u64(&j, "heap_resident_bytes", (uint64_t)config->coverage.heap_resident);
-      json_put_u64(&j, "heap_huge_bytes", (uint64_t)config->coverage.heap_huge);
-      json_put_u64(&j, "anon_resident_bytes", (uint64_t)config->coverage.anon_resident);
-      json_put_u64(&j, "anon_huge_bytes", (uint64_t)config->coverage.anon_huge);
-      json_put_u64(&j, "text_resident_bytes", (uint64_t)config->coverage.text_resident);
-      json_put_u64(&j, "text_huge_bytes", (uint64_t)config->coverage.text_huge);
-      json_put_double(&j, "hugify_seconds", config->coverage.hugify_seconds);
-      json_close(&j);
-    } else {
-      json_put_null(&j, "coverage");
-    }
-    json_rates(&j, "counters", config);
-    json_series(&j, "wall_seconds_per_round", config->wall, config->runs);
-    json_series(&j, "cpu_seconds_per_round", config->cpu, config->runs);
-    json_close(&j);
+static void json_coverage(struct json_writer *j, const struct config *config) {
+  if (!config->coverage.present) {
+    json_put_null(j, "coverage");
+    return;
   }
-  json_close(&j);
+  json_open_object(j, "coverage");
+  json_put_u64(j, "reports", config->reports);
+  json_put_u64(j, "heap_resident_bytes", (uint64_t)config->coverage.heap_resident);
+  json_put_u64(j, "heap_huge_bytes", (uint64_t)config->coverage.heap_huge);
+  json_put_u64(j, "anon_resident_bytes", (uint64_t)config->coverage.anon_resident);
+  json_put_u64(j, "anon_huge_bytes", (uint64_t)config->coverage.anon_huge);
+  json_put_u64(j, "text_resident_bytes", (uint64_t)config->coverage.text_resident);
+  json_put_u64(j, "text_huge_bytes", (uint64_t)config->coverage.text_huge);
+  json_put_double(j, "hugify_seconds", config->coverage.hugify_seconds);
+  json_close(j);
+}
 
-  json_open_array(&j, "skipped");
+static void json_config(struct json_writer *j, const struct check *c, int i) {
+  const struct config *config = c->configs[i];
+  char line[4096];
+  json_open_object(j, NULL);
+  json_put_string(j, "name", config->kind->name);
+  command_line(c, config, line, sizeof line);
+  json_put_string(j, "command_line", line);
+  json_put_u64(j, "runs", config->runs);
+  json_put_double(j, "wall_seconds", stats_median(config->wall, config->runs));
+  json_put_double(j, "cpu_seconds", stats_median(config->cpu, config->runs));
+  json_put_double(j, "system_seconds", stats_median(config->system, config->runs));
+  json_interval(j, "ratio", i ? config->ratio_rc : -1, &config->ratio);
+  json_interval(j, "wall_ratio", i ? config->wall_ratio_rc : -1, &config->wall_ratio);
+  json_interval(j, "cpu_ratio", i ? config->cpu_ratio_rc : -1, &config->cpu_ratio);
+  json_put_u64(j, "max_rss_bytes", (uint64_t)stats_median(config->max_rss, config->runs));
+  json_put_u64(j, "minor_faults", (uint64_t)stats_median(config->minor_faults, config->runs));
+  json_coverage(j, config);
+  json_rates(j, "counters", config);
+  json_series(j, "wall_seconds_per_round", config->wall, config->runs);
+  json_series(j, "cpu_seconds_per_round", config->cpu, config->runs);
+  json_series(j, "system_seconds_per_round", config->system, config->runs);
+  json_close(j);
+}
+
+static void json_skipped(struct json_writer *j, const struct check *c) {
+  json_open_array(j, "skipped");
   for (int id = 0; id < CONFIG_COUNT; id++) {
     if (!c->skipped[id][0]) continue;
-    json_open_object(&j, NULL);
-    json_put_string(&j, "name", config_kinds[id].name);
-    json_put_string(&j, "reason", c->skipped[id]);
-    json_close(&j);
+    json_open_object(j, NULL);
+    json_put_string(j, "name", config_kinds[id].name);
+    json_put_string(j, "reason", c->skipped[id]);
+    json_close(j);
   }
-  json_close(&j);
+  json_close(j);
+}
 
+static void json_verdict(struct json_writer *j, const struct check *c, const struct verdict *v) {
   if (v && v->heap >= 0 && v->heap_text >= 0) {
-    json_open_object(&j, "code_vs_data");
-    json_interval(&j, "data", c->configs[v->heap]->ratio_rc, &c->configs[v->heap]->ratio);
-    json_interval(&j, "code", v->code_rc, &v->code);
-    json_close(&j);
+    json_open_object(j, "code_vs_data");
+    json_interval(j, "data", c->configs[v->heap]->ratio_rc, &c->configs[v->heap]->ratio);
+    json_interval(j, "code", v->code_rc, &v->code);
+    json_close(j);
   } else {
-    json_put_null(&j, "code_vs_data");
+    json_put_null(j, "code_vs_data");
   }
-
-  json_open_object(&j, "verdict");
+  json_open_object(j, "verdict");
   if (c->failure.failed) {
-    json_put_string(&j, "outcome", "command failed");
-    json_put_null(&j, "config");
+    json_put_string(j, "outcome", "command failed");
+    json_put_null(j, "config");
   } else if (v && v->chosen >= 0) {
     const struct config *chosen = c->configs[v->chosen];
-    json_put_string(&j, "outcome", "gain");
-    json_put_string(&j, "config", chosen->kind->name);
-    json_put_double(&j, "ratio", chosen->ratio.estimate);
-    json_put_double(&j, "low", chosen->ratio.low);
-    json_put_double(&j, "high", chosen->ratio.high);
+    char line[4096];
+    json_put_string(j, "outcome", "gain");
+    json_put_string(j, "config", chosen->kind->name);
+    json_put_double(j, "ratio", chosen->ratio.estimate);
+    json_put_double(j, "low", chosen->ratio.low);
+    json_put_double(j, "high", chosen->ratio.high);
     command_line(c, chosen, line, sizeof line);
-    json_put_string(&j, "command_line", line);
+    json_put_string(j, "command_line", line);
   } else {
-    json_put_string(&j, "outcome", "no measurable gain");
-    json_put_null(&j, "config");
+    json_put_string(j, "outcome", "no measurable gain");
+    json_put_null(j, "config");
   }
-  json_close(&j);
+  json_close(j);
+}
 
-  if (c->failure.failed) {
-    json_open_object(&j, "failure");
-    json_put_string(&j, "config", config_kinds[c->failure.config].name);
-    json_put_u64(&j, "round", (uint64_t)c->failure.round);
-    json_put_bool(&j, "warmup", c->failure.warmup);
-    json_put_i64(&j, "exit_status", c->failure.status);
-    if (c->failure.signal) json_put_i64(&j, "signal", c->failure.signal);
-    else json_put_null(&j, "signal");
-    json_put_string(&j, "output", c->failure.output ? c->failure.output : "");
-    json_close(&j);
-  } else {
-    json_put_null(&j, "failure");
+static void json_failure(struct json_writer *j, const struct check *c) {
+  if (!c->failure.failed) {
+    json_put_null(j, "failure");
+    return;
   }
+  json_open_object(j, "failure");
+  json_put_string(j, "config", config_kinds[c->failure.config].name);
+  json_put_u64(j, "round", (uint64_t)c->failure.round);
+  json_put_bool(j, "warmup", c->failure.warmup);
+  json_put_i64(j, "exit_status", c->failure.status);
+  if (c->failure.signal) json_put_i64(j, "signal", c->failure.signal);
+  else json_put_null(j, "signal");
+  json_put_string(j, "output", c->failure.output ? c->failure.output : "");
+  json_close(j);
+}
+
+static void json_noise(struct json_writer *j, const struct check *c) {
+  json_open_object(j, "noise");
+  if (c->machine.load_average >= 0) json_put_double(j, "load_average", c->machine.load_average);
+  else json_put_null(j, "load_average");
+  json_put_i64(j, "cpus", c->machine.cpus);
+  if (c->machine.system_spread >= 0) json_put_double(j, "system_spread_fraction", c->machine.system_spread);
+  else json_put_null(j, "system_spread_fraction");
+  json_put_string(j, "cause", c->noise[0] ? c->noise : NULL);
+  json_close(j);
+}
+
+static void print_json(const struct check *c, const struct verdict *v, FILE *out) {
+  struct json_writer j;
+  json_begin(&j, out);
+  json_header(&j, c);
+  json_open_array(&j, "configs");
+  for (int i = 0; i < c->config_count; i++) json_config(&j, c, i);
+  json_close(&j);
+  json_skipped(&j, c);
+  json_verdict(&j, c, v);
+  json_failure(&j, c);
+  json_noise(&j, c);
   json_end(&j);
 }
 
 /* ---- setting up ------------------------------------------------------------------------------------ */
-
-static bool find_bundled_workload(const char *self, char *out, size_t cap) {
-  char dir[PATH_MAX];
-  snprintf(dir, sizeof dir, "%s", self);
-  char *slash = strrchr(dir, '/');
-  if (!slash) return false;
-  *slash = '\0';
-  const char *candidates[] = {"hugify-workload", HUGIFY_WORKLOAD_RELATIVE};
-  for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
-    char path[2 * PATH_MAX];
-    snprintf(path, sizeof path, "%s/%s", dir, candidates[i]);
-    char resolved[PATH_MAX];
-    if (access(path, X_OK) == 0 && realpath(path, resolved)) {
-      snprintf(out, cap, "%s", resolved);
-      return true;
-    }
-  }
-  return false;
-}
 
 /* "hugify" when that word on PATH is this very program, else our full path. */
 static void hugify_word(const char *self, char *out, size_t cap) {
@@ -1017,7 +931,7 @@ static bool parse_count(const char *text, size_t *value) {
 }
 
 static void remove_scratch(const struct check *c) {
-  DIR *dir = opendir(c->dir);
+  DIR *dir = c->dir[0] ? opendir(c->dir) : NULL;
   if (!dir) return;
   struct dirent *entry;
   while ((entry = readdir(dir))) {
@@ -1035,7 +949,10 @@ static int setup_scratch(struct check *c) {
   const char *tmp = getenv("TMPDIR");
   if (!tmp || !*tmp) tmp = "/tmp";
   snprintf(c->dir, sizeof c->dir, "%s/hugify-check-XXXXXX", tmp);
-  if (!mkdtemp(c->dir)) return fail(EXIT_SHORT, "check", "cannot create a directory in %s: %s", tmp, strerror(errno));
+  if (!mkdtemp(c->dir)) {
+    c->dir[0] = '\0';
+    return fail(EXIT_SHORT, "check", "cannot create a directory in %s: %s", tmp, strerror(errno));
+  }
   snprintf(c->log_path, sizeof c->log_path, "%s/output.log", c->dir);
   snprintf(c->report_path, sizeof c->report_path, "%s/report.json", c->dir);
   c->log_fd = open(c->log_path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -1043,33 +960,169 @@ static int setup_scratch(struct check *c) {
   return EXIT_DONE;
 }
 
-static void free_check(struct check *c) {
+/* ---- the command: options, CMD, configurations, rounds; one way out -------------------------------- */
+
+struct check_options {
+  bool wanted[CONFIG_COUNT], explicit_configs, budget_given;
+  const char *size;
+  int first_word; /* argv index of CMD, or argc */
+};
+
+static int parse_option(struct check *c, struct check_options *o, const char *a, const char *value) {
+  if (strcmp(a, "--configs") == 0) {
+    o->explicit_configs = true;
+    return parse_configs(value, o->wanted);
+  }
+  if (strcmp(a, "--runs") == 0) {
+    size_t min = stats_min_samples(CHECK_CONFIDENCE);
+    if (!parse_count(value, &c->runs) || c->runs < min || c->runs > CHECK_MAX_ROUNDS)
+      return usage_error("check", "--runs '%s': expected %zu to %d (%zu is the fewest rounds for a 95 %% interval)",
+                         value, min, CHECK_MAX_ROUNDS, min);
+    c->fixed_runs = true;
+  } else if (strcmp(a, "--budget") == 0) {
+    char *end;
+    c->budget = strtod(value, &end);
+    if (end == value || *end || !(c->budget > 0) || c->budget > 86400 * 7)
+      return usage_error("check", "--budget '%s': expected seconds, e.g. 60", value);
+    o->budget_given = true;
+  } else if (strcmp(a, "--warmup") == 0) {
+    if (!parse_count(value, &c->warmup) || c->warmup > 100)
+      return usage_error("check", "--warmup '%s': expected 0 to 100", value);
+  } else if (strcmp(a, "--metric") == 0) {
+    if (strcmp(value, "wall") != 0 && strcmp(value, "cpu") != 0)
+      return usage_error("check", "--metric '%s': expected cpu or wall", value);
+    c->metric_wall = strcmp(value, "wall") == 0;
+  } else { /* --size */
+    uint64_t bytes;
+    if (!parse_size(value, &bytes) || bytes < 4096)
+      return usage_error("check", "--size '%s': expected a size of at least 4K, e.g. 64M", value);
+    o->size = value;
+  }
+  return EXIT_DONE;
+}
+
+static int parse_options(struct check *c, struct check_options *o, int argc, char **argv) {
+  int i = 1;
+  for (; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--") == 0) {
+      i++;
+      break;
+    }
+    if (a[0] != '-') break;
+    int json = json_output_option("check", a, &c->json);
+    if (json < 0) return EXIT_USAGE;
+    if (json > 0) continue;
+    bool takes_value = strcmp(a, "--configs") == 0 || strcmp(a, "--runs") == 0 || strcmp(a, "--budget") == 0 ||
+                       strcmp(a, "--warmup") == 0 || strcmp(a, "--size") == 0 || strcmp(a, "--metric") == 0;
+    if (!takes_value) return usage_error("check", "unknown option '%s'", a);
+    if (i + 1 >= argc) return usage_error("check", "%s needs a value", a);
+    int status = parse_option(c, o, a, argv[++i]);
+    if (status != EXIT_DONE) return status;
+  }
+  if (c->fixed_runs && o->budget_given) return usage_error("check", "--runs and --budget exclude each other");
+  o->first_word = i;
+  return EXIT_DONE;
+}
+
+/* CMD from the command line, or the bundled workload installed next to hugify. */
+static int resolve_command(struct check *c, const struct check_options *o, int argc, char **argv) {
+  int rc = measure_self_path(c->self, sizeof c->self);
+  if (rc != 0) return fail(EXIT_SHORT, "check", "cannot find my own executable: %s", strerror(-rc));
+  hugify_word(c->self, c->hugify_word, sizeof c->hugify_word);
+  if (o->first_word < argc) {
+    if (o->size) return usage_error("check", "--size is for the bundled workload: give it to your command instead");
+    c->command = argv + o->first_word;
+    return EXIT_DONE;
+  }
+  static const char *const candidates[] = {"hugify-workload", HUGIFY_WORKLOAD_RELATIVE, NULL};
+  if (measure_find_beside_self(candidates, c->bundled_path, sizeof c->bundled_path) != 0)
+    return fail(EXIT_PRIVILEGE, "check",
+                "the bundled workload hugify-workload is not installed next to %s (nor at %s relative to it): "
+                "reinstall hugify, or give a command: hugify check -- CMD", c->self, HUGIFY_WORKLOAD_RELATIVE);
+  int k = 0;
+  c->bundled_argv[k++] = c->bundled_path;
+  if (o->size) {
+    snprintf(c->bundled_size, sizeof c->bundled_size, "%s", o->size);
+    c->bundled_argv[k++] = "--size";
+    c->bundled_argv[k++] = c->bundled_size;
+  }
+  c->bundled_argv[k] = NULL;
+  c->command = c->bundled_argv;
+  c->bundled = true;
+  return EXIT_DONE;
+}
+
+static struct config *new_config(enum config_id id) {
+  struct config *config = calloc(1, sizeof *config);
+  if (!config) return NULL;
+  config->kind = &config_kinds[id];
+  config->id = id;
+  return config;
+}
+
+/* Plain, then the configurations asked for (or the default set) that work here. */
+static int choose_configs(struct check *c, struct check_options *o) {
+  if (!(c->configs[c->config_count] = new_config(CONFIG_PLAIN))) return fail(EXIT_SHORT, "check", "out of memory");
+  c->config_count++;
+  bool *wanted = o->wanted;
+  if (!o->explicit_configs) {
+    wanted[CONFIG_HEAP] = wanted[CONFIG_HEAP_TEXT] = wanted[CONFIG_MIMALLOC] = wanted[CONFIG_JEMALLOC] = true;
+    wanted[CONFIG_HUGETLB] = hugetlb_pool_has_free_pages(c->skipped[CONFIG_HUGETLB], HUGIFY_REASON_MAX);
+  }
+  progress(false, "check: trying the configurations");
+  for (int id = 1; id < CONFIG_COUNT; id++) {
+    if (!wanted[id]) continue;
+    struct config *config = new_config((enum config_id)id);
+    if (!config) return fail(EXIT_SHORT, "check", "out of memory");
+    preflight(c, config, c->skipped[id], HUGIFY_REASON_MAX);
+    if (!c->skipped[id][0]) {
+      c->configs[c->config_count++] = config;
+      continue;
+    }
+    free(config);
+    if (o->explicit_configs) {
+      progress(true, " ");
+      return fail(EXIT_PRIVILEGE, "check", "%s: %s", config_kinds[id].name, c->skipped[id]);
+    }
+  }
+  if (c->config_count >= 2) return EXIT_DONE;
+  progress(true, " ");
+  fprintf(stderr, "hugify check: nothing to compare plain with: no configuration of `hugify run` works here:\n");
+  for (int id = 1; id < CONFIG_COUNT; id++)
+    if (c->skipped[id][0]) fprintf(stderr, "  %s: %s\n", config_kinds[id].name, c->skipped[id]);
+  return EXIT_PRIVILEGE;
+}
+
+static void print_failure(const struct check *c) {
+  const struct failure *f = &c->failure;
+  if (f->warmup) fprintf(stderr, "hugify check: CMD failed in the warm-up round (%s): ", config_kinds[f->config].name);
+  else fprintf(stderr, "hugify check: CMD failed in round %d (%s): ", f->round, config_kinds[f->config].name);
+  if (f->signal) fprintf(stderr, "killed by signal %d (%s)", f->signal, strsignal(f->signal));
+  else if (f->status < 0) fprintf(stderr, "it could not be started");
+  else fprintf(stderr, "exit status %d", f->status);
+  fprintf(stderr, ". Its output (all of it in %s):\n", c->log_path);
+  const char *text = f->output ? f->output : "";
+  fputs(text, stderr);
+  if (*text && text[strlen(text) - 1] != '\n') fputc('\n', stderr);
+}
+
+/* The one way out: the failure, the JSON when a check ran (or failed while running), the scratch files. */
+static int finish(struct check *c, int status, bool ran) {
+  if (status == EXIT_SHORT && c->failure.failed) print_failure(c);
+  if (c->json_out) {
+    if (ran) {
+      struct verdict v;
+      if (!c->failure.failed) decide(c, &v);
+      print_json(c, c->failure.failed ? NULL : &v, c->json_out);
+    }
+    if (!json_output_close(c->json_out, &c->json, "check") && status == EXIT_DONE) status = EXIT_SHORT;
+    if (c->json.path && !ran) unlink(c->json.path); /* nothing ran: no empty file left behind */
+  }
+  remove_scratch(c);
   for (int i = 0; i < c->config_count; i++) free(c->configs[i]);
   free(c->failure.output);
   if (c->log_fd >= 0) close(c->log_fd);
-}
-
-static int finish(struct check *c, FILE *json_out, int status) {
-  if (status == EXIT_SHORT && c->failure.failed) {
-    const struct failure *f = &c->failure;
-    if (f->warmup) fprintf(stderr, "hugify check: CMD failed in the warm-up round (%s): ", config_kinds[f->config].name);
-    else fprintf(stderr, "hugify check: CMD failed in round %d (%s): ", f->round, config_kinds[f->config].name);
-    if (f->signal) fprintf(stderr, "killed by signal %d (%s)", f->signal, strsignal(f->signal));
-    else if (f->status < 0) fprintf(stderr, "it could not be started");
-    else fprintf(stderr, "exit status %d", f->status);
-    fprintf(stderr, ". Its output (all of it in %s):\n", c->log_path);
-    const char *text = f->output ? f->output : "";
-    fputs(text, stderr);
-    if (*text && text[strlen(text) - 1] != '\n') fputc('\n', stderr);
-  }
-  if (json_out) {
-    struct verdict v;
-    if (!c->failure.failed) decide(c, &v);
-    print_json(c, c->failure.failed ? NULL : &v, json_out);
-    if (json_out != stdout) fclose(json_out);
-  }
-  remove_scratch(c);
-  free_check(c);
   free(c);
   return status;
 }
@@ -1081,178 +1134,26 @@ int cmd_check(int argc, char **argv) {
   c->budget = CHECK_DEFAULT_BUDGET;
   c->warmup = 1;
   c->pmu = HUGIFY_FEATURE_UNKNOWN;
-  bool wanted[CONFIG_COUNT] = {false}, explicit_configs = false, budget_given = false;
-  const char *json_path = NULL, *size = NULL;
-  int status = EXIT_DONE, i = 1;
-  for (; i < argc; i++) {
-    const char *a = argv[i];
-    if (strcmp(a, "--") == 0) {
-      i++;
-      break;
-    }
-    if (a[0] != '-') break;
-    const char *value = i + 1 < argc ? argv[i + 1] : NULL;
-    bool takes_value = strcmp(a, "--configs") == 0 || strcmp(a, "--runs") == 0 || strcmp(a, "--budget") == 0 ||
-                       strcmp(a, "--warmup") == 0 || strcmp(a, "--json") == 0 || strcmp(a, "--size") == 0 ||
-                       strcmp(a, "--metric") == 0;
-    if (!takes_value) {
-      status = usage_error("check", "unknown option '%s'", a);
-      goto out;
-    }
-    if (!value) {
-      status = usage_error("check", "%s needs a value", a);
-      goto out;
-    }
-    i++;
-    if (strcmp(a, "--configs") == 0) {
-      if ((status = parse_configs(value, wanted)) != EXIT_DONE) goto out;
-      explicit_configs = true;
-    } else if (strcmp(a, "--runs") == 0) {
-      size_t min = stats_min_samples(CHECK_CONFIDENCE);
-      if (!parse_count(value, &c->runs) || c->runs < min || c->runs > CHECK_MAX_ROUNDS) {
-        status = usage_error("check", "--runs '%s': expected %zu to %d (%zu is the fewest rounds for a 95 %% "
-                                      "interval)", value, min, CHECK_MAX_ROUNDS, min);
-        goto out;
-      }
-      c->fixed_runs = true;
-    } else if (strcmp(a, "--budget") == 0) {
-      char *end;
-      c->budget = strtod(value, &end);
-      if (end == value || *end || !(c->budget > 0) || c->budget > 86400 * 7) {
-        status = usage_error("check", "--budget '%s': expected seconds, e.g. 60", value);
-        goto out;
-      }
-      budget_given = true;
-    } else if (strcmp(a, "--warmup") == 0) {
-      if (!parse_count(value, &c->warmup) || c->warmup > 100) {
-        status = usage_error("check", "--warmup '%s': expected 0 to 100", value);
-        goto out;
-      }
-    } else if (strcmp(a, "--json") == 0) {
-      json_path = value;
-    } else if (strcmp(a, "--metric") == 0) {
-      if (strcmp(value, "wall") != 0 && strcmp(value, "cpu") != 0) {
-        status = usage_error("check", "--metric '%s': expected cpu or wall", value);
-        goto out;
-      }
-      c->metric_wall = strcmp(value, "wall") == 0;
-    } else {
-      uint64_t bytes;
-      if (!parse_size(value, &bytes) || bytes < 4096) {
-        status = usage_error("check", "--size '%s': expected a size of at least 4K, e.g. 64M", value);
-        goto out;
-      }
-      size = value;
-    }
-  }
-  if (c->fixed_runs && budget_given) {
-    status = usage_error("check", "--runs and --budget exclude each other");
-    goto out;
-  }
+  c->machine.load_average = c->machine.system_spread = -1;
+  struct check_options options = {.size = NULL};
+  int status = parse_options(c, &options, argc, argv);
+  if (status == EXIT_DONE) status = resolve_command(c, &options, argc, argv);
+  if (status == EXIT_DONE && c->json.wanted && !(c->json_out = json_output_open(&c->json, "check"))) status = EXIT_USAGE;
+  c->started = measure_now();
+  if (status == EXIT_DONE) status = setup_scratch(c);
+  if (status == EXIT_DONE) status = choose_configs(c, &options);
+  if (status != EXIT_DONE) return finish(c, status, false);
 
-  ssize_t n = readlink("/proc/self/exe", c->self, sizeof c->self - 1);
-  if (n <= 0) {
-    status = fail(EXIT_SHORT, "check", "cannot find my own executable: %s", strerror(errno));
-    goto out;
-  }
-  c->self[n] = '\0';
-  hugify_word(c->self, c->hugify_word, sizeof c->hugify_word);
-
-  if (i < argc) {
-    if (size) {
-      status = usage_error("check", "--size is for the bundled workload: give it to your command instead");
-      goto out;
-    }
-    c->command = argv + i;
-  } else {
-    if (!find_bundled_workload(c->self, c->bundled_path, sizeof c->bundled_path)) {
-      status = fail(EXIT_PRIVILEGE, "check",
-                    "the bundled workload hugify-workload is not installed next to %s (nor at %s relative to it): "
-                    "reinstall hugify, or give a command: hugify check -- CMD", c->self, HUGIFY_WORKLOAD_RELATIVE);
-      goto out;
-    }
-    int k = 0;
-    c->bundled_argv[k++] = c->bundled_path;
-    if (size) {
-      snprintf(c->bundled_size, sizeof c->bundled_size, "%s", size);
-      c->bundled_argv[k++] = "--size";
-      c->bundled_argv[k++] = c->bundled_size;
-    }
-    c->bundled_argv[k] = NULL;
-    c->command = c->bundled_argv;
-    c->bundled = true;
-  }
-
-  FILE *json_out = NULL;
-  if (json_path) {
-    c->json_stdout = strcmp(json_path, "-") == 0;
-    json_out = c->json_stdout ? stdout : fopen(json_path, "we");
-    if (!json_out) {
-      status = fail(EXIT_USAGE, "check", "cannot write --json %s: %s", json_path, strerror(errno));
-      goto out;
-    }
-  }
-  c->started = now_seconds();
-  if ((status = setup_scratch(c)) != EXIT_DONE) {
-    if (json_out && json_out != stdout) fclose(json_out);
-    goto out;
-  }
-
-  /* The configurations: plain, then the ones asked for (or the default set) that work here. */
-  c->configs[c->config_count] = calloc(1, sizeof(struct config));
-  if (!c->configs[c->config_count]) {
-    status = fail(EXIT_SHORT, "check", "out of memory");
-    return finish(c, json_out, status);
-  }
-  c->configs[c->config_count]->kind = &config_kinds[CONFIG_PLAIN];
-  c->configs[c->config_count++]->id = CONFIG_PLAIN;
-  if (!explicit_configs) {
-    wanted[CONFIG_HEAP] = wanted[CONFIG_HEAP_TEXT] = wanted[CONFIG_MIMALLOC] = wanted[CONFIG_JEMALLOC] = true;
-    wanted[CONFIG_HUGETLB] = hugetlb_pool_has_free_pages(c->skipped[CONFIG_HUGETLB], HUGIFY_REASON_MAX);
-  }
-  progress(false, "check: trying the configurations");
-  for (int id = 1; id < CONFIG_COUNT; id++) {
-    if (!wanted[id]) continue;
-    struct config *config = calloc(1, sizeof *config);
-    if (!config) {
-      status = fail(EXIT_SHORT, "check", "out of memory");
-      return finish(c, json_out, status);
-    }
-    config->kind = &config_kinds[id];
-    config->id = (enum config_id)id;
-    preflight(c, config, c->skipped[id], HUGIFY_REASON_MAX);
-    if (c->skipped[id][0]) {
-      free(config);
-      if (explicit_configs) {
-        progress(true, " ");
-        status = fail(EXIT_PRIVILEGE, "check", "%s: %s", config_kinds[id].name, c->skipped[id]);
-        return finish(c, json_out, status);
-      }
-      continue;
-    }
-    c->configs[c->config_count++] = config;
-  }
-  if (c->config_count < 2) {
+  bool measured = measure(c) == 0;
+  c->elapsed = measure_now() - c->started;
+  if (!measured) {
     progress(true, " ");
-    fprintf(stderr, "hugify check: nothing to compare plain with: no configuration of `hugify run` works here:\n");
-    for (int id = 1; id < CONFIG_COUNT; id++)
-      if (c->skipped[id][0]) fprintf(stderr, "  %s: %s\n", config_kinds[id].name, c->skipped[id]);
-    return finish(c, json_out, EXIT_PRIVILEGE);
+    return finish(c, EXIT_SHORT, true);
   }
-
-  if (measure(c) != 0) {
-    progress(true, " ");
-    c->elapsed = now_seconds() - c->started;
-    return finish(c, json_out, EXIT_SHORT);
+  if (!json_only(c)) {
+    struct verdict v;
+    decide(c, &v);
+    print_human(c, &v, stdout);
   }
-  c->elapsed = now_seconds() - c->started;
-  struct verdict v;
-  decide(c, &v);
-  if (!c->json_stdout) print_human(c, &v, stdout);
-  return finish(c, json_out, EXIT_DONE);
-
-out:
-  free_check(c);
-  free(c);
-  return status;
+  return finish(c, EXIT_DONE, true);
 }

@@ -1,6 +1,8 @@
 // hugify bench: every experiment on every page kind this machine can give (small sizes), its JSON and
 // its SVG chart read back with independent parsers (python3's json and xml.etree), and kinds that
-// cannot be had reported skipped with their reason and the pool command.
+// cannot be had reported skipped with their reason and the pool command. Every point carries its spread
+// (median, min, max of >= 3 interleaved timings; error bars in the chart), and a point made noisy on
+// purpose (--inject-noise, the test hook) is flagged.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -29,6 +31,7 @@ bool has_python() { return test_support::run({"python3", "-c", "import json, xml
 // Reads the bench JSON (argv[1]) and prints, one per line:
 //   kind NAME STATUS REASON-NONEMPTY ENABLE
 //   points EXPERIMENT KIND COUNT
+//   noisy EXPERIMENT KIND SIZE
 //   absl STATUS RUNS REASON
 // after checking every field's type; any violation exits non-zero with the reason on stderr.
 const char *const json_check = R"PY(
@@ -37,9 +40,13 @@ d = json.load(open(sys.argv[1]))
 def need(c, why):
     if not c:
         sys.exit("bad JSON: " + why)
-need(d["schema"] == 1, "schema")
-need(isinstance(d["quick"], bool) and isinstance(d["max_size"], int) and d["max_size"] > 0, "header")
-need(isinstance(d["machine"]["kernel"], str) and d["machine"]["base_page_size"] == 4096, "machine")
+need(list(d)[0] == "schema" and d["schema"] == "hugify.bench/2", "schema")
+need(isinstance(d["quick"], bool) and isinstance(d["max_size_bytes"], int) and d["max_size_bytes"] > 0, "header")
+need(isinstance(d["elapsed_seconds"], (int, float)) and d["repetitions"] >= 3, "repetitions")
+need(d["noisy_spread_fraction"] == 0.1 and d["coverage_min_fraction"] == 0.95, "thresholds")
+need(d["noise_cause"] is None or isinstance(d["noise_cause"], str), "noise_cause")
+need(isinstance(d["machine"]["kernel"], str) and d["machine"]["base_page_size_bytes"] == 4096, "machine")
+need(isinstance(d["machine"]["load_average"], (int, float)), "load_average")
 need(isinstance(d["exit_status"], int), "exit_status")
 need([k["kind"] for k in d["kinds"]] == ["4K", "THP", "2M", "1G"], "kinds")
 for k in d["kinds"]:
@@ -53,18 +60,31 @@ for e in d["experiments"]:
     if e["name"] == "absl":
         for r in e["runs"]:
             need(r["allocator"] in ("std", "hugify") and r["count"] > 0 and r["seconds"] > 0, "absl run")
+            need(r["min_seconds"] <= r["seconds"] <= r["max_seconds"] and r["repetitions"] >= 3, "absl spread")
         print("absl", e["status"], len(e["runs"]), (e["reason"] or "-").replace(" ", "_"))
         continue
     counts = {}
     for p in e["points"]:
         need(p["kind"] in ("4K", "THP", "2M", "1G"), "point kind")
-        need(isinstance(p["size"], int) and p["size"] > 0, "point size")
+        need(isinstance(p["size_bytes"], int) and p["size_bytes"] > 0, "point size")
         need(isinstance(p["ns_per_op"], (int, float)) and p["ns_per_op"] > 0, "ns_per_op")
+        # The spread: >= 3 timings, their median, min and max; noisy exactly when it exceeds the threshold.
+        samples = p["ns_per_op_samples"]
+        need(p["repetitions"] >= 3 and len(samples) == p["repetitions"], "repetitions")
+        need(p["min_ns_per_op"] == min(samples) and p["max_ns_per_op"] == max(samples), "min/max")
+        need(p["min_ns_per_op"] <= p["ns_per_op"] <= p["max_ns_per_op"], "median within min/max")
+        need(abs(p["spread_fraction"] - (max(samples) - min(samples)) / p["ns_per_op"]) < 1e-3 * (1 + p["spread_fraction"]), "spread_fraction")
+        need(p["noisy"] == (p["spread_fraction"] > d["noisy_spread_fraction"]) or abs(p["spread_fraction"] - d["noisy_spread_fraction"]) < 1e-4, "noisy")
+        need(p["interval"] is None or p["interval"]["low_ns_per_op"] <= p["ns_per_op"] <= p["interval"]["high_ns_per_op"], "interval")
+        need(isinstance(p["interleaved"], bool) and isinstance(p["tie"], bool), "interleaved, tie")
         need(isinstance(p["ops"], int) and p["ops"] > 0, "ops")
-        need(0 <= p["coverage"] <= 1 and p["flagged"] == (p["coverage"] < d["coverage_min"]), "coverage")
+        need(0 <= p["coverage_fraction"] <= 1 and p["low_coverage"] == (p["coverage_fraction"] < d["coverage_min_fraction"]), "coverage")
         need(p["speedup"] is None or p["speedup"] > 0, "speedup")
+        need(p["speedup"] is None or p["min_speedup"] <= p["speedup"] <= p["max_speedup"], "speedup spread")
         if p["kind"] == "4K":
-            need(abs(p["speedup"] - 1) < 1e-9, "4K speedup is 1")
+            need(abs(p["speedup"] - 1) < 1e-9 and not p["tie"], "4K speedup is 1")
+        if p["noisy"]:
+            print("noisy", e["name"], p["kind"], p["size_bytes"])
         if e["name"] == "strings":
             need(p["count"] > 0, "strings count")
         if e["name"] == "touch":
@@ -85,9 +105,15 @@ if root.tag != ns + "svg": sys.exit("not an svg root: " + root.tag)
 for panel in root.iter(ns + "g"):
     if panel.get("class") != "panel": continue
     kinds = [g.get("data-kind") for g in panel.iter(ns + "g") if g.get("class") == "series"]
+    bars = 0
     for g in panel.iter(ns + "g"):
         if g.get("class") == "series" and g.find(ns + "polyline") is None: sys.exit("series without a line")
-    print("panel", panel.get("data-experiment"), *kinds)
+        if g.get("class") != "series": continue
+        for bar in g.iter(ns + "path"):
+            if bar.get("class") != "error-bar": continue
+            if not float(bar.get("data-low")) <= float(bar.get("data-high")): sys.exit("error bar upside down")
+            bars += 1
+    print("panel", panel.get("data-experiment"), bars, *kinds)
 )PY";
 
 std::vector<std::vector<std::string>> lines_of(const std::string &text) {
@@ -113,7 +139,7 @@ TEST(BenchCli, EveryExperimentOnEveryAvailableKind) {
   std::set<std::string> kinds = {"4K", "THP", "2M"};
   if (pool_1g.empty()) kinds.insert("1G");
   std::string json = temp_path("run.json"), svg = temp_path("run.svg");
-  auto result = test_support::hugify({"bench", "--quick", "--max-size", "4M", "--json", json, "--chart", svg});
+  auto result = test_support::hugify({"bench", "--quick", "--max-size", "4M", "--json=" + json, "--chart", svg});
   std::cout << "1G pages: " << (pool_1g.empty() ? "available" : pool_1g) << "\n";
 
   // Tables on stdout; progress only on a terminal (the test's stderr is a pipe).
@@ -155,14 +181,16 @@ TEST(BenchCli, EveryExperimentOnEveryAvailableKind) {
   for (const char *experiment : {"random", "chase", "touch", "hash", "strings"})
     EXPECT_EQ(seen[experiment], kinds) << experiment;
 
-  // The chart: well-formed SVG, a panel per size-swept experiment, one series per kind in each.
+  // The chart: well-formed SVG, a panel per size-swept experiment, one series per kind in each, an error
+  // bar on every point of every huge kind (the 4K baseline is 1 by definition).
   check = test_support::run({"python3", "-c", svg_check, svg});
   ASSERT_EQ(check.status, 0) << check.err;
   std::set<std::string> panels;
   for (const auto &row : lines_of(check.out)) {
     ASSERT_EQ(row[0], "panel");
     panels.insert(row[1]);
-    EXPECT_EQ(std::multiset<std::string>(row.begin() + 2, row.end()),
+    EXPECT_GT(std::stoi(row[2]), 0) << "error bars in " << row[1];
+    EXPECT_EQ(std::multiset<std::string>(row.begin() + 3, row.end()),
               std::multiset<std::string>(kinds.begin(), kinds.end()))
         << check.out;
   }
@@ -174,7 +202,7 @@ TEST(BenchCli, EveryExperimentOnEveryAvailableKind) {
 TEST(BenchCli, ForcedUnavailableKindIsSkippedWithReason) {
   // Named in --pages: a kind that could not be run is a shortfall (exit 1), reported in the JSON.
   std::string json = temp_path("forced.json");
-  auto named = test_support::hugify({"bench", "chase", "--quick", "--pages", "2M", "--max-size", "64K", "--json", json},
+  auto named = test_support::hugify({"bench", "chase", "--quick", "--pages", "2M", "--max-size", "64K", "--json=" + json},
                                     {{"HUGIFY_BENCH_UNAVAILABLE", "2M"}});
   EXPECT_EQ(named.status, 1) << named.err;
   std::string text = test_support::read_file(json);
@@ -209,12 +237,44 @@ TEST(BenchCli, ForcedUnavailableKindIsSkippedWithReason) {
   EXPECT_EQ(unnamed.out.find("2M ns"), std::string::npos) << "no column for a kind without a single point";
 }
 
+// The test hook --inject-noise THP makes one repetition of every THP point twice as long (a busy wait
+// inside the timed window): every THP point must come out flagged noisy, in the JSON, the table and the
+// chart (hollow), and never pass for a clean figure. The exit status stays 0: noisy is a flag, not a
+// failure.
+TEST(BenchCli, ForcedNoisyPointIsFlagged) {
+  if (!has_python()) GTEST_SKIP() << "python3 with json and xml.etree is needed to read the JSON and SVG";
+  std::string json = temp_path("noisy.json"), svg = temp_path("noisy.svg");
+  auto r = test_support::hugify({"bench", "chase", "random", "--quick", "--pages", "4K,THP", "--max-size", "256K",
+                                 "--inject-noise", "THP", "--json=" + json, "--chart", svg});
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  auto check = test_support::run({"python3", "-c", json_check, json});
+  ASSERT_EQ(check.status, 0) << check.err << test_support::read_file(json);
+  std::map<std::string, int> thp_points, thp_noisy;
+  for (const auto &row : lines_of(check.out)) {
+    if (row[0] == "points" && row[2] == "THP") thp_points[row[1]] = std::stoi(row[3]);
+    if (row[0] == "noisy" && row[2] == "THP") thp_noisy[row[1]]++;
+  }
+  for (const char *experiment : {"chase", "random"}) {
+    EXPECT_GT(thp_points[experiment], 0) << experiment;
+    EXPECT_EQ(thp_noisy[experiment], thp_points[experiment]) << "every THP point of " << experiment << " is noisy\n"
+                                                             << r.out;
+  }
+  EXPECT_NE(r.out.find("? noisy: the timings spread over 10 % of their median"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Noisy points: "), std::string::npos) << r.out;
+  std::string chart = test_support::read_file(svg);
+  EXPECT_NE(chart.find("hollow point: noisy"), std::string::npos);
+  std::remove(json.c_str());
+  std::remove(svg.c_str());
+}
+
 TEST(BenchCli, BadUsageIsExitTwo) {
   for (const auto &args : std::vector<std::vector<std::string>>{{"bench", "--pages", "3M"},
                                                                  {"bench", "--pages"},
                                                                  {"bench", "--max-size", "banana"},
                                                                  {"bench", "--max-size", "4K"},
                                                                  {"bench", "walk"},
+                                                                 {"bench", "--inject-noise", "3M"},
+                                                                 {"bench", "--json="},
                                                                  {"bench", "--frobnicate"}}) {
     auto r = test_support::hugify(args);
     EXPECT_EQ(r.status, 2) << args.back() << ": " << r.err;

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "measure.h"
 #include "units.h"
 
 #define PAGE 4096u /* the base page the chain hops between */
@@ -60,7 +61,7 @@ int main(int argc, char **argv) {
   uint64_t pages = 1;
   while (pages * 2 * PAGE <= size) pages *= 2;
   uint64_t words = pages * PAGE / sizeof(uint64_t);
-  double start = bench_now();
+  double start = measure_now();
   uint64_t *table = malloc(words * sizeof *table);
   if (!table) {
     fprintf(stderr, "hugify-workload: cannot allocate %" PRIu64 " bytes\n", words * sizeof *table);
@@ -69,7 +70,7 @@ int main(int argc, char **argv) {
   struct bench_rng rng;
   bench_rng_seed(&rng, 42);
   for (uint64_t i = 0; i < words; i++) table[i] = bench_rng_next(&rng);
-  double filled = bench_now();
+  double filled = measure_now();
 
   /* The line read in a page rotates with the page number, so the lines spread over all cache sets. */
   const uint64_t words_per_page = PAGE / sizeof(uint64_t), words_per_line = LINE / sizeof(uint64_t);
@@ -80,7 +81,7 @@ int main(int argc, char **argv) {
     checksum += value;
     page = (value + i) & page_mask; /* the next address depends on this load: no overlap, no prefetch */
   }
-  double done = bench_now();
+  double done = measure_now();
 
   char size_text[32];
   format_bytes(words * sizeof *table, size_text, sizeof size_text);

@@ -1,0 +1,23 @@
+/* json_read.h - reading the JSON hugify gets back (the preload's run reports, the bench programs' result
+ * lines), through jansson. Behind these few calls so that no file meets both jansson's names and the
+ * JSON writer's (json_object, json_string, ... exist in both). */
+#ifndef HUGIFY_CLI_JSON_READ_H
+#define HUGIFY_CLI_JSON_READ_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct json_doc; /* a parsed document */
+
+/* Parse a file / a string (strict RFC 8259, duplicate keys refused). NULL on error, with jansson's message
+ * and line:column in `error` (which may be NULL). */
+struct json_doc *json_doc_read_file(const char *path, char *error, size_t cap);
+struct json_doc *json_doc_read_text(const char *text, char *error, size_t cap);
+void json_doc_free(struct json_doc *doc);
+
+/* The number / string at a dotted path of object keys ("heap.huge_bytes"); false when absent or of another
+ * type. */
+bool json_doc_number(const struct json_doc *doc, const char *path, double *value);
+bool json_doc_string(const struct json_doc *doc, const char *path, char *out, size_t cap);
+
+#endif
