@@ -36,7 +36,7 @@ size_t count(const std::string &text, const std::string &what) {
   return n;
 }
 
-// Validates a hugify-check/1 document (argv[1]) field by field against docs/check.md, then prints
+// Validates a hugify.check/2 document (argv[1]) field by field against docs/check.md, then prints
 //   outcome|config|low|data_huge_of_config|available|reason|stopped|failure_config|failure_status
 // for the test to assert on. Any violation exits non-zero with the reason on stderr.
 const char *const json_check = R"PY(
@@ -50,21 +50,23 @@ def interval(x, why):
     if x is None:
         return
     need(isinstance(x, dict), why)
-    for k in ("estimate", "low", "high", "coverage"):
+    for k in ("estimate", "low", "high", "confidence"):
         need(isinstance(x[k], num), why + "." + k)
     need(x["low"] <= x["estimate"] <= x["high"], why + " order")
-    need(0.95 <= x["coverage"] <= 1, why + ".coverage")
+    need(0.95 <= x["confidence"] <= 1, why + ".confidence")
     need(x["judgement"] in ("measurable gain", "measurably slower", "no measurable gain"), why + ".judgement")
-need(d["schema"] == "hugify-check/1", "schema")
+need(list(d)[0] == "schema" and d["schema"] == "hugify.check/2", "schema")
 need(isinstance(d["command"], list) and d["command"] and all(isinstance(a, str) for a in d["command"]), "command")
 need(isinstance(d["bundled_workload"], bool), "bundled_workload")
-need(isinstance(d["log"], str) and d["log"].startswith("/"), "log")
+need(isinstance(d["log_path"], str) and d["log_path"].startswith("/"), "log_path")
 need(d["metric"] in ("cpu", "wall"), "metric")
 need(isinstance(d["method"], str) and d["confidence"] == 0.95, "method/confidence")
-need(d["precision"] == 0.02 and d["min_gain"] == 0.02, "precision/min_gain")
+need(d["precision_fraction"] == 0.02 and d["min_gain_fraction"] == 0.02, "precision/min_gain")
 need(isinstance(d["warmup_rounds"], int) and isinstance(d["rounds"], int), "rounds")
 need(d["budget_seconds"] is None or isinstance(d["budget_seconds"], num), "budget_seconds")
-need(isinstance(d["seconds"], num) and d["seconds"] > 0, "seconds")
+need(isinstance(d["elapsed_seconds"], num) and d["elapsed_seconds"] > 0, "elapsed_seconds")
+need(d["noise"]["cause"] is None or isinstance(d["noise"]["cause"], str), "noise.cause")
+need(isinstance(d["noise"]["cpus"], int) and d["noise"]["cpus"] > 0, "noise.cpus")
 need(d["stopped"] in ("converged", "budget", "runs", "limit", "failed"), "stopped")
 need(isinstance(d["counters"]["available"], bool), "counters.available")
 need(d["counters"]["reason"] is None or isinstance(d["counters"]["reason"], str), "counters.reason")
@@ -77,10 +79,11 @@ for i, c in enumerate(d["configs"]):
     need(isinstance(c["runs"], int), "runs")
     if d["stopped"] != "failed":
         need(c["runs"] == d["rounds"], "one run per round")
-        need(len(c["wall_seconds_per_round"]) == c["runs"] == len(c["cpu_seconds_per_round"]), "per-round series")
+        need(len(c["wall_seconds_per_round"]) == c["runs"] == len(c["cpu_seconds_per_round"]) ==
+             len(c["system_seconds_per_round"]), "per-round series")
         need(all(t > 0 for t in c["wall_seconds_per_round"] + c["cpu_seconds_per_round"]), "times > 0")
         need(c["max_rss_bytes"] > 0 and isinstance(c["minor_faults"], int), "rss, faults")
-    for k in ("wall_seconds", "cpu_seconds"):
+    for k in ("wall_seconds", "cpu_seconds", "system_seconds"):
         need(isinstance(c[k], num), k)
     if i == 0:
         need(c["ratio"] is None and c["wall_ratio"] is None and c["cpu_ratio"] is None and c["coverage"] is None,
@@ -185,7 +188,7 @@ TEST(CheckCli, BundledTlbBoundWorkloadVerdictIsHeap) {
   std::string json = temp_path("bundled.json");
   // 12 rounds: the sign-test interval is then the 3rd-lowest to 3rd-highest per-round ratio, so two rounds
   // disturbed by the rest of a shared machine cannot pull its lower bound down.
-  auto r = test_support::hugify({"check", "--configs", "heap,heap+text", "--runs", "12", "--json", json});
+  auto r = test_support::hugify({"check", "--configs", "heap,heap+text", "--runs", "12", "--json=" + json});
   ASSERT_EQ(r.status, 0) << r.out << r.err;
   auto summary = read_check_json(json);
   std::cout << r.out;
@@ -212,7 +215,7 @@ TEST(CheckCli, TinyWorkingSetHasNoMeasurableGain) {
   std::string json = temp_path("tiny.json");
   // 64 KiB: 16 pages, inside every TLB. Enough loads for ~0.3 s a run, so starting through hugify run
   // (a few ms) is not all there is to compare.
-  auto r = test_support::hugify({"check", "--configs", "heap", "--runs", "8", "--json", json, "--", workload(),
+  auto r = test_support::hugify({"check", "--configs", "heap", "--runs", "8", "--json=" + json, "--", workload(),
                                  "--size", "64K", "--loads", "60000000"});
   ASSERT_EQ(r.status, 0) << r.out << r.err;
   std::cout << r.out;
@@ -252,7 +255,7 @@ TEST(CheckCli, FailingCommandStopsWithItsOutput) {
   unlink(counter.c_str());
   std::string script = "n=$(cat " + counter + " 2>/dev/null || echo 0); n=$((n+1)); echo $n > " + counter +
                        "; echo run $n; [ $n -lt 4 ] || exit 5";
-  r = test_support::hugify({"check", "--configs", "heap", "--runs", "6", "--json", json, "--", "sh", "-c", script});
+  r = test_support::hugify({"check", "--configs", "heap", "--runs", "6", "--json=" + json, "--", "sh", "-c", script});
   EXPECT_EQ(r.status, 1) << r.out << r.err;
   EXPECT_NE(r.err.find("CMD failed in round 1 (heap): exit status 5"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("run 4\n"), std::string::npos) << r.err;
@@ -295,7 +298,7 @@ TEST(CheckCli, BadUsage) {
       {{"check", "--metric", "joules"}, "expected cpu or wall"},
       {{"check", "--budget", "-1"}, "expected seconds"},
       {{"check", "--frobnicate"}, "unknown option '--frobnicate'"},
-      {{"check", "--json"}, "--json needs a value"},
+      {{"check", "--json="}, "--json=FILE needs a file name"},
   };
   for (const auto &c : cases) {
     auto r = test_support::hugify(c.args);
@@ -306,7 +309,7 @@ TEST(CheckCli, BadUsage) {
   auto help = test_support::hugify({"check", "--help"});
   EXPECT_EQ(help.status, 0);
   EXPECT_NE(help.out.find("Examples:\n  hugify check\n"), std::string::npos) << help.out;
-  EXPECT_NE(help.out.find("--json FILE|-"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("--json=FILE"), std::string::npos) << help.out;
 }
 
 // The installed tree: PREFIX/bin/hugify finds PREFIX/libexec/hugify/hugify-workload (and run its preload).
@@ -317,12 +320,12 @@ TEST(CheckCli, InstalledTreeFindsTheBundledWorkload) {
   struct stat st;
   ASSERT_EQ(stat((prefix + "/libexec/hugify/hugify-workload").c_str(), &st), 0) << install.out;
   auto r = test_support::run({prefix + "/bin/hugify", "check", "--configs", "heap", "--runs", "6", "--size", "64K",
-                              "--json", "-"},
+                              "--json"},
                              {{"PATH", prefix + "/bin:/usr/bin:/bin"}});
   EXPECT_EQ(r.status, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("\"schema\": \"hugify-check/1\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"schema\": \"hugify.check/2\""), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\"" + prefix + "/libexec/hugify/hugify-workload\""), std::string::npos) << r.out;
-  EXPECT_EQ(r.out.find("Verdict"), std::string::npos) << "--json - prints only the JSON\n" << r.out;
+  EXPECT_EQ(r.out.find("Verdict"), std::string::npos) << "--json prints only the JSON\n" << r.out;
   // `hugify` is on PATH here, so the advice may say plain "hugify run".
   EXPECT_NE(r.out.find("\"command_line\": \"hugify run --text off --heap auto -- "), std::string::npos) << r.out;
   remove_check_dirs(r.out);
