@@ -45,8 +45,11 @@ TEST(MeasureRoundOrder, WilliamsDesignIsBalanced) {
       EXPECT_EQ(seen.size(), (size_t)count) << "round " << round << " of " << count;
     }
     int per_position = (int)(cycle / count);
-    for (int p = 0; p < count; p++)
-      for (int c = 0; c < count; c++) EXPECT_EQ((at[{p, c}]), per_position) << count << ": " << p << "," << c;
+    for (int p = 0; p < count; p++) {
+      for (int c = 0; c < count; c++) {
+        EXPECT_EQ((at[{p, c}]), per_position) << count << ": " << p << "," << c;
+      }
+    }
     int per_pair = (int)(cycle * (count - 1) / (count * (count - 1)));
     for (int a = 0; a < count; a++)
       for (int b = 0; b < count; b++) {
