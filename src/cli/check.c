@@ -1134,7 +1134,8 @@ int cmd_check(int argc, char **argv) {
   c->budget = CHECK_DEFAULT_BUDGET;
   c->warmup = 1;
   c->pmu = HUGIFY_FEATURE_UNKNOWN;
-  c->machine.load_average = c->machine.system_spread = -1;
+  measure_noise_read(&c->machine); /* read again at the end; here so a failed check reports it too */
+  c->machine.system_spread = c->machine.system_share = -1;
   struct check_options options = {.size = NULL};
   int status = parse_options(c, &options, argc, argv);
   if (status == EXIT_DONE) status = resolve_command(c, &options, argc, argv);
