@@ -251,7 +251,8 @@ static int parse_arguments(struct bench *b, int argc, char **argv) {
     for (int k = 0; k < KINDS; k++) b->kinds[k].selected = true;
   b->kinds[HUGIFY_PAGE_4K].selected = true; /* the baseline */
 
-  char *meminfo = os_read_file("/proc/meminfo", NULL);
+  char *meminfo;
+  os_read_file("/proc/meminfo", &meminfo, NULL);
   if (!meminfo || !parse_keyed_value(meminfo, "MemAvailable", &b->mem_available)) b->mem_available = 0;
   free(meminfo);
   if (max_text) {
@@ -1259,7 +1260,8 @@ static int write_chart(const struct bench *b, FILE *out) {
 
 static void read_cpu_model(char *out, size_t cap) {
   out[0] = '\0';
-  char *text = os_read_file("/proc/cpuinfo", NULL);
+  char *text;
+  os_read_file("/proc/cpuinfo", &text, NULL);
   const char *line = text ? strstr(text, "model name") : NULL;
   if (line && (line = strchr(line, ':'))) {
     line += 1 + strspn(line + 1, " \t");

@@ -210,9 +210,10 @@ static int inspect_all(long top, FILE *json, bool text) {
     int pid = atoi(entry->d_name);
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/smaps_rollup", pid);
-    char *text = os_read_file(path, NULL);
-    if (!text) {
-      if (errno == EACCES || errno == EPERM) unreadable++;
+    char *text;
+    int rc = os_read_file(path, &text, NULL);
+    if (rc) {
+      if (rc == -EACCES || rc == -EPERM) unreadable++;
       continue;
     }
     struct ranked r = {.pid = pid};

@@ -259,7 +259,8 @@ static void change_file(const char *root, const char *path, const char *text, bo
   snprintf(c->path, sizeof c->path, "%s", path);
   char full[2048];
   root_path(full, sizeof full, root, path);
-  char *old_text = os_read_file(full, NULL);
+  char *old_text;
+  os_read_file(full, &old_text, NULL);
   c->diff = unified_diff(path, old_text, text);
   bool same = old_text && strcmp(old_text, text) == 0;
   free(old_text);

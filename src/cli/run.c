@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "options.h"
 #include "os.h"
+#include "probe.h"
 #include "safe_file.h"
 
 const char usage_run[] =
@@ -356,7 +357,7 @@ static uint64_t free_2m_pages(void) {
 static enum heap_mode settle_heap_mode(enum heap_mode heap) {
   if (heap != HEAP_AUTO && heap != HEAP_THP && heap != HEAP_HUGETLB) return heap;
   char thp[16];
-  os_thp_setting("enabled", thp, sizeof thp);
+  probe_thp_setting("enabled", thp, sizeof thp);
   bool thp_usable = thp[0] && strcmp(thp, "never") != 0;
   uint64_t pool = free_2m_pages();
   if (heap == HEAP_HUGETLB) {

@@ -10,6 +10,7 @@
 
 #include "internal.h"
 #include "os.h"
+#include "probe.h"
 #include "procfs.h"
 #include "units.h"
 
@@ -30,22 +31,6 @@ int hugify_page_kind_parse(const char *text, enum hugify_page_kind *kind) {
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (strcasecmp(text, names[i].name) == 0) { *kind = names[i].kind; return 0; }
   return -EINVAL;
-}
-
-/* The PMD size, read once (it is fixed for the life of the kernel); threads race to read it otherwise. */
-static uint64_t pmd_size;
-static pthread_once_t pmd_size_once = PTHREAD_ONCE_INIT;
-static void read_pmd_size(void) {
-  if (os_read_u64(OS_SYSFS_THP "/hpage_pmd_size", &pmd_size) != 0 || pmd_size == 0) pmd_size = OS_HUGE_2M;
-}
-
-uint64_t page_kind_size(enum hugify_page_kind kind) {
-  switch (kind) {
-  case HUGIFY_PAGE_1G: return OS_HUGE_1G;
-  case HUGIFY_PAGE_2M: return OS_HUGE_2M;
-  case HUGIFY_PAGE_THP: pthread_once(&pmd_size_once, read_pmd_size); return pmd_size;
-  default: return (uint64_t)sysconf(_SC_PAGESIZE);
-  }
 }
 
 /* ---- the block registry: address -> mapped length, so hugify_free unmaps exactly what was mapped ---- */
@@ -135,7 +120,8 @@ static size_t round_up(size_t size, uint64_t page) { return (size + page - 1) & 
 static char cgroup_path[2048];
 static pthread_once_t cgroup_once = PTHREAD_ONCE_INIT;
 static void read_cgroup_path(void) {
-  char *self = os_read_file("/proc/self/cgroup", NULL);
+  char *self;
+  os_read_file("/proc/self/cgroup", &self, NULL);
   char *line = self ? strstr(self, "0::") : NULL;
   if (line) {
     size_t length = strcspn(line + 3, "\n");
@@ -203,7 +189,7 @@ static void *map_anonymous(struct attempt *a) {
   uint64_t page = page_kind_size(a->kind);
   if (thp) {
     char mode[16];
-    os_thp_setting("enabled", mode, sizeof mode);
+    probe_thp_setting("enabled", mode, sizeof mode);
     if (!mode[0] || strcmp(mode, "never") == 0) {
       os_reason_add(a->reason, a->reason_cap, "THP: %s (echo madvise > %s/enabled)",
                     mode[0] ? "disabled system-wide (never)" : "not in this kernel", OS_SYSFS_THP);
@@ -211,18 +197,11 @@ static void *map_anonymous(struct attempt *a) {
     }
   }
   a->mapped = round_up(a->size, page);
-  size_t slack = thp ? page : 0;
-  if (a->mapped + slack < a->mapped) { errno = ENOMEM; return MAP_FAILED; }
-  char *raw = mmap(NULL, a->mapped + slack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) {
-    os_reason_add(a->reason, a->reason_cap, "%s: mmap failed (%s)", hugify_page_kind_name(a->kind), strerror(errno));
+  void *p; /* THP: aligned to the PMD so every 2 MiB window can be one huge page */
+  int rc = os_map_aligned(a->mapped, thp ? page : 0, PROT_READ | PROT_WRITE, &p);
+  if (rc) {
+    os_reason_add(a->reason, a->reason_cap, "%s: mmap failed (%s)", hugify_page_kind_name(a->kind), strerror(-rc));
     return MAP_FAILED;
-  }
-  char *p = raw;
-  if (thp) { /* align to the PMD so every 2 MiB window can be one huge page */
-    p = (char *)(((uintptr_t)raw + page - 1) & ~(uintptr_t)(page - 1));
-    if (p > raw) munmap(raw, (size_t)(p - raw));
-    if (raw + slack > p) munmap(p + a->mapped, (size_t)(raw + slack - p));
   }
   if (madvise(p, a->mapped, thp ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) != 0 && thp) {
     os_reason_add(a->reason, a->reason_cap, "THP: madvise(MADV_HUGEPAGE) failed (%s)", strerror(errno));
@@ -241,14 +220,14 @@ static void populate(void *p, size_t length, uint64_t page) {
  * that is not fully huge reports the kind it really has (4K) and why. */
 static bool settle_thp(void *p, struct attempt *a, struct hugify_backing *b) {
   backing_measure_mapping(p, a->mapped, HUGIFY_PAGE_THP, b);
-  if (b->resident_thp < b->resident && os_probe_madv_collapse(NULL, 0) == HUGIFY_FEATURE_YES) {
+  if (b->resident_thp < b->resident && probe_madv_collapse(NULL, 0) == HUGIFY_FEATURE_YES) {
     madvise(p, a->mapped, MADV_COLLAPSE);
     backing_measure_mapping(p, a->mapped, HUGIFY_PAGE_THP, b);
   }
   if (b->resident_thp == b->resident && b->resident > 0) return true;
   os_reason_add(a->reason, a->reason_cap, "THP: only %.1f%% of the block got huge pages after populate%s",
                 100.0 * hugify_backing_huge_fraction(b),
-                os_probe_madv_collapse(NULL, 0) == HUGIFY_FEATURE_YES ? " and MADV_COLLAPSE" : "");
+                probe_madv_collapse(NULL, 0) == HUGIFY_FEATURE_YES ? " and MADV_COLLAPSE" : "");
   return false;
 }
 

@@ -5,6 +5,7 @@
 
 #include "internal.h"
 #include "os.h"
+#include "probe.h"
 #include "procfs.h"
 
 double hugify_backing_huge_fraction(const struct hugify_backing *b) {
@@ -50,9 +51,9 @@ int hugify_backing(const void *p, size_t size, struct hugify_backing *out) {
   uintptr_t start = (uintptr_t)p;
   if (size == 0 || start + size < start) return -EINVAL;
   out->size = size;
-  out->exact = os_probe_pagemap_scan(NULL, 0) == HUGIFY_FEATURE_YES;
+  out->exact = probe_pagemap_scan(NULL, 0) == HUGIFY_FEATURE_YES;
   struct smaps_vma *vmas;
-  long count = procfs_read_smaps(0, &vmas);
+  long count = os_read_smaps(0, &vmas);
   if (count < 0) return count == -ENOMEM ? -ENOMEM : -ENOENT;
   uintptr_t end = start + size;
   for (long i = 0; i < count; i++) {
@@ -68,7 +69,7 @@ int hugify_backing(const void *p, size_t size, struct hugify_backing *out) {
 int backing_measure_mapping(const void *p, size_t size, enum hugify_page_kind kind, struct hugify_backing *out) {
   struct os_resident r;
   uintptr_t start = (uintptr_t)p;
-  if (os_probe_pagemap_scan(NULL, 0) != HUGIFY_FEATURE_YES || os_pagemap_resident(start, start + size, &r) != 0)
+  if (probe_pagemap_scan(NULL, 0) != HUGIFY_FEATURE_YES || os_pagemap_resident(start, start + size, &r) != 0)
     return hugify_backing(p, size, out);
   memset(out, 0, sizeof *out);
   out->size = out->mapped = size;

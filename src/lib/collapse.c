@@ -18,6 +18,7 @@
 #include "inspect.h"
 #include "internal.h"
 #include "os.h"
+#include "probe.h"
 #include "procfs.h"
 
 #define DEFAULT_CHUNK (UINT64_C(64) << 20)
@@ -49,8 +50,8 @@ void hugify_collapse_report_free(struct hugify_collapse_report *report) {
   report->mapping_count = report->failure_count = 0;
 }
 
-/* process_madvise semantics for both cases: the bytes of the leading ranges that were fully advised, or -1
- * with errno when the first range failed. */
+/* process_madvise semantics for both cases: the bytes of the leading ranges that were fully advised, or
+ * -errno when the first range failed. */
 static ssize_t advise(struct collapse_context *c, const struct iovec *ranges, size_t count) {
   double start = now_seconds(), cpu_start = clock_seconds(CLOCK_THREAD_CPUTIME_ID);
   ssize_t done;
@@ -60,13 +61,12 @@ static ssize_t advise(struct collapse_context *c, const struct iovec *ranges, si
     done = 0;
     for (size_t i = 0; i < count; i++) {
       if (madvise(ranges[i].iov_base, ranges[i].iov_len, MADV_COLLAPSE) != 0) {
-        if (done == 0) done = -1;
+        if (done == 0) done = -errno;
         break;
       }
       done += (ssize_t)ranges[i].iov_len;
     }
   }
-  int saved = errno;
   double took = now_seconds() - start;
   c->report->cpu_seconds += clock_seconds(CLOCK_THREAD_CPUTIME_ID) - cpu_start;
   c->report->seconds += took;
@@ -75,7 +75,6 @@ static ssize_t advise(struct collapse_context *c, const struct iovec *ranges, si
   for (size_t i = 0; i < count; i++) c->done += ranges[i].iov_len;
   if (c->done > c->report->attempted) c->done = c->report->attempted; /* retries count once */
   if (c->opts->progress) c->opts->progress(c->opts->progress_context, c->done, c->report->attempted);
-  errno = saved;
   return done;
 }
 
@@ -145,8 +144,9 @@ static int retry_by_window(struct collapse_context *c, const struct iovec *range
   uint64_t start = (uint64_t)(uintptr_t)range->iov_base, end = start + range->iov_len;
   for (uint64_t at = start; at < end; at += c->pmd) {
     struct iovec window = {(void *)(uintptr_t)at, (size_t)c->pmd};
-    if (advise(c, &window, 1) == (ssize_t)c->pmd) continue;
-    int error = errno;
+    ssize_t done = advise(c, &window, 1);
+    if (done == (ssize_t)c->pmd) continue;
+    int error = done < 0 ? (int)-done : EIO;
     if (error == ESRCH) return -ESRCH;
     if (add_failure(c, at, at + c->pmd, error) != 0) return -ENOMEM;
     struct hugify_collapse_mapping *m = mapping_of(c->report, at);
@@ -169,7 +169,7 @@ static int run_ranges(struct collapse_context *c, const struct iovec *ranges, si
     if (n == 0) n = 1, bytes = ranges[next].iov_len; /* cannot happen: ranges are split to <= chunk */
     ssize_t done = advise(c, &ranges[next], n);
     if (done == (ssize_t)bytes) { next += n; continue; }
-    if (done < 0 && errno == ESRCH) return -ESRCH;
+    if (done == -ESRCH) return -ESRCH;
     /* The range at which the kernel stopped failed; the ones after it were not tried. */
     size_t failed = next;
     for (uint64_t covered = done > 0 ? (uint64_t)done : 0; failed + 1 < next + n && covered >= ranges[failed].iov_len;)
@@ -212,7 +212,8 @@ static bool still_mapped(const struct smaps_vma *vmas, long count, uint64_t star
 static int check_target(struct collapse_context *c, struct hugify_collapse_report *r, bool dry_run) {
   c->pidfd = os_pidfd_open(c->pid);
   if (c->pidfd < 0) {
-    int err = errno;
+    int err = -c->pidfd;
+    c->pidfd = -1;
     if (err == ESRCH) {
       snprintf(r->reason, sizeof r->reason, "no process %d", (int)c->pid);
       return -ESRCH;
@@ -224,8 +225,9 @@ static int check_target(struct collapse_context *c, struct hugify_collapse_repor
     snprintf(r->reason, sizeof r->reason, "pidfd_open(%d): %s", (int)c->pid, strerror(err));
     return -err;
   }
-  if (os_process_madvise(c->pidfd, NULL, 0, MADV_COLLAPSE) == 0) return 0;
-  int err = errno;
+  ssize_t rc = os_process_madvise(c->pidfd, NULL, 0, MADV_COLLAPSE);
+  if (rc == 0) return 0;
+  int err = (int)-rc;
   switch (err) {
   case ESRCH: {
     /* a process without memory: a kernel thread (ps shows it in [brackets]) is not one that exited */
@@ -264,7 +266,7 @@ static int check_target(struct collapse_context *c, struct hugify_collapse_repor
 }
 
 static int read_smaps_of(pid_t pid, bool self, struct smaps_vma **vmas, struct hugify_collapse_report *r) {
-  long count = procfs_read_smaps(self ? 0 : pid, vmas);
+  long count = os_read_smaps(self ? 0 : pid, vmas);
   if (count >= 0) return (int)count;
   int err = (int)-count;
   if (err == ENOENT || err == ESRCH) {
@@ -313,7 +315,7 @@ static int plan(struct collapse_context *c, const struct smaps_vma *vmas, long c
   r->mappings = calloc(count > 0 ? (size_t)count : 1, sizeof *r->mappings);
   if (!r->mappings) return -ENOMEM;
   int pagemap = -1;
-  if (os_probe_pagemap_scan(NULL, 0) == HUGIFY_FEATURE_YES) {
+  if (probe_pagemap_scan(NULL, 0) == HUGIFY_FEATURE_YES) {
     char path[64];
     if (c->pidfd >= 0) snprintf(path, sizeof path, "/proc/%d/pagemap", (int)c->pid);
     else snprintf(path, sizeof path, "/proc/self/pagemap");
@@ -408,18 +410,18 @@ int hugify_collapse(pid_t pid, const struct hugify_collapse_opts *opts, struct h
   snprintf(comm_path, sizeof comm_path, "/proc/%d/comm", (int)c.pid);
   if (os_read_small(comm_path, report->command, sizeof report->command) < 0) report->command[0] = '\0';
 
-  if (os_probe_madv_collapse(NULL, 0) == HUGIFY_FEATURE_NO) {
+  if (probe_madv_collapse(NULL, 0) == HUGIFY_FEATURE_NO) {
     snprintf(report->reason, sizeof report->reason, "this kernel lacks MADV_COLLAPSE (needs Linux 6.1+)");
     return -ENOSYS;
   }
-  if (!self && os_probe_process_madvise(NULL, 0) == HUGIFY_FEATURE_NO) {
+  if (!self && probe_process_madvise(NULL, 0) == HUGIFY_FEATURE_NO) {
     snprintf(report->reason, sizeof report->reason, "this kernel lacks process_madvise (needs Linux 5.10+)");
     return -ENOSYS;
   }
   int rc = 0;
   if (!self && (rc = check_target(&c, report, dry_run)) != 0) goto out;
 
-  int enabled = procfs_read_thp_enabled(self ? 0 : pid);
+  int enabled = os_read_thp_enabled(self ? 0 : pid);
   report->thp_disabled = enabled < 0 ? -1 : !enabled;
   if (report->thp_disabled == 1)
     os_reason_add(report->reason, sizeof report->reason,
@@ -448,7 +450,7 @@ int hugify_collapse(pid_t pid, const struct hugify_collapse_opts *opts, struct h
   free(ranges);
   if (rc == -ENOMEM) snprintf(report->reason, sizeof report->reason, "out of memory");
   if (rc == 0 && !dry_run) {
-    count = report->exited ? -ESRCH : procfs_read_smaps(self ? 0 : pid, &vmas);
+    count = report->exited ? -ESRCH : os_read_smaps(self ? 0 : pid, &vmas);
     if (count >= 0) {
       measure_after(&c, vmas, count);
       free(vmas);

@@ -10,6 +10,7 @@
 
 #include "internal.h"
 #include "os.h"
+#include "probe.h"
 
 static const char *const class_names[HUGIFY_CLASS_COUNT] = {"code", "heap", "anon", "stack", "shm", "file"};
 
@@ -237,7 +238,7 @@ static void enabled_mthp_sizes(const char *thp_mode, uint64_t pmd, char *out, si
   for (uint64_t size = 8192; size < pmd; size *= 2) {
     char leaf[64], mode[32], label[32];
     snprintf(leaf, sizeof leaf, "hugepages-%llukB/enabled", (unsigned long long)(size >> 10));
-    os_thp_setting(leaf, mode, sizeof mode);
+    probe_thp_setting(leaf, mode, sizeof mode);
     bool enabled = strcmp(mode, "always") == 0 || strcmp(mode, "madvise") == 0 ||
                    (strcmp(mode, "inherit") == 0 && top_enabled);
     if (!enabled) continue;
@@ -260,7 +261,7 @@ int hugify_inspect(pid_t pid, struct hugify_inspect_report *report) {
   if (os_read_small(path, report->command, sizeof report->command) < 0) report->command[0] = '\0';
 
   struct smaps_vma *vmas = NULL;
-  long count = procfs_read_smaps(pid, &vmas);
+  long count = os_read_smaps(pid, &vmas);
   if (count < 0) {
     int err = (int)-count;
     if (err == ENOENT || err == ESRCH) {
@@ -282,15 +283,15 @@ int hugify_inspect(pid_t pid, struct hugify_inspect_report *report) {
   if (count == 0)
     os_reason_add(report->reason, sizeof report->reason,
                   "process %d has no memory map (a kernel thread, or a process that is exiting)", (int)report->pid);
-  int enabled = procfs_read_thp_enabled(pid);
+  int enabled = os_read_thp_enabled(pid);
   report->thp_disabled = enabled < 0 ? -1 : !enabled;
-  os_thp_setting("enabled", report->thp_mode, sizeof report->thp_mode);
-  os_thp_setting("shmem_enabled", report->shmem_mode, sizeof report->shmem_mode);
+  probe_thp_setting("enabled", report->thp_mode, sizeof report->thp_mode);
+  probe_thp_setting("shmem_enabled", report->shmem_mode, sizeof report->shmem_mode);
   uint64_t pmd = page_kind_size(HUGIFY_PAGE_THP);
   enabled_mthp_sizes(report->thp_mode, pmd, report->mthp_sizes, sizeof report->mthp_sizes);
 
   uint64_t *stack_pointers = NULL;
-  long pointers = procfs_read_stack_pointers(pid, &stack_pointers);
+  long pointers = os_read_stack_pointers(pid, &stack_pointers);
   if (pointers < 0) {
     os_reason_add(report->reason, sizeof report->reason,
                   "thread stack pointers unreadable (%s: /proc/PID/task/TID/syscall needs ptrace attach "

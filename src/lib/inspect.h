@@ -17,7 +17,7 @@ struct inspect_context {
   const char *thp_mode;           /* system THP mode: "always", "madvise", "never", "" (no THP) */
   const char *shmem_mode;         /* shmem_enabled: "always", "within_size", "advise", "never", ... */
   uint64_t pmd_size;              /* THP size (0: 2 MiB) */
-  const uint64_t *stack_pointers; /* of threads blocked in the kernel (procfs_read_stack_pointers) */
+  const uint64_t *stack_pointers; /* of threads blocked in the kernel (os_read_stack_pointers) */
   size_t stack_pointer_count;
 };
 

@@ -11,7 +11,4 @@
  * PAGEMAP_SCAN without reading smaps when the kernel has it, else hugify_backing(). */
 int backing_measure_mapping(const void *p, size_t size, enum hugify_page_kind kind, struct hugify_backing *out);
 
-/* Page size in bytes of a kind (THP: the PMD size). */
-uint64_t page_kind_size(enum hugify_page_kind kind);
-
 #endif

@@ -1,10 +1,10 @@
-/* os.c - raw syscall wrappers and the machine probe. */
+/* os.c - raw syscall wrappers and file readers. Every function returns -errno on failure (as liburing's
+ * wrappers do); the parsing of what is read is procfs.c's (pure), the probing of features probe.c's. */
 #include "os.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/perf_event.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -12,10 +12,8 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
-#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
-#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "procfs.h"
@@ -27,15 +25,13 @@
 #ifndef SYS_process_madvise
 #define SYS_process_madvise 440
 #endif
-#ifndef TMPFS_MAGIC
-#define TMPFS_MAGIC 0x01021994
-#endif
 
 /* ---- files ------------------------------------------------------------------------------------ */
 
-char *os_read_file(const char *path, size_t *length) {
+int os_read_file(const char *path, char **text, size_t *length) {
+  *text = NULL;
   int fd = safe_file_open_read(path, true); /* a FIFO would hang the read, /dev/zero grow it without end */
-  if (fd < 0) { errno = -fd; return NULL; }
+  if (fd < 0) return fd;
   size_t cap = 16384, used = 0;
   char *buf = malloc(cap);
   while (buf) {
@@ -54,11 +50,11 @@ char *os_read_file(const char *path, size_t *length) {
   }
   int saved = errno;
   close(fd);
-  errno = saved;
-  if (!buf) return NULL;
+  if (!buf) return -saved;
   buf[used] = '\0';
   if (length) *length = used;
-  return buf;
+  *text = buf;
+  return 0;
 }
 
 ssize_t os_read_small(const char *path, char *buf, size_t cap) {
@@ -95,12 +91,94 @@ int os_write_file(const char *path, const char *text) {
   return (size_t)n == len ? 0 : -EIO;
 }
 
+/* ---- /proc readers: the file read here, its text parsed by procfs.c --------------------------- */
+
+long os_read_smaps(int pid, struct smaps_vma **out) {
+  char path[64];
+  if (pid > 0) snprintf(path, sizeof path, "/proc/%d/smaps", pid);
+  else snprintf(path, sizeof path, "/proc/self/smaps");
+  char *text;
+  int rc = os_read_file(path, &text, NULL);
+  if (rc) return rc;
+  long count = parse_smaps(text, out);
+  int saved = errno;
+  free(text);
+  return count < 0 ? -saved : count;
+}
+
+long os_read_stack_pointers(int pid, uint64_t **out) {
+  char dir_path[64];
+  if (pid > 0) snprintf(dir_path, sizeof dir_path, "/proc/%d/task", pid);
+  else snprintf(dir_path, sizeof dir_path, "/proc/self/task");
+  DIR *dir = opendir(dir_path);
+  if (!dir) return -errno;
+  size_t count = 0, cap = 0;
+  uint64_t *sps = NULL;
+  int first_error = 0;
+  bool read_any = false;
+  struct dirent *entry;
+  while ((entry = readdir(dir))) {
+    if (entry->d_name[0] == '.') continue;
+    char path[sizeof dir_path + sizeof entry->d_name + 16], text[256];
+    snprintf(path, sizeof path, "%s/%s/syscall", dir_path, entry->d_name);
+    ssize_t n = os_read_small(path, text, sizeof text);
+    if (n < 0) { if (!first_error) first_error = (int)-n; continue; }
+    read_any = true;
+    uint64_t sp;
+    if (!parse_task_syscall_sp(text, &sp)) continue;
+    if (count == cap) {
+      cap = cap ? 2 * cap : 16;
+      uint64_t *bigger = realloc(sps, cap * sizeof *sps);
+      if (!bigger) { free(sps); closedir(dir); return -ENOMEM; }
+      sps = bigger;
+    }
+    sps[count++] = sp;
+  }
+  closedir(dir);
+  if (!read_any) { free(sps); return -(first_error ? first_error : ENOENT); }
+  *out = sps;
+  return (long)count;
+}
+
+int os_read_thp_enabled(int pid) {
+  char path[64];
+  if (pid > 0) snprintf(path, sizeof path, "/proc/%d/status", pid);
+  else snprintf(path, sizeof path, "/proc/self/status");
+  char *text;
+  int rc = os_read_file(path, &text, NULL);
+  if (rc) return rc;
+  uint64_t value;
+  bool found = parse_keyed_value(text, "THP_enabled", &value);
+  free(text);
+  return found ? value != 0 : -ENOENT;
+}
+
 /* ---- syscalls --------------------------------------------------------------------------------- */
 
-int os_pidfd_open(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
+int os_pidfd_open(pid_t pid) {
+  long fd = syscall(SYS_pidfd_open, pid, 0);
+  return fd < 0 ? -errno : (int)fd;
+}
 
 ssize_t os_process_madvise(int pidfd, const struct iovec *ranges, size_t count, int advice) {
-  return syscall(SYS_process_madvise, pidfd, ranges, count, advice, 0);
+  long done = syscall(SYS_process_madvise, pidfd, ranges, count, advice, 0);
+  return done < 0 ? -errno : done;
+}
+
+int os_map_aligned(size_t length, size_t alignment, int prot, void **out) {
+  *out = NULL;
+  size_t page = (size_t)sysconf(_SC_PAGESIZE), slack = alignment > page ? alignment : 0;
+  if (length == 0 || length + slack < length) return -EINVAL;
+  char *raw = mmap(NULL, length + slack, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return -errno;
+  char *aligned = raw;
+  if (slack) {
+    aligned = (char *)(((uintptr_t)raw + slack - 1) & ~(uintptr_t)(slack - 1));
+    if (aligned > raw) munmap(raw, (size_t)(aligned - raw));
+    if (raw + slack > aligned) munmap(aligned + length, (size_t)(raw + slack - aligned));
+  }
+  *out = aligned;
+  return 0;
 }
 
 int os_name_anon(void *start, size_t length, const char *name) {
@@ -166,17 +244,7 @@ int os_map_hugetlb_flags(uint64_t page_size) {
   return MAP_HUGETLB | (log2 << MAP_HUGE_SHIFT);
 }
 
-/* ---- THP ---------------------------------------------------------------------------------------- */
-
-void os_thp_setting(const char *leaf, char *buf, size_t cap) {
-  char path[256], text[256];
-  snprintf(path, sizeof path, OS_SYSFS_THP "/%s", leaf);
-  buf[0] = '\0';
-  if (os_read_small(path, text, sizeof text) < 0) return;
-  parse_bracketed_choice(text, buf, cap);
-}
-
-/* ---- probes ------------------------------------------------------------------------------------- */
+/* ---- reasons ------------------------------------------------------------------------------------ */
 
 void os_reason_add(char *reason, size_t cap, const char *format, ...) {
   if (!reason || cap == 0) return;
@@ -187,110 +255,6 @@ void os_reason_add(char *reason, size_t cap, const char *format, ...) {
   va_start(args, format);
   vsnprintf(reason + used, cap - used, format, args);
   va_end(args);
-}
-
-/* A 2 MiB-aligned region of `length` bytes (a multiple of 2 MiB), carved out of a larger anonymous
- * mapping. Returns MAP_FAILED with errno on failure. */
-static void *map_aligned_anonymous(size_t length, int prot) {
-  size_t slack = OS_HUGE_2M;
-  char *raw = mmap(NULL, length + slack, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) return MAP_FAILED;
-  uintptr_t aligned = ((uintptr_t)raw + slack - 1) & ~(uintptr_t)(slack - 1);
-  size_t head = aligned - (uintptr_t)raw, tail = slack - head;
-  if (head) munmap(raw, head);
-  if (tail) munmap((char *)aligned + length, tail);
-  return (void *)aligned;
-}
-
-struct feature_cache {
-  pthread_once_t once;
-  int state;
-  char reason[HUGIFY_REASON_MAX];
-};
-
-static struct feature_cache madv_collapse_cache = {PTHREAD_ONCE_INIT, HUGIFY_FEATURE_UNKNOWN, ""};
-static void probe_madv_collapse_once(void) {
-  struct feature_cache *c = &madv_collapse_cache;
-  size_t length = 2 * OS_HUGE_2M;
-  char *p = map_aligned_anonymous(length, PROT_READ | PROT_WRITE);
-  if (p == MAP_FAILED) {
-    snprintf(c->reason, sizeof c->reason, "MADV_COLLAPSE: scratch mapping failed (%s)", strerror(errno));
-    return;
-  }
-  p[0] = 1;
-  if (madvise(p, OS_HUGE_2M, MADV_COLLAPSE) == 0) {
-    c->state = HUGIFY_FEATURE_YES;
-  } else if (errno == EINVAL) {
-    c->state = HUGIFY_FEATURE_NO;
-    snprintf(c->reason, sizeof c->reason, "MADV_COLLAPSE: not supported by this kernel (needs Linux 6.1+)");
-  } else {
-    /* EAGAIN/ENOMEM: the kernel knows the advice but could not get a huge page right now. */
-    c->state = HUGIFY_FEATURE_YES;
-    snprintf(c->reason, sizeof c->reason, "MADV_COLLAPSE: supported, but the probe collapse failed (%s)",
-             strerror(errno));
-  }
-  munmap(p, length);
-}
-
-static struct feature_cache process_madvise_cache = {PTHREAD_ONCE_INIT, HUGIFY_FEATURE_UNKNOWN, ""};
-static void probe_process_madvise_once(void) {
-  struct feature_cache *c = &process_madvise_cache;
-  /* An invalid pidfd: EBADF means the syscall exists, ENOSYS that it does not. */
-  if (os_process_madvise(-1, NULL, 0, MADV_COLLAPSE) < 0 && errno == ENOSYS) {
-    c->state = HUGIFY_FEATURE_NO;
-    snprintf(c->reason, sizeof c->reason, "process_madvise: not supported by this kernel (needs Linux 5.10+)");
-  } else {
-    c->state = HUGIFY_FEATURE_YES;
-  }
-}
-
-/* Whether MADV_COLLAPSE works on a read-only, executable, file-backed private mapping of a file on a
- * regular (non-tmpfs) filesystem: that needs CONFIG_READ_ONLY_THP_FOR_FS. */
-static struct feature_cache file_thp_cache = {PTHREAD_ONCE_INIT, HUGIFY_FEATURE_UNKNOWN, ""};
-static void probe_file_thp_once(void) {
-  struct feature_cache *c = &file_thp_cache;
-  const char *dirs[] = {getenv("TMPDIR"), "/var/tmp", "/tmp", "."};
-  char path[4096] = "";
-  int fd = -1;
-  for (size_t i = 0; i < sizeof dirs / sizeof dirs[0] && fd < 0; i++) {
-    struct statfs fs;
-    if (!dirs[i] || statfs(dirs[i], &fs) != 0 || fs.f_type == TMPFS_MAGIC) continue;
-    snprintf(path, sizeof path, "%s/hugify-probe-XXXXXX", dirs[i]);
-    fd = mkstemp(path);
-  }
-  if (fd < 0) {
-    snprintf(c->reason, sizeof c->reason, "file THP for text: no writable non-tmpfs directory to probe in");
-    return;
-  }
-  size_t length = 2 * OS_HUGE_2M;
-  char *chunk = calloc(1, 65536);
-  int ok = chunk != NULL;
-  for (size_t done = 0; ok && done < length; done += 65536)
-    ok = write(fd, chunk, 65536) == 65536;
-  free(chunk);
-  char *where = ok ? map_aligned_anonymous(OS_HUGE_2M, PROT_NONE) : MAP_FAILED;
-  char *p = where == MAP_FAILED ? MAP_FAILED
-                                : mmap(where, OS_HUGE_2M, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_FIXED, fd, 0);
-  close(fd); /* no writer may remain for a read-only file THP */
-  unlink(path);
-  if (p == MAP_FAILED) {
-    if (where != MAP_FAILED) munmap(where, OS_HUGE_2M);
-    snprintf(c->reason, sizeof c->reason, "file THP for text: could not set up a probe file (%s)", strerror(errno));
-    return;
-  }
-  madvise(p, OS_HUGE_2M, MADV_HUGEPAGE);
-  volatile char touch = p[0];
-  (void)touch;
-  if (madvise(p, OS_HUGE_2M, MADV_COLLAPSE) == 0) {
-    c->state = HUGIFY_FEATURE_YES;
-  } else {
-    int err = errno;
-    c->state = err == EINVAL ? HUGIFY_FEATURE_NO : HUGIFY_FEATURE_UNKNOWN;
-    snprintf(c->reason, sizeof c->reason,
-             "file THP for text: MADV_COLLAPSE of file-backed text failed (%s)%s", strerror(err),
-             err == EINVAL ? "; the kernel lacks CONFIG_READ_ONLY_THP_FOR_FS" : "");
-  }
-  munmap(p, OS_HUGE_2M);
 }
 
 /* PAGEMAP_SCAN, as in linux/fs.h of Linux 6.7+. */
@@ -358,111 +322,7 @@ int os_pagemap_resident_fd(int fd, uintptr_t start, uintptr_t end, struct os_res
   return rc;
 }
 
-static struct feature_cache pagemap_scan_cache = {PTHREAD_ONCE_INIT, HUGIFY_FEATURE_UNKNOWN, ""};
-static void probe_pagemap_scan_once(void) {
-  struct feature_cache *c = &pagemap_scan_cache;
-  static char probe_page[8192];
-  struct os_resident r;
-  uintptr_t start = ((uintptr_t)probe_page + 4095) & ~(uintptr_t)4095;
-  int rc = os_pagemap_resident(start, start + 4096, &r);
-  c->state = rc == 0 ? HUGIFY_FEATURE_YES : HUGIFY_FEATURE_NO;
-  if (rc) snprintf(c->reason, sizeof c->reason, "PAGEMAP_SCAN: %s (needs Linux 6.7+); backing is prorated from smaps",
-                   strerror(-rc));
-}
-
-static struct feature_cache pmu_cache = {PTHREAD_ONCE_INIT, HUGIFY_FEATURE_UNKNOWN, ""};
-static void probe_pmu_once(void) {
-  struct feature_cache *c = &pmu_cache;
-  struct perf_event_attr attr;
-  memset(&attr, 0, sizeof attr);
-  attr.size = sizeof attr;
-  attr.type = PERF_TYPE_HARDWARE;
-  attr.config = PERF_COUNT_HW_CPU_CYCLES;
-  attr.disabled = 1;
-  attr.exclude_kernel = 1;
-  attr.exclude_hv = 1;
-  int fd = (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0);
-  if (fd >= 0) {
-    close(fd);
-    c->state = HUGIFY_FEATURE_YES;
-    return;
-  }
-  int err = errno;
-  if (err == ENOENT || err == EOPNOTSUPP || err == ENODEV || err == ENOSYS) {
-    c->state = HUGIFY_FEATURE_NO;
-    snprintf(c->reason, sizeof c->reason, "PMU: hardware counters not supported on this machine (%s)", strerror(err));
-  } else {
-    snprintf(c->reason, sizeof c->reason, "PMU: perf_event_open refused (%s); see /proc/sys/kernel/perf_event_paranoid",
-             strerror(err));
-  }
-}
-
-static int report_feature(struct feature_cache *c, void (*probe)(void), char *reason, size_t cap) {
-  pthread_once(&c->once, probe);
-  if (c->reason[0]) os_reason_add(reason, cap, "%s", c->reason);
-  return c->state;
-}
-
-int os_probe_madv_collapse(char *reason, size_t cap) {
-  return report_feature(&madv_collapse_cache, probe_madv_collapse_once, reason, cap);
-}
-int os_probe_process_madvise(char *reason, size_t cap) {
-  return report_feature(&process_madvise_cache, probe_process_madvise_once, reason, cap);
-}
-int os_probe_file_thp_text(char *reason, size_t cap) {
-  return report_feature(&file_thp_cache, probe_file_thp_once, reason, cap);
-}
-int os_probe_pagemap_scan(char *reason, size_t cap) {
-  return report_feature(&pagemap_scan_cache, probe_pagemap_scan_once, reason, cap);
-}
-int os_probe_pmu(char *reason, size_t cap) { return report_feature(&pmu_cache, probe_pmu_once, reason, cap); }
-
-int os_can_change_pools(void) {
-  uint64_t sizes[HUGIFY_MAX_HUGETLB_SIZES];
-  int count = os_hugetlb_sizes(sizes, HUGIFY_MAX_HUGETLB_SIZES);
-  if (count <= 0) return 0;
-  char path[256];
-  os_hugetlb_path(path, sizeof path, sizes[0], "nr_hugepages");
-  return access(path, W_OK) == 0;
-}
-
-/* ---- hugify_probe ------------------------------------------------------------------------------- */
-
-int hugify_probe(struct hugify_system *sys) {
-  if (!sys) return -EINVAL;
-  memset(sys, 0, sizeof *sys);
-  struct utsname name;
-  if (uname(&name) == 0) snprintf(sys->kernel_release, sizeof sys->kernel_release, "%s", name.release);
-  sys->base_page_size = (uint64_t)sysconf(_SC_PAGESIZE);
-
-  char *meminfo = os_read_file("/proc/meminfo", NULL);
-  if (meminfo) {
-    parse_keyed_value(meminfo, "Hugepagesize", &sys->default_hugetlb_size);
-    free(meminfo);
-  }
-  uint64_t sizes[HUGIFY_MAX_HUGETLB_SIZES];
-  int count = os_hugetlb_sizes(sizes, HUGIFY_MAX_HUGETLB_SIZES);
-  if (count < 0) os_reason_add(sys->reason, sizeof sys->reason, "hugetlb: %s absent (%s)", OS_SYSFS_HUGEPAGES,
-                               strerror(-count));
-  for (int i = 0; i < count; i++)
-    if (os_hugetlb_read(sizes[i], &sys->hugetlb[sys->hugetlb_size_count]) == 0) sys->hugetlb_size_count++;
-
-  os_thp_setting("enabled", sys->thp_enabled, sizeof sys->thp_enabled);
-  os_thp_setting("defrag", sys->thp_defrag, sizeof sys->thp_defrag);
-  if (os_read_u64(OS_SYSFS_THP "/hpage_pmd_size", &sys->thp_pmd_size) != 0) sys->thp_pmd_size = 0;
-  if (!sys->thp_enabled[0]) os_reason_add(sys->reason, sizeof sys->reason, "THP: not built into this kernel");
-
-  sys->madv_collapse = os_probe_madv_collapse(sys->reason, sizeof sys->reason);
-  sys->process_madvise = os_probe_process_madvise(sys->reason, sizeof sys->reason);
-  sys->file_thp_text = os_probe_file_thp_text(sys->reason, sizeof sys->reason);
-  sys->pagemap_scan = os_probe_pagemap_scan(sys->reason, sizeof sys->reason);
-  sys->pmu = os_probe_pmu(sys->reason, sizeof sys->reason);
-  sys->can_change_pools = os_can_change_pools();
-  return 0;
-}
-
 /* ---- PAGEMAP_SCAN: private anonymous pages inside a file mapping (text remap) -------------------- */
-
 
 int os_pagemap_anonymous(uintptr_t start, uintptr_t end, uint64_t *bytes) {
   *bytes = 0;

@@ -1,5 +1,6 @@
-/* os.h - raw syscall wrappers and the machine probe. The only place that touches sysfs knobs and
- * Linux-specific constants that older headers may lack. */
+/* os.h - raw syscall wrappers and file readers, and the Linux-specific constants that older headers may
+ * lack. One error convention: functions return -errno on failure (like liburing's wrappers), never -1 with
+ * errno. What is read is parsed by procfs.h (pure); feature probes and THP settings are probe.h's. */
 #ifndef HUGIFY_OS_H
 #define HUGIFY_OS_H
 
@@ -9,6 +10,8 @@
 #include <sys/types.h>
 
 #include "hugify.h"
+
+struct smaps_vma;
 
 /* Constants newer than Debian 12's headers (glibc 2.36, linux-libc-dev 6.1). */
 #ifndef MADV_HUGEPAGE
@@ -40,11 +43,12 @@
 #define OS_SYSFS_THP "/sys/kernel/mm/transparent_hugepage"
 
 /* ---- files ---- */
-/* Whole file into a malloc'd NUL-terminated buffer (procfs files report size 0, so read to EOF). Only a
- * regular file is read (a FIFO or device is EINVAL: safe_file_open_read), and at most OS_READ_FILE_MAX
- * bytes (EFBIG beyond: smaps of 65530 mappings is ~70 MB). Returns NULL with errno set. *length may be NULL. */
+/* Whole file into *text, a malloc'd NUL-terminated buffer (procfs files report size 0, so read to EOF). Only
+ * a regular file is read (a FIFO or device is -EINVAL: safe_file_open_read), and at most OS_READ_FILE_MAX
+ * bytes (-EFBIG beyond: smaps of 65530 mappings is ~70 MB). Returns 0 or -errno (*text NULL). length may be
+ * NULL. */
 #define OS_READ_FILE_MAX (UINT64_C(256) << 20)
-char *os_read_file(const char *path, size_t *length);
+int os_read_file(const char *path, char **text, size_t *length);
 /* Small regular file into buf (NUL-terminated, trailing newline removed); one read of at most cap - 1 bytes.
  * Returns length or -errno. */
 ssize_t os_read_small(const char *path, char *buf, size_t cap);
@@ -53,9 +57,24 @@ int os_read_u64(const char *path, uint64_t *value);
 /* Write text to an existing file (sysfs knob). Returns 0 or -errno. */
 int os_write_file(const char *path, const char *text);
 
+/* ---- /proc/PID readers (pid 0 = self) ---- */
+/* Read and parse /proc/<pid>/smaps. *out malloc'd; returns the count or -errno. */
+long os_read_smaps(int pid, struct smaps_vma **out);
+/* Stack pointers of the threads of pid that are blocked in the kernel; *out malloc'd. Returns the count, or
+ * -errno when no thread's file could be read (EACCES: needs PTRACE_MODE_ATTACH on the target). */
+long os_read_stack_pointers(int pid, uint64_t **out);
+/* THP_enabled of /proc/PID/status: 1, 0 (THP disabled by prctl PR_SET_THP_DISABLE), or -errno (-ENOENT also
+ * when the kernel does not report the field). */
+int os_read_thp_enabled(int pid);
+
 /* ---- syscalls ---- */
+/* A pidfd, or -errno. */
 int os_pidfd_open(pid_t pid);
+/* Bytes advised, or -errno. */
 ssize_t os_process_madvise(int pidfd, const struct iovec *ranges, size_t count, int advice);
+/* A private anonymous mapping of `length` bytes whose start is a multiple of `alignment` (a power of two;
+ * 0 or up to the base page size: any), carved out of a larger mapping. Returns 0 or -errno. */
+int os_map_aligned(size_t length, size_t alignment, int prot, void **out);
 /* Name an anonymous mapping (shows in maps/smaps as [anon:NAME]). Returns 0 or -errno. */
 int os_name_anon(void *start, size_t length, const char *name);
 
@@ -72,18 +91,6 @@ int os_hugetlb_read_under(const char *root, uint64_t page_size, struct hugify_hu
 void os_hugetlb_path(char *buf, size_t cap, uint64_t page_size, const char *leaf);
 /* mmap flags selecting a hugetlb page size. */
 int os_map_hugetlb_flags(uint64_t page_size);
-
-/* ---- THP ---- */
-/* Selected word of a sysfs choice file ("always [madvise] never" -> "madvise"); "" if absent. */
-void os_thp_setting(const char *leaf, char *buf, size_t cap);
-
-/* ---- feature probes (each result cached after the first call; reason explains NO/UNKNOWN) ---- */
-int os_probe_madv_collapse(char *reason, size_t cap);
-int os_probe_process_madvise(char *reason, size_t cap);
-int os_probe_file_thp_text(char *reason, size_t cap);
-int os_probe_pagemap_scan(char *reason, size_t cap);
-int os_probe_pmu(char *reason, size_t cap);
-int os_can_change_pools(void);
 
 /* ---- PAGEMAP_SCAN (Linux 6.7+): present pages of a range, split into huge / not huge ---- */
 struct os_resident {

@@ -26,7 +26,8 @@ void root_path(char *buf, size_t cap, const char *root, const char *path) {
 uint64_t pool_default_size_at(const char *root) {
   char path[4096];
   root_path(path, sizeof path, root, "/proc/meminfo");
-  char *text = os_read_file(path, NULL);
+  char *text;
+  os_read_file(path, &text, NULL);
   uint64_t size = 0;
   if (text && !parse_keyed_value(text, "Hugepagesize", &size)) size = 0;
   free(text);
@@ -126,7 +127,8 @@ bool pool_node_memory_at(const char *root, const struct hugify_pool *pool, uint6
   char path[4096];
   if (pool->node_count <= 1) {
     root_path(path, sizeof path, root, "/proc/meminfo");
-    char *text = os_read_file(path, NULL);
+    char *text;
+    os_read_file(path, &text, NULL);
     bool ok = text && parse_keyed_value(text, "MemTotal", &memory[0]);
     free(text);
     return ok;
@@ -136,7 +138,8 @@ bool pool_node_memory_at(const char *root, const struct hugify_pool *pool, uint6
     snprintf(file, sizeof file, SYSFS_NODES "/node%d/meminfo", pool->nodes[i].node);
     snprintf(key, sizeof key, "Node %d MemTotal", pool->nodes[i].node);
     root_path(path, sizeof path, root, file);
-    char *text = os_read_file(path, NULL);
+    char *text;
+    os_read_file(path, &text, NULL);
     bool ok = text && parse_keyed_value(text, key, &memory[i]);
     free(text);
     if (!ok) return false;
@@ -595,7 +598,8 @@ int hugify_pool_mount(uint64_t page_size, const struct hugify_mount_opts *opts, 
     os_reason_add(reason, cap, "min_size is larger than the size limit");
     return -EINVAL;
   }
-  char *text = os_read_file("/proc/self/mounts", NULL);
+  char *text;
+  os_read_file("/proc/self/mounts", &text, NULL);
   struct mount_entry *mounts = NULL;
   long count = text ? parse_mounts(text, &mounts) : -1;
   free(text);

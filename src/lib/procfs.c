@@ -1,15 +1,13 @@
-/* procfs.c - pure parsers for /proc and /sys text, and the one-line readers that feed them. */
+/* procfs.c - pure parsers: text of /proc and /sys files -> structs. No I/O here: os.c reads the files. */
 #include "procfs.h"
 
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "os.h"
 #include "units.h"
 
 bool parse_u64(const char *text, uint64_t *value) {
@@ -179,18 +177,6 @@ long parse_smaps(const char *text, struct smaps_vma **out) {
   return (long)count;
 }
 
-long procfs_read_smaps(int pid, struct smaps_vma **out) {
-  char path[64];
-  if (pid > 0) snprintf(path, sizeof path, "/proc/%d/smaps", pid);
-  else snprintf(path, sizeof path, "/proc/self/smaps");
-  char *text = os_read_file(path, NULL);
-  if (!text) return -errno;
-  long count = parse_smaps(text, out);
-  int saved = errno;
-  free(text);
-  return count < 0 ? -saved : count;
-}
-
 bool smaps_vma_is_hugetlb(const struct smaps_vma *vma) {
   return (vma->vm_flags & SMAPS_VM_HUGETLB) || vma->kernel_page_size > 4096 * 16;
 }
@@ -219,52 +205,6 @@ bool parse_task_syscall_sp(const char *text, uint64_t *sp) {
   if (errno || end == fields[count - 2] + 2 || (*end && *end != ' ')) return false;
   *sp = value;
   return true;
-}
-
-long procfs_read_stack_pointers(int pid, uint64_t **out) {
-  char dir_path[64];
-  if (pid > 0) snprintf(dir_path, sizeof dir_path, "/proc/%d/task", pid);
-  else snprintf(dir_path, sizeof dir_path, "/proc/self/task");
-  DIR *dir = opendir(dir_path);
-  if (!dir) return -errno;
-  size_t count = 0, cap = 0;
-  uint64_t *sps = NULL;
-  int first_error = 0;
-  bool read_any = false;
-  struct dirent *entry;
-  while ((entry = readdir(dir))) {
-    if (entry->d_name[0] == '.') continue;
-    char path[sizeof dir_path + sizeof entry->d_name + 16], text[256];
-    snprintf(path, sizeof path, "%s/%s/syscall", dir_path, entry->d_name);
-    ssize_t n = os_read_small(path, text, sizeof text);
-    if (n < 0) { if (!first_error) first_error = (int)-n; continue; }
-    read_any = true;
-    uint64_t sp;
-    if (!parse_task_syscall_sp(text, &sp)) continue;
-    if (count == cap) {
-      cap = cap ? 2 * cap : 16;
-      uint64_t *bigger = realloc(sps, cap * sizeof *sps);
-      if (!bigger) { free(sps); closedir(dir); return -ENOMEM; }
-      sps = bigger;
-    }
-    sps[count++] = sp;
-  }
-  closedir(dir);
-  if (!read_any) { free(sps); return -(first_error ? first_error : ENOENT); }
-  *out = sps;
-  return (long)count;
-}
-
-int procfs_read_thp_enabled(int pid) {
-  char path[64];
-  if (pid > 0) snprintf(path, sizeof path, "/proc/%d/status", pid);
-  else snprintf(path, sizeof path, "/proc/self/status");
-  char *text = os_read_file(path, NULL);
-  if (!text) return -errno;
-  uint64_t value;
-  bool found = parse_keyed_value(text, "THP_enabled", &value);
-  free(text);
-  return found ? value != 0 : -ENOENT;
 }
 
 /* ---- hugify pool / status ---------------------------------------------------------------------- */

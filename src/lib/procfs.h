@@ -1,5 +1,5 @@
-/* procfs.h - pure parsers: text of /proc and /sys files -> structs. Reading is separate (os.h,
- * procfs_read_*), so every parser is tested on fixture text captured from real machines. */
+/* procfs.h - pure parsers: text of /proc and /sys files -> structs, no I/O. Reading is separate (os.h:
+ * os_read_file, os_read_smaps, ...), so every parser is tested on fixture text captured from real machines. */
 #ifndef HUGIFY_PROCFS_H
 #define HUGIFY_PROCFS_H
 
@@ -54,8 +54,6 @@ struct smaps_vma {
 /* Parse smaps (or maps) text. *out is malloc'd (caller frees); returns the count, or -1 on malformed
  * text / no memory (errno EINVAL / ENOMEM). */
 long parse_smaps(const char *text, struct smaps_vma **out);
-/* Read and parse /proc/<pid>/smaps (pid 0 = self). Returns the count or -errno. */
-long procfs_read_smaps(int pid, struct smaps_vma **out);
 
 /* Huge-page bytes of a VMA by kind (from its smaps fields). */
 uint64_t smaps_vma_thp_bytes(const struct smaps_vma *vma);
@@ -66,12 +64,6 @@ bool smaps_vma_is_hugetlb(const struct smaps_vma *vma);
 /* "230 0x0 0x0 0x7ffd... 0x0 0x0 0x64 SP PC" (or "-1 SP PC" when blocked outside a system call) -> SP, the
  * next-to-last field. False for "running" and anything malformed. */
 bool parse_task_syscall_sp(const char *text, uint64_t *sp);
-/* Stack pointers of the threads of pid (0 = self) that are blocked in the kernel; *out malloc'd. Returns the
- * count, or -errno when no thread's file could be read (EACCES: needs PTRACE_MODE_ATTACH on the target). */
-long procfs_read_stack_pointers(int pid, uint64_t **out);
-/* THP_enabled of /proc/PID/status (pid 0 = self): 1, 0 (THP disabled by prctl PR_SET_THP_DISABLE), or
- * -errno (-ENOENT also when the kernel does not report the field). */
-int procfs_read_thp_enabled(int pid);
 
 /* ---- hugify pool / status: vmstat, buddyinfo, mounts, kernel command line, limits, cgroup, id lists ---- */
 

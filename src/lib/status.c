@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "os.h"
+#include "probe.h"
 #include "pool.h"
 #include "units.h"
 
@@ -32,8 +33,9 @@ static void note_unreadable(struct status_snapshot *s, const char *path, int err
 static char *read_text(struct status_snapshot *s, const char *path) {
   char full[2048];
   root_path(full, sizeof full, s->root, path);
-  char *text = os_read_file(full, NULL);
-  if (!text) note_unreadable(s, path, errno);
+  char *text;
+  int rc = os_read_file(full, &text, NULL);
+  if (rc) note_unreadable(s, path, -rc);
   return text;
 }
 
@@ -261,10 +263,10 @@ static void read_features(struct status_snapshot *s) {
     s->can_change_pools = false;
     return;
   }
-  s->madv_collapse = os_probe_madv_collapse(s->feature_reason, sizeof s->feature_reason);
-  s->process_madvise = os_probe_process_madvise(s->feature_reason, sizeof s->feature_reason);
-  s->file_thp_text = os_probe_file_thp_text(s->feature_reason, sizeof s->feature_reason);
-  s->can_change_pools = os_can_change_pools();
+  s->madv_collapse = probe_madv_collapse(s->feature_reason, sizeof s->feature_reason);
+  s->process_madvise = probe_process_madvise(s->feature_reason, sizeof s->feature_reason);
+  s->file_thp_text = probe_file_thp_text(s->feature_reason, sizeof s->feature_reason);
+  s->can_change_pools = probe_can_change_pools();
 }
 
 int status_check_root(const char *root) {

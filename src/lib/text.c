@@ -33,6 +33,7 @@
 #include "elf_image.h"
 #include "internal.h"
 #include "os.h"
+#include "probe.h"
 #include "procfs.h"
 #include "safe_file.h"
 #include "units.h"
@@ -141,16 +142,19 @@ struct window_state {
  * private pages and are not on huge pages already. With PAGEMAP_SCAN: /proc/self/maps (no page walk) and
  * the page flags of the window only; without: /proc/self/smaps. Returns 0, or fills `why` and returns -1. */
 static int check_window(const struct hugify_text_segment *s, struct window_state *state, char *why, size_t cap) {
-  bool pagemap = os_probe_pagemap_scan(NULL, 0) == HUGIFY_FEATURE_YES;
+  bool pagemap = probe_pagemap_scan(NULL, 0) == HUGIFY_FEATURE_YES;
   struct smaps_vma *vmas = NULL;
   long count;
   if (pagemap) {
-    char *text = os_read_file("/proc/self/maps", NULL);
-    count = text ? parse_smaps(text, &vmas) : -1;
-    if (count < 0) count = -errno;
-    free(text);
+    char *text;
+    count = os_read_file("/proc/self/maps", &text, NULL);
+    if (count == 0) {
+      count = parse_smaps(text, &vmas);
+      if (count < 0) count = -errno;
+      free(text);
+    }
   } else {
-    count = procfs_read_smaps(0, &vmas);
+    count = os_read_smaps(0, &vmas);
   }
   if (count < 0) {
     snprintf(why, cap, "/proc/self/%s unreadable (%s)", pagemap ? "maps" : "smaps", strerror((int)-count));
@@ -210,7 +214,7 @@ static bool try_in_place(struct remap *r, struct hugify_text_segment *s, const s
       state->file_offset % OS_HUGE_2M != 0)
     return false;
   /* Probed only now, for a window that could use it: the probe writes a 4 MiB scratch file. */
-  if (os_probe_file_thp_text(NULL, 0) != HUGIFY_FEATURE_YES) return false;
+  if (probe_file_thp_text(NULL, 0) != HUGIFY_FEATURE_YES) return false;
   void *window = (void *)(uintptr_t)s->window_start;
   size_t length = s->window_end - s->window_start;
   if (injected(r, HUGIFY_TEXT_STEP_IN_PLACE)) { step_failed(s, HUGIFY_TEXT_STEP_IN_PLACE, 0, NULL); return false; }
@@ -236,11 +240,9 @@ static void *reserve_copy(size_t length, bool hugetlb) {
   if (hugetlb) /* never MAP_NORESERVE: the pool pages are reserved now or the mmap fails */
     return mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | os_map_hugetlb_flags(OS_HUGE_2M),
                 -1, 0);
-  char *raw = mmap(NULL, length + OS_HUGE_2M, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) return MAP_FAILED;
-  char *p = (char *)(((uintptr_t)raw + OS_HUGE_2M - 1) & ~(uintptr_t)(OS_HUGE_2M - 1));
-  if (p > raw) munmap(raw, (size_t)(p - raw));
-  if (raw + OS_HUGE_2M > p) munmap(p + length, (size_t)(raw + OS_HUGE_2M - p));
+  void *p;
+  int rc = os_map_aligned(length, OS_HUGE_2M, PROT_READ | PROT_WRITE, &p);
+  if (rc) { errno = -rc; return MAP_FAILED; }
   return p;
 }
 
@@ -295,14 +297,14 @@ static bool copy_and_swap(struct remap *r, const struct hugify_text_object *o, s
   if (!hugetlb) {
     struct hugify_backing b;
     backing_measure_mapping(copy, length, HUGIFY_PAGE_THP, &b);
-    if (b.resident_thp < length && os_probe_madv_collapse(NULL, 0) == HUGIFY_FEATURE_YES) {
+    if (b.resident_thp < length && probe_madv_collapse(NULL, 0) == HUGIFY_FEATURE_YES) {
       madvise(copy, length, MADV_COLLAPSE); /* partial success is measured below */
       backing_measure_mapping(copy, length, HUGIFY_PAGE_THP, &b);
     }
     if (injected(r, HUGIFY_TEXT_STEP_COLLAPSE)) { step = HUGIFY_TEXT_STEP_COLLAPSE; goto undo; }
     if (b.resident_thp == 0) { /* swapping 4 KiB pages for 4 KiB pages would only cost memory */
       char mode[16];
-      os_thp_setting("enabled", mode, sizeof mode);
+      probe_thp_setting("enabled", mode, sizeof mode);
       step_failed(s, HUGIFY_TEXT_STEP_COLLAPSE, 0, "no huge page could be had for the copy");
       os_reason_add(s->reason, sizeof s->reason, "THP is '%s'; memory may be fragmented", mode);
       munmap(copy, length);

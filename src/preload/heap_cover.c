@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "os.h"
+#include "probe.h"
 #include "preload.h"
 
 #ifndef MAP_FIXED_NOREPLACE
@@ -121,7 +122,7 @@ const char *preload_malloc_library(void) {
 
 static void check_thp_usable(const char *mode_name) {
   char thp[16];
-  os_thp_setting("enabled", thp, sizeof thp);
+  probe_thp_setting("enabled", thp, sizeof thp);
   if (thp[0] == '\0' || strcmp(thp, "never") == 0) {
     preload_fallback("heap", "--heap %s: transparent huge pages are %s on this machine (change with: echo "
                      "madvise > " OS_SYSFS_THP "/enabled)", mode_name, thp[0] ? "'never'" : "absent");
