@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "hugify.h"
+#include "os.h"
 
 #define MiB (1024.0 * 1024.0)
 #define MAX_OBJECTS 16
@@ -187,11 +188,11 @@ static double copy_floor_ms(size_t bytes) {
   if (pid == 0) {
     size_t huge = 2u << 20;
     char *source = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    char *raw = mmap(NULL, bytes + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *aligned = NULL;
     double ms = -1;
-    if (source != MAP_FAILED && raw != MAP_FAILED) {
+    if (source != MAP_FAILED && os_map_aligned(bytes, huge, PROT_READ | PROT_WRITE, &aligned) == 0) {
       for (size_t i = 0; i < bytes; i += 4096) source[i] = (char)i;
-      char *dest = (char *)(((uintptr_t)raw + huge - 1) & ~(uintptr_t)(huge - 1));
+      char *dest = aligned;
       madvise(dest, bytes, MADV_HUGEPAGE);
       double start = now_ms();
       memcpy(dest, source, bytes);

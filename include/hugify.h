@@ -57,6 +57,7 @@ struct hugify_hugetlb_size {
   uint64_t reserved;  /* resv_hugepages: promised to mappings, not yet faulted */
   uint64_t surplus;   /* surplus_hugepages */
   uint64_t overcommit;/* nr_overcommit_hugepages */
+  uint64_t available; /* free - reserved (0 when reserved >= free): pages a new mapping can still get */
 };
 
 enum hugify_feature_state {

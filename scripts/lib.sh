@@ -34,6 +34,12 @@ build() {
 POOL_DIR=/sys/kernel/mm/hugepages
 declare -A SAVED_POOL=()
 
+# pool_available DIR: free minus reserved pages of a hugetlb size directory (as the library's `available`).
+pool_available() {
+  local available=$(( $(cat "$1/free_hugepages") - $(cat "$1/resv_hugepages") ))
+  echo $(( available > 0 ? available : 0 ))
+}
+
 # reserve_pool SIZE_KB COUNT [optional]: make sure COUNT free pages of that size exist, remembering the
 # previous size so restore_pools can put it back. Optional pools (1 GiB) may come up short.
 reserve_pool() {
@@ -41,13 +47,13 @@ reserve_pool() {
   local dir=$POOL_DIR/hugepages-${kb}kB
   [ -w "$dir/nr_hugepages" ] || { say "cannot change the ${kb} kB pool (not root?)"; return 0; }
   local total free
-  total=$(cat "$dir/nr_hugepages"); free=$(( $(cat "$dir/free_hugepages") - $(cat "$dir/resv_hugepages") ))
+  total=$(cat "$dir/nr_hugepages"); free=$(pool_available "$dir")
   [ -n "${SAVED_POOL[$kb]:-}" ] || SAVED_POOL[$kb]=$total
   if [ "$free" -lt "$want" ]; then
     echo 1 > /proc/sys/vm/compact_memory 2>/dev/null || true
     echo $(( total + want - free )) > "$dir/nr_hugepages" 2>/dev/null || true
   fi
-  free=$(( $(cat "$dir/free_hugepages") - $(cat "$dir/resv_hugepages") ))
+  free=$(pool_available "$dir")
   say "hugetlb ${kb} kB pool: $free free (wanted $want${optional:+, optional})"
   [ "$free" -ge "$want" ] || [ -n "$optional" ]
 }

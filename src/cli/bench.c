@@ -329,7 +329,7 @@ static void enable_hint(const struct bench *b, enum hugify_page_kind kind, uint6
   for (unsigned i = 0; i < b->system.hugetlb_size_count; i++) {
     const struct hugify_hugetlb_size *h = &b->system.hugetlb[i];
     if (h->page_size != page) continue;
-    uint64_t available = h->free > h->reserved ? h->free - h->reserved : 0;
+    uint64_t available = h->available;
     in_use = h->total > available ? h->total - available : 0;
   }
   snprintf(out, cap, "hugify pool set %s=%llu", hugify_page_kind_name(kind),

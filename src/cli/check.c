@@ -891,7 +891,7 @@ static bool hugetlb_pool_has_free_pages(char *reason, size_t cap) {
   for (unsigned i = 0; i < sys.hugetlb_size_count; i++) {
     const struct hugify_hugetlb_size *h = &sys.hugetlb[i];
     if (h->page_size != (UINT64_C(2) << 20)) continue;
-    uint64_t available = h->free > h->reserved ? h->free - h->reserved : 0;
+    uint64_t available = h->available;
     if (available > 0) return true;
     snprintf(reason, cap, "the 2 MiB hugetlb pool has no free pages ('hugify pool' reserves some)");
     return false;

@@ -350,7 +350,7 @@ static int set_preload(const char *allocator, const char *preload) {
 static uint64_t free_2m_pages(void) {
   struct hugify_hugetlb_size pool;
   if (os_hugetlb_read(OS_HUGE_2M, &pool) != 0) return 0;
-  return pool.free > pool.reserved ? pool.free - pool.reserved : 0;
+  return pool.available;
 }
 
 /* The heap mode as it will run, after what this machine offers: THP 'never' and the pool. */

@@ -166,7 +166,7 @@ static void print_system(const struct status_snapshot *s) {
     if (!s->cgroup_limit_count) printf(" no hugetlb limits (hugetlb controller not enabled here)\n");
     else putchar('\n');
     for (unsigned i = 0; i < s->cgroup_limit_count; i++) {
-      const struct status_cgroup_limit *l = &s->cgroup_limits[i];
+      const struct cgroup_hugetlb_limit *l = &s->cgroup_limits[i];
       char label[32], max[32], rsvd[32], cur[32];
       format_page_size(l->page_size, label, sizeof label);
       printf("  %s: max %s%s%s, rsvd.max %s, current %s\n", label, limit_text(l->max, max, sizeof max),
@@ -359,7 +359,7 @@ static void json_limits(struct json_writer *j, const struct status_snapshot *s) 
   json_put_string(j, "path", s->cgroup_path[0] ? s->cgroup_path : NULL);
   json_open_array(j, "hugetlb");
   for (unsigned i = 0; i < s->cgroup_limit_count; i++) {
-    const struct status_cgroup_limit *l = &s->cgroup_limits[i];
+    const struct cgroup_hugetlb_limit *l = &s->cgroup_limits[i];
     json_open_object(j, NULL);
     json_put_u64(j, "page_size_bytes", l->page_size);
     json_limit(j, "max_bytes", l->max);

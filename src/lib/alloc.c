@@ -8,6 +8,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "cgroup.h"
 #include "internal.h"
 #include "os.h"
 #include "probe.h"
@@ -116,46 +117,42 @@ struct attempt {
 
 static size_t round_up(size_t size, uint64_t page) { return (size + page - 1) & ~(size_t)(page - 1); }
 
-/* The caller's cgroup v2 path ("" at the root), read once: a process does not usually move. */
-static char cgroup_path[2048];
+/* The caller's cgroup v2 path and where the hierarchy is mounted, read once: a process does not usually
+ * move. cgroup_path stays "" when the process is in no v2 hierarchy (no limits to check). */
+static char cgroup_path[2048], cgroup_mount[512];
 static pthread_once_t cgroup_once = PTHREAD_ONCE_INIT;
 static void read_cgroup_path(void) {
-  char *self;
-  os_read_file("/proc/self/cgroup", &self, NULL);
-  char *line = self ? strstr(self, "0::") : NULL;
-  if (line) {
-    size_t length = strcspn(line + 3, "\n");
-    if (length < sizeof cgroup_path && strcmp(line + 3, "/") != 0) memcpy(cgroup_path, line + 3, length);
-    if (strcmp(cgroup_path, "/") == 0) cgroup_path[0] = '\0';
+  char *self, *mounts;
+  if (os_read_file("/proc/self/mounts", &mounts, NULL) == 0) {
+    cgroup_v2_mount(mounts, cgroup_mount, sizeof cgroup_mount);
+    free(mounts);
   }
-  free(self);
+  if (cgroup_mount[0] && os_read_file("/proc/self/cgroup", &self, NULL) == 0) {
+    parse_cgroup_v2_path(self, cgroup_path, sizeof cgroup_path);
+    free(self);
+  }
+}
+
+static bool read_line_live(void *context, const char *path, char *buf, size_t cap) {
+  (void)context;
+  return os_read_small(path, buf, cap) >= 0;
 }
 
 /* A cgroup hugetlb limit is charged at fault time: a request above what the caller's cgroup (or an
  * ancestor) still allows would SIGBUS later, so it falls back now instead. */
 static bool cgroup_hugetlb_room(uint64_t page_size, uint64_t want, char *why, size_t cap) {
   pthread_once(&cgroup_once, read_cgroup_path);
-  char group[sizeof cgroup_path], label[16];
-  memcpy(group, cgroup_path, sizeof group);
+  struct cgroup_hugetlb_limit limit;
+  if (!cgroup_path[0] ||
+      !cgroup_hugetlb_limit_walk(cgroup_mount, cgroup_path, page_size, read_line_live, NULL, &limit) ||
+      want <= limit.room)
+    return true;
+  char name[32], label[16];
+  cgroup_hugetlb_size_name(page_size, name, sizeof name);
   format_page_size(page_size, label, sizeof label);
-  for (;;) {
-    char path[sizeof group + 64], text[64];
-    uint64_t max, current;
-    snprintf(path, sizeof path, "/sys/fs/cgroup%s/hugetlb.%sB.max", group, label);
-    if (os_read_small(path, text, sizeof text) > 0 && parse_u64(text, &max)) {
-      snprintf(path, sizeof path, "/sys/fs/cgroup%s/hugetlb.%sB.current", group, label);
-      if (os_read_u64(path, &current) != 0) current = 0;
-      if (current + want > max) {
-        snprintf(why, cap, "cgroup %.200s allows %llu more bytes of %s pages (hugetlb.%sB.max)",
-                 group[0] ? group : "/", (unsigned long long)(max > current ? max - current : 0), label, label);
-        return false;
-      }
-    }
-    char *slash = strrchr(group, '/');
-    if (!slash || group[0] == '\0') break;
-    *slash = '\0';
-  }
-  return true;
+  snprintf(why, cap, "cgroup %.200s allows %llu more bytes of %s pages (hugetlb.%s.max)", limit.room_limited_by,
+           (unsigned long long)limit.room, label, name);
+  return false;
 }
 
 static void *map_hugetlb(struct attempt *a) {
@@ -177,7 +174,7 @@ static void *map_hugetlb(struct attempt *a) {
     os_reason_add(a->reason, a->reason_cap, "%s: this kernel has no %s hugetlb pages", name, name);
   else if (err == ENOMEM)
     os_reason_add(a->reason, a->reason_cap, "%s: pool has %llu free pages, %llu needed (hugify pool set %s=N)",
-                  name, (unsigned long long)(pool.free > pool.reserved ? pool.free - pool.reserved : 0),
+                  name, (unsigned long long)pool.available,
                   (unsigned long long)(a->mapped / page), name);
   else
     os_reason_add(a->reason, a->reason_cap, "%s: mmap failed (%s)", name, strerror(err));
@@ -219,11 +216,7 @@ static void populate(void *p, size_t length, uint64_t page) {
 /* THP after populate: collapse what the fault path did not give huge pages, then measure. A THP block
  * that is not fully huge reports the kind it really has (4K) and why. */
 static bool settle_thp(void *p, struct attempt *a, struct hugify_backing *b) {
-  backing_measure_mapping(p, a->mapped, HUGIFY_PAGE_THP, b);
-  if (b->resident_thp < b->resident && probe_madv_collapse(NULL, 0) == HUGIFY_FEATURE_YES) {
-    madvise(p, a->mapped, MADV_COLLAPSE);
-    backing_measure_mapping(p, a->mapped, HUGIFY_PAGE_THP, b);
-  }
+  backing_measure_collapse_measure(p, a->mapped, b);
   if (b->resident_thp == b->resident && b->resident > 0) return true;
   os_reason_add(a->reason, a->reason_cap, "THP: only %.1f%% of the block got huge pages after populate%s",
                 100.0 * hugify_backing_huge_fraction(b),

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "internal.h"
 #include "os.h"
@@ -78,4 +79,12 @@ int backing_measure_mapping(const void *p, size_t size, enum hugify_page_kind ki
   else { out->resident_thp = r.huge; out->resident_4k = r.base; }
   finish(out);
   return 0;
+}
+
+int backing_measure_collapse_measure(void *p, size_t size, struct hugify_backing *out) {
+  backing_measure_mapping(p, size, HUGIFY_PAGE_THP, out);
+  if (out->resident_thp >= out->resident || probe_madv_collapse(NULL, 0) != HUGIFY_FEATURE_YES) return 0;
+  madvise(p, size, MADV_COLLAPSE); /* partial success is what the second measurement shows */
+  backing_measure_mapping(p, size, HUGIFY_PAGE_THP, out);
+  return 1;
 }

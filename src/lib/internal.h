@@ -11,4 +11,9 @@
  * PAGEMAP_SCAN without reading smaps when the kernel has it, else hugify_backing(). */
 int backing_measure_mapping(const void *p, size_t size, enum hugify_page_kind kind, struct hugify_backing *out);
 
+/* A THP mapping just faulted in (populated, or written by a copy): measure it; when part of what is resident
+ * is not on huge pages and the kernel has MADV_COLLAPSE, collapse it and measure again. Returns 1 when the
+ * collapse was asked for, else 0. */
+int backing_measure_collapse_measure(void *p, size_t size, struct hugify_backing *out);
+
 #endif

@@ -235,6 +235,7 @@ int os_hugetlb_read_under(const char *root, uint64_t page_size, struct hugify_hu
     int rc = os_read_u64(path, (uint64_t *)((char *)out + files[i].offset));
     if (rc) return rc;
   }
+  out->available = out->free > out->reserved ? out->free - out->reserved : 0;
   return 0;
 }
 

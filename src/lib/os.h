@@ -83,7 +83,8 @@ int os_name_anon(void *start, size_t length, const char *name);
 int os_hugetlb_sizes(uint64_t *sizes, int cap);
 /* The same for any directory of "hugepages-<N>kB" entries (per-node pools, mTHP controls, a captured tree). */
 int os_hugepage_size_dirs(const char *path, uint64_t *sizes, int cap);
-/* The per-size counters of /sys/kernel/mm/hugepages/hugepages-NkB. Returns 0 or -errno. */
+/* The per-size counters of /sys/kernel/mm/hugepages/hugepages-NkB, and `available` (free - reserved) from
+ * them: the one place that subtraction is made. Returns 0 or -errno. */
 int os_hugetlb_read(uint64_t page_size, struct hugify_hugetlb_size *out);
 /* The same under a directory that stands in for / ("" for /): a captured tree (hugify status --root). */
 int os_hugetlb_read_under(const char *root, uint64_t page_size, struct hugify_hugetlb_size *out);

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cgroup.h"
 #include "os.h"
 #include "probe.h"
 #include "pool.h"
@@ -45,6 +46,10 @@ static bool read_line(struct status_snapshot *s, const char *path, char *buf, si
   ssize_t n = os_read_small(full, buf, cap);
   if (n < 0) { note_unreadable(s, path, (int)-n); buf[0] = '\0'; }
   return n >= 0;
+}
+
+static bool read_line_under_root(void *context, const char *path, char *buf, size_t cap) {
+  return read_line(context, path, buf, cap);
 }
 
 static uint64_t read_number(struct status_snapshot *s, const char *path) {
@@ -201,51 +206,15 @@ static void read_cgroup(struct status_snapshot *s) {
   free(text);
   if (!v2) return;
   char *mounts_text = read_text(s, "/proc/mounts");
-  struct mount_entry *mounts = NULL;
-  long count = mounts_text ? parse_mounts(mounts_text, &mounts) : 0;
-  free(mounts_text);
   char mountpoint[512] = "";
-  for (long i = 0; i < count && !mountpoint[0]; i++)
-    if (strcmp(mounts[i].type, "cgroup2") == 0) snprintf(mountpoint, sizeof mountpoint, "%s", mounts[i].path);
-  free(mounts);
-  if (!mountpoint[0]) return;
+  bool mounted = mounts_text && cgroup_v2_mount(mounts_text, mountpoint, sizeof mountpoint);
+  free(mounts_text);
+  if (!mounted) return;
   snprintf(s->cgroup_mount, sizeof s->cgroup_mount, "%s", mountpoint);
-  for (unsigned p = 0; p < s->pool_count; p++) {
-    struct status_cgroup_limit *limit = &s->cgroup_limits[s->cgroup_limit_count];
-    memset(limit, 0, sizeof *limit);
-    limit->page_size = s->pools[p].global.page_size;
-    limit->max = limit->rsvd_max = UINT64_MAX;
-    limit->current = limit->rsvd_current = STATUS_UNKNOWN;
-    char name[32], cgroup[512], path[2048], buf[64];
-    cgroup_hugetlb_size_name(limit->page_size, name, sizeof name);
-    snprintf(cgroup, sizeof cgroup, "%s", s->cgroup_path);
-    bool any = false;
-    for (bool leaf = true;; leaf = false) {
-      size_t len = strlen(cgroup);
-      while (len > 1 && cgroup[len - 1] == '/') cgroup[--len] = '\0';
-      const char *files[] = {"max", "rsvd.max", "current", "rsvd.current"};
-      uint64_t values[4];
-      for (int f = 0; f < 4; f++) {
-        snprintf(path, sizeof path, "%s%s/hugetlb.%s.%s", mountpoint, strcmp(cgroup, "/") ? cgroup : "", name,
-                 files[f]);
-        values[f] = STATUS_UNKNOWN;
-        if (read_line(s, path, buf, sizeof buf) && parse_cgroup_limit(buf, &values[f])) any = true;
-        else values[f] = STATUS_UNKNOWN;
-      }
-      if (values[0] != STATUS_UNKNOWN && values[0] < limit->max) {
-        limit->max = values[0];
-        snprintf(limit->limited_by, sizeof limit->limited_by, "%s", cgroup);
-      }
-      if (values[1] != STATUS_UNKNOWN && values[1] < limit->rsvd_max) limit->rsvd_max = values[1];
-      if (leaf) { limit->current = values[2]; limit->rsvd_current = values[3]; }
-      if (strcmp(cgroup, "/") == 0 || !cgroup[0]) break;
-      char *slash = strrchr(cgroup, '/');
-      if (slash == cgroup) cgroup[1] = '\0';
-      else if (slash) *slash = '\0';
-      else break;
-    }
-    if (any) s->cgroup_limit_count++;
-  }
+  for (unsigned p = 0; p < s->pool_count; p++)
+    if (cgroup_hugetlb_limit_walk(mountpoint, s->cgroup_path, s->pools[p].global.page_size, read_line_under_root, s,
+                                  &s->cgroup_limits[s->cgroup_limit_count]))
+      s->cgroup_limit_count++;
 }
 
 static void read_buddyinfo(struct status_snapshot *s) {
@@ -445,7 +414,7 @@ static void diagnose_pools(const struct status_snapshot *s, struct diagnoses *d)
     uint64_t boot_pages = 0;
     for (unsigned b = 0; b < s->boot.pool_count; b++)
       if (s->boot.pools[b].page_size == p->global.page_size) boot_pages = s->boot.pools[b].pages;
-    uint64_t available = p->global.free > p->global.reserved ? p->global.free - p->global.reserved : 0;
+    uint64_t available = p->global.available;
     if (is_gigantic_size(s, p->global.page_size) && (pages > 0 || boot_pages > 0) && available == 0) {
       snprintf(fix, sizeof fix, "hugify pool set %s=%llu, or boot with hugepagesz=%s hugepages=%llu", label,
                (unsigned long long)(pages + 1), label, (unsigned long long)(pages + 1));
@@ -458,7 +427,7 @@ static void diagnose_pools(const struct status_snapshot *s, struct diagnoses *d)
 
 static void diagnose_cgroup(const struct status_snapshot *s, struct diagnoses *d) {
   for (unsigned i = 0; i < s->cgroup_limit_count; i++) {
-    const struct status_cgroup_limit *l = &s->cgroup_limits[i];
+    const struct cgroup_hugetlb_limit *l = &s->cgroup_limits[i];
     const struct hugify_pool *p = NULL;
     for (unsigned k = 0; k < s->pool_count; k++)
       if (s->pools[k].global.page_size == l->page_size) p = &s->pools[k];

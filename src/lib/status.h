@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "hugify.h"
+#include "cgroup.h"
 #include "procfs.h"
 
 /* A counter or setting that could not be read. */
@@ -58,11 +59,6 @@ struct status_node {
   uint64_t mem_total;     /* bytes, STATUS_UNKNOWN when unreadable */
 };
 
-struct status_cgroup_limit {
-  uint64_t page_size;
-  uint64_t max, current, rsvd_max, rsvd_current; /* bytes; max/rsvd_max UINT64_MAX = "max" */
-  char limited_by[256];   /* the cgroup whose hugetlb.<size>.max is the tightest ("" when none is set) */
-};
 
 struct status_unreadable {
   char path[256];
@@ -110,7 +106,7 @@ struct status_snapshot {
   char cgroup_path[512];
   char cgroup_mount[256];        /* where the v2 hierarchy is mounted */
   unsigned cgroup_limit_count;
-  struct status_cgroup_limit cgroup_limits[HUGIFY_MAX_HUGETLB_SIZES];
+  struct cgroup_hugetlb_limit cgroup_limits[HUGIFY_MAX_HUGETLB_SIZES];
 
   unsigned node_count;
   struct status_node nodes[HUGIFY_MAX_NODES];

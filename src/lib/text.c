@@ -254,7 +254,7 @@ static bool use_hugetlb(const struct remap *r, struct hugify_text_segment *s, si
     os_reason_add(s->reason, sizeof s->reason, "2M: no hugetlb pool of 2 MiB pages; used THP");
     return false;
   }
-  uint64_t available = pool.free > pool.reserved ? pool.free - pool.reserved : 0, pages = length / OS_HUGE_2M;
+  uint64_t available = pool.available, pages = length / OS_HUGE_2M;
   if (available >= pages) return true;
   os_reason_add(s->reason, sizeof s->reason, "2M: the pool has %llu free pages, %llu needed; used THP",
                 (unsigned long long)available, (unsigned long long)pages);
@@ -296,11 +296,7 @@ static bool copy_and_swap(struct remap *r, const struct hugify_text_object *o, s
 
   if (!hugetlb) {
     struct hugify_backing b;
-    backing_measure_mapping(copy, length, HUGIFY_PAGE_THP, &b);
-    if (b.resident_thp < length && probe_madv_collapse(NULL, 0) == HUGIFY_FEATURE_YES) {
-      madvise(copy, length, MADV_COLLAPSE); /* partial success is measured below */
-      backing_measure_mapping(copy, length, HUGIFY_PAGE_THP, &b);
-    }
+    backing_measure_collapse_measure(copy, length, &b);
     if (injected(r, HUGIFY_TEXT_STEP_COLLAPSE)) { step = HUGIFY_TEXT_STEP_COLLAPSE; goto undo; }
     if (b.resident_thp == 0) { /* swapping 4 KiB pages for 4 KiB pages would only cost memory */
       char mode[16];

@@ -139,7 +139,7 @@ static void read_pool(uint64_t *free_pages, uint64_t *total_pages) {
   struct hugify_hugetlb_size pool;
   *free_pages = *total_pages = 0;
   if (os_hugetlb_read(OS_HUGE_2M, &pool) == 0) {
-    *free_pages = pool.free > pool.reserved ? pool.free - pool.reserved : 0;
+    *free_pages = pool.available;
     *total_pages = pool.total;
   }
 }

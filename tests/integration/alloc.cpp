@@ -18,6 +18,12 @@
 #include "hugify.h"
 #include "test_support.hpp"
 
+extern "C" {
+#include "internal.h"
+#include "os.h"
+#include "probe.h"
+}
+
 namespace {
 
 constexpr size_t MiB = size_t{1} << 20;
@@ -311,6 +317,35 @@ TEST(Alloc, EightThreadsMixedSizesNoLeak) {
 }
 
 alignas(4096) static unsigned char global_array[8 * MiB];
+
+// The one 2 MiB-aligned anonymous mapping and the one "measure -> MADV_COLLAPSE -> measure" (used by the
+// probe, hugify_alloc and the text remap): memory faulted on 4 KiB pages ends on THP.
+TEST(Backing, MeasureCollapseMeasureOfAnAlignedMapping) {
+  void *p = nullptr;
+  ASSERT_EQ(os_map_aligned(4 * MiB, k2M, PROT_READ | PROT_WRITE, &p), 0);
+  ASSERT_EQ(reinterpret_cast<uintptr_t>(p) % k2M, 0u);
+  void *none = nullptr;
+  EXPECT_EQ(os_map_aligned(0, k2M, PROT_READ, &none), -EINVAL);
+  ASSERT_EQ(madvise(p, 4 * MiB, MADV_NOHUGEPAGE), 0); // fault on 4 KiB pages whatever the THP mode
+  std::memset(p, 1, 4 * MiB);
+  ASSERT_EQ(madvise(p, 4 * MiB, MADV_HUGEPAGE), 0);
+  struct hugify_backing b;
+  int collapsed = backing_measure_collapse_measure(p, 4 * MiB, &b);
+  EXPECT_EQ(b.resident, 4 * MiB);
+  if (probe_madv_collapse(nullptr, 0) != HUGIFY_FEATURE_YES) {
+    EXPECT_EQ(collapsed, 0);
+    munmap(p, 4 * MiB);
+    GTEST_SKIP() << "the kernel lacks MADV_COLLAPSE (Linux 6.1+)";
+  }
+  EXPECT_EQ(collapsed, 1);
+  if (b.resident_thp == 0) {
+    munmap(p, 4 * MiB);
+    GTEST_SKIP() << "MADV_COLLAPSE found no free 2 MiB page (memory fragmented)";
+  }
+  EXPECT_EQ(b.resident_thp, 4 * MiB);
+  EXPECT_EQ(backing_measure_collapse_measure(p, 4 * MiB, &b), 0); // already huge: nothing to collapse
+  munmap(p, 4 * MiB);
+}
 
 TEST(Backing, AnyRangeOfTheCallersMemory) {
   // A malloc'd buffer.

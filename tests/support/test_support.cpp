@@ -1,6 +1,8 @@
 // test_support.cpp - see test_support.hpp.
 #include "test_support.hpp"
 
+#include "hugify.h"
+
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -103,9 +105,8 @@ static std::string pool_file(uint64_t page_size, const char *leaf) {
 }
 
 uint64_t free_hugetlb(uint64_t page_size) {
-  uint64_t free_pages = read_u64(pool_file(page_size, "free_hugepages"));
-  uint64_t reserved = read_u64(pool_file(page_size, "resv_hugepages"));
-  return free_pages > reserved ? free_pages - reserved : 0;
+  struct hugify_pool pool;
+  return hugify_pool_read(page_size, &pool) == 0 ? pool.global.available : 0;
 }
 
 static std::mutex restore_lock;

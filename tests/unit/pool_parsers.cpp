@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -17,6 +18,8 @@
 #include "test_support.hpp"
 
 extern "C" {
+#include "cgroup.h"
+#include "os.h"
 #include "pool.h"
 #include "procfs.h"
 #include "status.h"
@@ -244,6 +247,63 @@ TEST(PoolUnits, PageSizeFormsTheIssueAccepts) {
 
 // ---- the whole status on captured trees ------------------------------------------------------------
 
+// `available` (free minus reserved) is computed in one place, os_hugetlb_read_under; never below 0.
+TEST(PoolAvailable, FreeMinusReservedNeverNegative) {
+  char root[] = "/tmp/hugify-available-XXXXXX";
+  ASSERT_NE(mkdtemp(root), nullptr);
+  std::string dir = std::string(root) + OS_SYSFS_HUGEPAGES "/hugepages-2048kB";
+  ASSERT_EQ(std::system(("mkdir -p " + dir).c_str()), 0);
+  auto write = [&](const char *leaf, const char *value) {
+    FILE *f = std::fopen((dir + "/" + leaf).c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(value, f);
+    std::fclose(f);
+  };
+  for (const char *leaf : {"nr_hugepages", "surplus_hugepages", "nr_overcommit_hugepages"}) write(leaf, "0\n");
+  struct { const char *free, *reserved; uint64_t available; } cases[] = {{"10\n", "8\n", 2}, {"3\n", "5\n", 0},
+                                                                          {"4\n", "4\n", 0}, {"7\n", "0\n", 7}};
+  for (const auto &c : cases) {
+    write("free_hugepages", c.free);
+    write("resv_hugepages", c.reserved);
+    hugify_hugetlb_size pool;
+    ASSERT_EQ(os_hugetlb_read_under(root, 2 * MiB, &pool), 0);
+    EXPECT_EQ(pool.available, c.available) << c.free << " free, " << c.reserved << " reserved";
+  }
+  ASSERT_EQ(std::system((std::string("rm -rf ") + root).c_str()), 0);
+}
+
+// The one cgroup v2 hugetlb-limit walk (status shows it, hugify_alloc falls back on it): the mount point
+// comes from /proc/mounts, "max" is no limit, the tightest max and the least room are found on the way up.
+TEST(CgroupHugetlbLimit, WalkFindsTightestMaxAndLeastRoom) {
+  char mount[64];
+  ASSERT_TRUE(cgroup_v2_mount("proc /proc proc rw 0 0\ncgroup2 /mnt/cg2 cgroup2 rw,nosuid 0 0\n", mount, sizeof mount));
+  EXPECT_STREQ(mount, "/mnt/cg2");
+  EXPECT_FALSE(cgroup_v2_mount("proc /proc proc rw 0 0\n", mount, sizeof mount));
+  std::map<std::string, std::string> files = {
+      {"/mnt/cg2/a/b/hugetlb.2MB.max", "max\n"},        {"/mnt/cg2/a/b/hugetlb.2MB.current", "4194304\n"},
+      {"/mnt/cg2/a/hugetlb.2MB.max", "16777216\n"},     {"/mnt/cg2/a/hugetlb.2MB.current", "14680064\n"},
+      {"/mnt/cg2/hugetlb.2MB.max", "8388608\n"},        {"/mnt/cg2/hugetlb.2MB.current", "0\n"},
+  };
+  auto read_line = [](void *context, const char *path, char *buf, size_t cap) {
+    auto *f = static_cast<std::map<std::string, std::string> *>(context);
+    auto it = f->find(path);
+    if (it == f->end()) return false;
+    std::snprintf(buf, cap, "%s", it->second.c_str());
+    return true;
+  };
+  cgroup_hugetlb_limit limit;
+  ASSERT_TRUE(cgroup_hugetlb_limit_walk("/mnt/cg2", "/a/b/", 2 * MiB, read_line, &files, &limit));
+  EXPECT_EQ(limit.max, 8 * MiB);         // the root's limit is the tightest
+  EXPECT_STREQ(limit.limited_by, "/");
+  EXPECT_EQ(limit.current, 4 * MiB);     // the leaf's usage
+  EXPECT_EQ(limit.room, 2 * MiB);        // but /a, 14 of 16 MiB used, leaves the least room
+  EXPECT_STREQ(limit.room_limited_by, "/a");
+  EXPECT_EQ(limit.rsvd_max, UINT64_MAX); // no rsvd files: no limit
+  files.clear();
+  EXPECT_FALSE(cgroup_hugetlb_limit_walk("/mnt/cg2", "/a", 2 * MiB, read_line, &files, &limit));
+  EXPECT_EQ(limit.room, UINT64_MAX);
+}
+
 TEST(PoolStatusTree, ThisMachine) {
   auto s = read_status("kvm-6.18");
   EXPECT_FALSE(s->live);
@@ -255,6 +315,7 @@ TEST(PoolStatusTree, ThisMachine) {
   EXPECT_EQ(s->pools[0].global.total, 40u);
   EXPECT_EQ(s->pools[0].global.free, 10u);
   EXPECT_EQ(s->pools[0].global.reserved, 8u);
+  EXPECT_EQ(s->pools[0].global.available, 2u); // free - reserved
   EXPECT_EQ(s->pools[1].global.page_size, GiB);
   EXPECT_EQ(s->pools[1].global.total, 2u);
   ASSERT_EQ(s->pools[1].node_count, 1u);
