@@ -574,6 +574,9 @@ struct hugify_elf_info {
   int symbols;                    /* function symbols for a perf map: in .symtab, else .dynsym; -1 when the
                                    * section headers lie beyond the data given */
   int has_symtab;                 /* 1 .symtab present, 0 stripped, -1 unknown */
+  char interpreter[256];          /* PT_INTERP, the program interpreter ("/lib64/ld-linux-x86-64.so.2"); "" when
+                                   * there is none (a static executable, most shared objects): such a program
+                                   * ignores LD_PRELOAD; "?" when it lies beyond the data given */
   char reason[HUGIFY_REASON_MAX]; /* why parsing failed */
 };
 

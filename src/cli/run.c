@@ -1,7 +1,6 @@
 /* run.c - hugify run: start a program with libhugify-preload.so and the heap settings of a mode, then get
  * out of the way: the program replaces hugify (exec), so its pid, exit status, signals, stdin and stdout
  * are its own. Everything that happens inside the program is the preload's (src/preload). */
-#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -219,29 +218,6 @@ static bool script_interpreter(const char *path, char *out, size_t cap) {
   return true;
 }
 
-/* 1: an ELF with a PT_INTERP (the dynamic loader runs it and reads LD_PRELOAD); 0: ELF without one
- * (static, static-pie); -1: not a 64-bit ELF we can read. */
-static int elf_is_dynamic(const char *path) {
-  int fd = safe_file_open_read(path, true);
-  if (fd < 0) return -1;
-  Elf64_Ehdr header;
-  int result = -1;
-  if (pread(fd, &header, sizeof header, 0) == (ssize_t)sizeof header && memcmp(header.e_ident, ELFMAG, SELFMAG) == 0 &&
-      header.e_ident[EI_CLASS] == ELFCLASS64 && header.e_phentsize == sizeof(Elf64_Phdr)) {
-    result = 0;
-    for (unsigned i = 0; i < header.e_phnum; i++) {
-      Elf64_Phdr ph;
-      if (pread(fd, &ph, sizeof ph, (off_t)(header.e_phoff + (uint64_t)i * sizeof ph)) != (ssize_t)sizeof ph) {
-        result = -1;
-        break;
-      }
-      if (ph.p_type == PT_INTERP) { result = 1; break; }
-    }
-  }
-  close(fd);
-  return result;
-}
-
 /* Why the loader would run the file in secure mode (AT_SECURE), dropping LD_PRELOAD and GLIBC_TUNABLES;
  * NULL when it would not. */
 static const char *secure_execution(const char *path) {
@@ -266,7 +242,8 @@ static void check_program(const char *command, const char *path) {
          binary, secure);
     return;
   }
-  if (elf_is_dynamic(binary) == 0) {
+  struct hugify_elf_info elf;
+  if (hugify_elf_read(binary, &elf) == 0 && !elf.interpreter[0]) {
     fail(EXIT_SHORT, "run",
          "%s is statically linked (no program interpreter): LD_PRELOAD is ignored, so there is no text remap, "
          "no mmap cover and no report; glibc's malloc tunables still apply. Use libhugify in the program "

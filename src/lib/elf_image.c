@@ -87,7 +87,15 @@ int hugify_elf_parse(const void *data, size_t size, struct hugify_elf_info *out)
   for (unsigned i = 0; i < eh.e_phnum; i++) {
     Elf64_Phdr ph;
     memcpy(&ph, bytes + eh.e_phoff + (uint64_t)i * sizeof ph, sizeof ph);
-    if (ph.p_type == PT_INTERP) interp = true;
+    if (ph.p_type == PT_INTERP) {
+      interp = true;
+      if (in_bounds(ph.p_offset, ph.p_filesz, size)) /* the path, NUL-terminated in the file */
+        snprintf(out->interpreter, sizeof out->interpreter, "%.*s", (int)(ph.p_filesz < sizeof out->interpreter
+                                                                          ? ph.p_filesz : sizeof out->interpreter - 1),
+                 (const char *)bytes + ph.p_offset);
+      else
+        snprintf(out->interpreter, sizeof out->interpreter, "?");
+    }
     if (ph.p_type == PT_DYNAMIC && in_bounds(ph.p_offset, ph.p_filesz, size))
       for (uint64_t off = 0; off + sizeof(Elf64_Dyn) <= ph.p_filesz; off += sizeof(Elf64_Dyn)) {
         Elf64_Dyn dyn;

@@ -293,6 +293,15 @@ TEST(ElfImage, HugeWindowArithmetic) {
   EXPECT_EQ(lo, hi);
 }
 
+// PT_INTERP is what `hugify run` asks of a program: without one (static), LD_PRELOAD is ignored.
+TEST(ElfRead, InterpreterOfADynamicAndAStaticProgram) {
+  hugify_elf_info info;
+  ASSERT_EQ(hugify_elf_read(test_support::helper_path("static_hello").c_str(), &info), 0) << info.reason;
+  EXPECT_STREQ(info.interpreter, "");
+  ASSERT_EQ(hugify_elf_read("/proc/self/exe", &info), 0) << info.reason;
+  EXPECT_NE(std::string(info.interpreter).find("ld-linux"), std::string::npos) << info.interpreter;
+}
+
 TEST(ElfRead, ReportsMissingFilesAndDirectories) {
   hugify_elf_info info;
   EXPECT_EQ(hugify_elf_read("/nonexistent/hugify", &info), -ENOENT);
