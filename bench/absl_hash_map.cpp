@@ -35,7 +35,7 @@ const char usage[] =
     "The seed's workload: absl::flat_hash_map<size_t, size_t, crc32 hash>, reserve(N), then N x\n"
     "try_emplace(i, i). Each run is a fresh child process; with `both` the allocators alternate, R runs\n"
     "each. Reports the median time of reserve + inserts, the share of the table's backing array that is on\n"
-    "huge pages (measured with hugify_backing on the block the allocator returned, whatever the\n"
+    "huge pages (measured with hugify_measure_backing on the block the allocator returned, whatever the\n"
     "environment made of it: LD_PRELOAD, GLIBC_TUNABLES...), the child's peak RSS, and std/hugify.\n"
     "\n"
     "  --allocator A  std (std::allocator), hugify (hugify::allocator, default chain), both (default)\n"
@@ -135,8 +135,8 @@ run_result run_once(size_t count) {
     r.cpu_seconds = cpu_seconds() - cpu_start;
     r.sys_seconds = sys_seconds() - sys_start;
     r.table_bytes = g_table.bytes;
-    if (g_table.address && hugify_backing(g_table.address, g_table.bytes, &r.table) != 0)
-      std::snprintf(r.error, sizeof r.error, "hugify_backing failed on the table");
+    if (g_table.address && hugify_measure_backing(g_table.address, g_table.bytes, &r.table) != 0)
+      std::snprintf(r.error, sizeof r.error, "hugify_measure_backing failed on the table");
     else if (ht.size() != count || (count > 0 && (ht.find(count / 2)->second != count / 2 || ht.contains(count))))
       std::snprintf(r.error, sizeof r.error, "wrong map contents");
     else

@@ -11,7 +11,7 @@
  * Each lookup is a dependent load: the next index is a hash of the value just read, so the latency of
  * every load (TLB miss and page walk included) is on the critical path. Output, one line per second:
  *   "second N: X.X ns/lookup, M lookups, Y.Y% huge"  (huge: share of the array on huge pages, measured with
- *   hugify_backing). The first line gives the PID and the array's address. */
+ *   hugify_measure_backing). The first line gives the PID and the array's address. */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdint.h>
@@ -87,7 +87,7 @@ int main(int argc, char **argv) {
     }
     double took = now() - begin;
     struct hugify_backing backing;
-    double huge = hugify_backing(array, words * sizeof *array, &backing) == 0 ? hugify_backing_huge_fraction(&backing) : -1;
+    double huge = hugify_measure_backing(array, words * sizeof *array, &backing) == 0 ? hugify_backing_huge_fraction(&backing) : -1;
     printf("second %ld: %.1f ns/lookup, %llu lookups, %.1f%% huge\n", second, took * 1e9 / (double)lookups,
            (unsigned long long)lookups, 100.0 * huge);
     fflush(stdout);

@@ -16,8 +16,8 @@ int main(void) {
   }
   memset(p, 1, size);
   struct hugify_backing b;
-  if (hugify_backing(p, size, &b) != 0) {
-    fprintf(stderr, "alloc_check: hugify_backing failed\n");
+  if (hugify_measure_backing(p, size, &b) != 0) {
+    fprintf(stderr, "alloc_check: hugify_measure_backing failed\n");
     return 1;
   }
   double huge = hugify_backing_huge_fraction(&b);

@@ -1,5 +1,5 @@
 // alloc_check.cpp - a consumer of the installed hugify.hpp: a std::vector on hugify::allocator and a
-// std::pmr::list on hugify::memory_resource, each checked with hugify_backing. Exit 0 when both are on
+// std::pmr::list on hugify::memory_resource, each checked with hugify_measure_backing. Exit 0 when both are on
 // huge pages, 1 when either fell short.
 #include <hugify.hpp>
 
@@ -14,7 +14,7 @@ int main() {
   std::vector<std::uint64_t, hugify::allocator<std::uint64_t>> v(std::size_t{8} << 20); // 64 MiB: one hugify block
   std::iota(v.begin(), v.end(), std::uint64_t{0});
   struct hugify_backing b{};
-  hugify_backing(v.data(), v.size() * sizeof v[0], &b);
+  hugify_measure_backing(v.data(), v.size() * sizeof v[0], &b);
   double vector_huge = hugify_backing_huge_fraction(&b);
 
   hugify::memory_resource resource;

@@ -2,7 +2,9 @@
  *
  * The one public C header of libhugify. Every function is thread-safe unless it says otherwise.
  * Conventions: functions returning int give 0 on success and -errno on failure; functions returning a
- * pointer give NULL and set errno. Where a struct has a `reason` field, it holds a human-readable
+ * pointer give NULL and set errno. Enumerations are passed as their enum types. Every struct the caller
+ * passes in or gets back ends in `reserved` fields, zero, which later versions may give a meaning: zero
+ * the whole struct (`= {0}`, memset) before filling in options. Where a struct has a `reason` field, it holds a human-readable
  * explanation of every fallback or failure (never truncated mid-word, always NUL-terminated).
  */
 #ifndef HUGIFY_H
@@ -17,9 +19,9 @@ extern "C" {
 #endif
 
 #define HUGIFY_VERSION_MAJOR 0
-#define HUGIFY_VERSION_MINOR 1
+#define HUGIFY_VERSION_MINOR 2
 #define HUGIFY_VERSION_PATCH 0
-#define HUGIFY_VERSION_STRING "0.1.0"
+#define HUGIFY_VERSION_STRING "0.2.0"
 
 /** The version of the library actually loaded (may differ from the header's). */
 const char *hugify_version(void);
@@ -75,13 +77,14 @@ struct hugify_system {
   char thp_enabled[16];     /* "always", "madvise", "never", or "" when THP is absent */
   char thp_defrag[24];      /* "always", "defer", "defer+madvise", "madvise", "never", or "" */
   uint64_t thp_pmd_size;    /* bytes, 0 when THP is absent */
-  int madv_collapse;        /* enum hugify_feature_state: MADV_COLLAPSE worked on a scratch mapping */
-  int process_madvise;      /* enum hugify_feature_state: process_madvise() is available */
-  int file_thp_text;        /* enum hugify_feature_state: file-backed text can be collapsed in place */
-  int pagemap_scan;         /* enum hugify_feature_state: PAGEMAP_SCAN ioctl (exact hugify_backing) */
-  int pmu;                  /* enum hugify_feature_state: hardware performance counters */
+  enum hugify_feature_state madv_collapse; /* MADV_COLLAPSE worked on a scratch mapping */
+  enum hugify_feature_state process_madvise; /* process_madvise() is available */
+  enum hugify_feature_state file_thp_text; /* file-backed text can be collapsed in place */
+  enum hugify_feature_state pagemap_scan; /* PAGEMAP_SCAN ioctl (exact hugify_measure_backing) */
+  enum hugify_feature_state pmu; /* hardware performance counters */
   int can_change_pools;     /* caller may write nr_hugepages */
   char reason[HUGIFY_REASON_MAX]; /* why any feature is UNKNOWN or NO */
+  uint64_t reserved[4];           /* zero: room to grow without an ABI break */
 };
 
 /** Fill *sys with what this machine offers. Returns 0, or -errno (only for sys == NULL). Takes a few ms:
@@ -101,12 +104,13 @@ struct hugify_backing {
   uint64_t resident_2m;    /* on hugetlb 2 MiB pages */
   uint64_t resident_1g;    /* on hugetlb 1 GiB pages */
   int exact;               /* 1: per-page measurement (PAGEMAP_SCAN); 0: prorated from smaps per mapping */
+  uint64_t reserved[4];           /* zero: room to grow without an ABI break */
 };
 
 /** Measure the range [p, p+size) of the caller's memory. Any range works: a hugify_alloc block, a
  *  malloc'd buffer, a global array, the program text. Returns 0 or -errno (-EINVAL for size 0 or a
  *  range that wraps; -ENOENT when smaps cannot be read). */
-int hugify_backing(const void *p, size_t size, struct hugify_backing *out);
+int hugify_measure_backing(const void *p, size_t size, struct hugify_backing *out);
 
 /** Share of the range on huge pages (THP + 2M + 1G) over resident bytes, in [0, 1]; 0 if none resident. */
 double hugify_backing_huge_fraction(const struct hugify_backing *b);
@@ -127,6 +131,7 @@ struct hugify_opts {
   enum hugify_page_kind kinds[HUGIFY_PAGE_KIND_COUNT];
   unsigned kind_count;
   unsigned flags; /* HUGIFY_STRICT | HUGIFY_POPULATE */
+  uint64_t reserved[4];           /* zero: room to grow without an ABI break */
 };
 
 struct hugify_info {
@@ -136,6 +141,7 @@ struct hugify_info {
   int measured;                   /* 1 when `backing` was measured (POPULATE), 0 otherwise */
   struct hugify_backing backing;  /* with POPULATE: what backs the block, measured after faulting */
   char reason[HUGIFY_REASON_MAX]; /* one clause per kind that was skipped or fell back, and why */
+  uint64_t reserved[4];           /* zero: room to grow without an ABI break */
 };
 
 /** Allocate size bytes of memory, aligned to its page size, through the fallback chain.
@@ -154,7 +160,7 @@ int hugify_free(void *p, size_t size);
 size_t hugify_live_blocks(void);
 
 /* ------------------------------------------------------------------------------------------------
- * Pools (hugify pool, hugify status): see pool.c
+ * Pools (hugify pool, hugify status): docs/pool.md and docs/library.md
  * ---------------------------------------------------------------------------------------------- */
 
 #define HUGIFY_MAX_NODES 64
@@ -203,6 +209,7 @@ struct hugify_pool_result {
   unsigned node_count;  /* 0 on a kernel without per-node pools */
   struct hugify_pool_node_result nodes[HUGIFY_MAX_NODES];
   char reason[HUGIFY_REASON_MAX]; /* the shortfall per node, and what was done about it */
+  uint64_t reserved[4];           /* zero: room to grow without an ABI break */
 };
 
 /* flags for hugify_pool_set */
@@ -226,15 +233,22 @@ struct hugify_mount_opts {
   gid_t gid;          /* its group: the users of this group may create files (with mode 01770) */
   uint64_t max_size;  /* bytes the mount may hold at most; 0 = no limit */
   uint64_t min_size;  /* bytes reserved from the pool for the mount as it is mounted; 0 = none */
+  uint64_t reserved[4];           /* zero: room to grow without an ABI break */
 };
 
 /** The standard mount point of a page size: "/dev/hugepages2M", "/dev/hugepages1G". */
 void hugify_pool_mount_dir(uint64_t page_size, char *buf, size_t cap);
 
+struct hugify_mount_result {
+  char reason[HUGIFY_REASON_MAX]; /* what was done or why not ("" when it mounted as asked) */
+  uint64_t reserved[4];           /* zero: room to grow without an ABI break */
+};
+
 /** Mount hugetlbfs of page_size (opts may be NULL: defaults above), creating the directory if needed.
- *  Returns 0 (also when that size is already mounted there: the reason says so), -EINVAL (unknown size,
- *  min_size > max_size), -EBUSY (something else is mounted there), -EPERM (needs CAP_SYS_ADMIN), -errno. */
-int hugify_pool_mount(uint64_t page_size, const struct hugify_mount_opts *opts, char *reason, size_t cap);
+ *  result may be NULL. Returns 0 (also when that size is already mounted there: the reason says so),
+ *  -EINVAL (unknown size, min_size > max_size), -EBUSY (something else is mounted there), -EPERM (needs
+ *  CAP_SYS_ADMIN), -errno. */
+int hugify_pool_mount(uint64_t page_size, const struct hugify_mount_opts *opts, struct hugify_mount_result *result);
 
 /* Persistence across reboots. These are pure: they return the text of a file (malloc'd, the caller frees)
  * so that a dry run can show it, or a diff against the file that is there. */
@@ -353,6 +367,7 @@ struct hugify_inspect_report {
   size_t object_count;
   struct hugify_inspect_object *objects;    /* malloc'd; code per object, in order of first mapping */
   char reason[HUGIFY_REASON_MAX];      /* what could not be read (e.g. thread stack pointers), and why */
+  uint64_t reserved[4];           /* zero: room to grow without an ABI break */
 };
 
 /** Inspect process `pid` (0 = the caller) from /proc/PID/smaps, /proc/PID/status and the threads'
@@ -378,6 +393,7 @@ struct hugify_collapse_opts {
   /* Called after every call into the kernel with the bytes tried so far and the bytes planned (may be NULL). */
   void (*progress)(void *context, uint64_t done, uint64_t total);
   void *progress_context;
+  uint64_t reserved[4];           /* zero: room to grow without an ABI break */
 };
 
 struct hugify_collapse_mapping {
@@ -417,6 +433,7 @@ struct hugify_collapse_report {
   size_t failure_count;
   struct hugify_collapse_failure *failures; /* malloc'd */
   char reason[HUGIFY_REASON_MAX];
+  uint64_t reserved[4];           /* zero: room to grow without an ABI break */
 };
 
 /** Put the existing anonymous memory of process `pid` (0 = the caller) on transparent huge pages now,
@@ -445,10 +462,10 @@ enum hugify_text_path {
 /** "skipped", "in-place", "copy-swap". */
 const char *hugify_text_path_name(enum hugify_text_path path);
 
-/* The steps of moving one segment, in order. hugify_text_opts.fail_step = one of them makes that step fail
- * (test only): every step before HUGIFY_TEXT_STEP_SWAP leaves the original code untouched; after it,
- * failures are reported and the moved code stays. */
+/* The steps of moving one segment, in order. Every step before HUGIFY_TEXT_STEP_SWAP leaves the original
+ * code untouched when it fails; after it, failures are reported and the moved code stays. */
 enum hugify_text_step {
+  HUGIFY_TEXT_STEP_NONE = 0,     /* no step (failed_step when none failed) */
   HUGIFY_TEXT_STEP_CHECK = 1,    /* read smaps: the window must be private r-x code, unmodified, not moved yet */
   HUGIFY_TEXT_STEP_IN_PLACE = 2, /* path 1: MADV_HUGEPAGE + MADV_COLLAPSE on the file mapping (when the kernel can) */
   HUGIFY_TEXT_STEP_RESERVE = 3,  /* map the copy elsewhere: 2 MiB aligned (THP) or from the hugetlb pool */
@@ -463,7 +480,7 @@ enum hugify_text_step {
   HUGIFY_TEXT_STEP_COUNT = 12
 };
 /** "check", "in-place", "reserve", ... "perf-map"; "?" for anything else. */
-const char *hugify_text_step_name(int step);
+const char *hugify_text_step_name(enum hugify_text_step step);
 
 /* flags for struct hugify_text_opts */
 #define HUGIFY_TEXT_MAIN_ONLY 0x1u   /* only the main program, no shared objects                        */
@@ -479,7 +496,7 @@ struct hugify_text_opts {
   const char *include;           /* ':'-separated fnmatch(3) patterns, matched against an object's path and
                                   * against its file name; NULL or "" = every object */
   const char *exclude;           /* same syntax: objects matching any of these are skipped */
-  int fail_step;                 /* TEST ONLY: enum hugify_text_step that fails for every segment; 0 = none */
+  uint64_t reserved[4];           /* zero: room to grow without an ABI break */
 };
 
 #define HUGIFY_TEXT_MAX_SEGMENTS 4 /* executable segments per object kept in the report */
@@ -493,7 +510,7 @@ struct hugify_text_segment {
   enum hugify_page_kind kind;        /* page kind of the window now: THP or 2M when moved, 4K when skipped */
   uint64_t huge_bytes;               /* measured in smaps after the move: bytes of the window on huge pages */
   uint64_t nanoseconds;              /* time this segment took, all steps */
-  int failed_step;                   /* enum hugify_text_step that failed, 0 if none did */
+  enum hugify_text_step failed_step; /* the step that failed, HUGIFY_TEXT_STEP_NONE if none did */
   char reason[HUGIFY_REASON_MAX];    /* why skipped or short of fully huge; "" when fully done */
 };
 
@@ -520,6 +537,7 @@ struct hugify_text_report {
   unsigned moved_segments, skipped_segments;
   char perf_map[128];                /* the perf map written, "" when none */
   char reason[HUGIFY_REASON_MAX];    /* problems not tied to one segment (perf map, out of memory) */
+  uint64_t reserved[4];           /* zero: room to grow without an ABI break */
 };
 
 /** Put the code of the main program and of every loaded shared object onto huge pages, now.
@@ -578,6 +596,7 @@ struct hugify_elf_info {
                                    * there is none (a static executable, most shared objects): such a program
                                    * ignores LD_PRELOAD; "?" when it lies beyond the data given */
   char reason[HUGIFY_REASON_MAX]; /* why parsing failed */
+  uint64_t reserved[4];           /* zero: room to grow without an ABI break */
 };
 
 /** The linker flags that make executable segments 2 MiB aligned. */

@@ -34,9 +34,6 @@
 
 namespace hugify {
 
-// In C++ the function hugify_backing hides the struct of the same name: this is the struct.
-using backing = struct ::hugify_backing;
-
 // ---- errors ---------------------------------------------------------------------------------------
 
 // Thrown by hugify::allocator and hugify::memory_resource when hugify_alloc fails. A std::bad_alloc, so
@@ -229,7 +226,7 @@ class memory_resource : public std::pmr::memory_resource {
     sum.exact = 1;
     auto add = [&sum](const block &b) {
       struct hugify_backing one{};
-      if (hugify_backing(b.address, b.size, &one) != 0) return;
+      if (hugify_measure_backing(b.address, b.size, &one) != 0) return;
       sum.size += one.size;
       sum.mapped += one.mapped;
       sum.resident += one.resident;

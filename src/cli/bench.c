@@ -3,7 +3,7 @@
  *
  * Every kind's memory comes from hugify_alloc with a one-kind chain and HUGIFY_STRICT, so a kind that
  * cannot be had is reported skipped with the library's reason, never replaced by another kind; and what
- * backs each working set is measured with hugify_backing right before it is timed.
+ * backs each working set is measured with hugify_measure_backing right before it is timed.
  *
  * Every point is timed several times (3, or 5 without --quick), the repetitions interleaved across the page
  * kinds in a balanced order (src/lib/measure.c), never back to back: the figure is the median, with the
@@ -34,7 +34,7 @@ const char usage_bench[] =
     "                    [--json | --json=FILE] [--chart FILE.svg]\n"
     "\n"
     "What huge pages buy on this machine: the seed experiments, timed on each page kind, with the\n"
-    "speedup over 4 KiB pages against the working-set size. Before every timing, hugify_backing\n"
+    "speedup over 4 KiB pages against the working-set size. Before every timing, hugify_measure_backing\n"
     "checks what really backs the working set; a point under 95 % on its page kind is flagged.\n"
     "Every point is timed 3 times (--quick) or 5 times, interleaved across the page kinds: the median is\n"
     "shown with its spread (min-max); a point whose spread exceeds 10 % of its median is flagged noisy,\n"
@@ -383,7 +383,7 @@ static void *kind_alloc(struct bench *b, enum hugify_page_kind kind, uint64_t wa
 /* Share of [p, p+size) on this kind's pages (4K: on base pages), measured; -1 when it cannot be. */
 static double kind_coverage(struct bench *b, const void *p, uint64_t size, enum hugify_page_kind kind) {
   struct hugify_backing backing;
-  if (hugify_backing(p, (size_t)size, &backing) != 0) {
+  if (hugify_measure_backing(p, (size_t)size, &backing) != 0) {
     b->backing_failed = true;
     return -1;
   }

@@ -594,7 +594,9 @@ static int pool_mount(struct pool_args *a, const struct machine *m) {
   int rc = 0, exit_code = EXIT_DONE;
   bool mounted = false;
   if (!a->dry_run && live) {
-    rc = hugify_pool_mount(size, &a->mount, reason, sizeof reason);
+    struct hugify_mount_result mount;
+    rc = hugify_pool_mount(size, &a->mount, &mount);
+    snprintf(reason, sizeof reason, "%s", mount.reason);
     mounted = rc == 0;
     if (rc == -EPERM || rc == -EACCES || rc == -EROFS) { free(unit); return privilege_error(a, reason); }
     if (rc == -EINVAL) { free(unit); return usage_error("pool", "%s", reason); }

@@ -46,7 +46,7 @@ static void measure_vma_part(const struct smaps_vma *vma, uint64_t lo, uint64_t 
   }
 }
 
-int hugify_backing(const void *p, size_t size, struct hugify_backing *out) {
+int hugify_measure_backing(const void *p, size_t size, struct hugify_backing *out) {
   if (!out) return -EINVAL;
   memset(out, 0, sizeof *out);
   uintptr_t start = (uintptr_t)p;
@@ -71,7 +71,7 @@ int backing_measure_mapping(const void *p, size_t size, enum hugify_page_kind ki
   struct os_resident r;
   uintptr_t start = (uintptr_t)p;
   if (probe_pagemap_scan(NULL, 0) != HUGIFY_FEATURE_YES || os_pagemap_resident(start, start + size, &r) != 0)
-    return hugify_backing(p, size, out);
+    return hugify_measure_backing(p, size, out);
   memset(out, 0, sizeof *out);
   out->size = out->mapped = size;
   out->exact = 1;

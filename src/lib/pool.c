@@ -581,8 +581,10 @@ int pool_make_directories(const char *dir, bool *created) {
   }
 }
 
-int hugify_pool_mount(uint64_t page_size, const struct hugify_mount_opts *opts, char *reason, size_t cap) {
-  if (reason && cap) reason[0] = '\0';
+int hugify_pool_mount(uint64_t page_size, const struct hugify_mount_opts *opts, struct hugify_mount_result *result) {
+  if (result) memset(result, 0, sizeof *result);
+  char *reason = result ? result->reason : NULL;
+  size_t cap = result ? sizeof result->reason : 0;
   struct mount_settings s;
   mount_settings(page_size, opts, &s);
   char label[32];

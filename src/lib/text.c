@@ -46,7 +46,7 @@ static const char *const step_names[HUGIFY_TEXT_STEP_COUNT] = {
     "?", "check", "in-place", "reserve", "advise", "copy", "collapse", "protect", "name", "swap", "verify", "perf-map",
 };
 
-const char *hugify_text_step_name(int step) {
+const char *hugify_text_step_name(enum hugify_text_step step) {
   return step > 0 && step < HUGIFY_TEXT_STEP_COUNT ? step_names[step] : "?";
 }
 
@@ -68,6 +68,7 @@ void hugify_text_report_free(struct hugify_text_report *report) {
 
 struct remap {
   struct hugify_text_opts opts;
+  int fail_step;           /* text_inject_failure's step for this call, 0 = none */
   struct hugify_text_report *report;
   size_t cap;              /* of report->objects */
   int error;               /* -ENOMEM when the report could not grow */
@@ -82,7 +83,16 @@ static uint64_t now_ns(void) {
 }
 
 /* Fault injection (tests): the step fails as if its system call had. */
-static bool injected(const struct remap *r, int step) { return r->opts.fail_step == step; }
+static bool injected(const struct remap *r, int step) { return r->fail_step == step; }
+
+/* Test-only fault injection (text_inject_failure): read when a call starts, under remap_lock's order. */
+static _Atomic int injected_step;
+
+int text_inject_failure(int step) {
+  if (step < 0 || step >= HUGIFY_TEXT_STEP_COUNT) return -EINVAL;
+  injected_step = step;
+  return 0;
+}
 
 static void step_failed(struct hugify_text_segment *s, int step, int err, const char *detail) {
   if (!s->failed_step) s->failed_step = step;
@@ -223,7 +233,7 @@ static bool try_in_place(struct remap *r, struct hugify_text_segment *s, const s
     return false;
   }
   struct hugify_backing b;
-  if (hugify_backing(window, length, &b) != 0 || b.resident_thp == 0) {
+  if (hugify_measure_backing(window, length, &b) != 0 || b.resident_thp == 0) {
     os_reason_add(s->reason, sizeof s->reason, "in-place collapse left no huge pages");
     return false;
   }
@@ -338,7 +348,7 @@ undo: /* the copy is not live code yet: dropping it changes nothing the program 
 static void verify(struct remap *r, struct hugify_text_segment *s) {
   size_t length = s->window_end - s->window_start;
   struct hugify_backing b;
-  int rc = injected(r, HUGIFY_TEXT_STEP_VERIFY) ? -EIO : hugify_backing((void *)(uintptr_t)s->window_start, length, &b);
+  int rc = injected(r, HUGIFY_TEXT_STEP_VERIFY) ? -EIO : hugify_measure_backing((void *)(uintptr_t)s->window_start, length, &b);
   if (rc != 0) {
     step_failed(s, HUGIFY_TEXT_STEP_VERIFY, injected(r, HUGIFY_TEXT_STEP_VERIFY) ? 0 : -rc, NULL);
     os_reason_add(s->reason, sizeof s->reason, "moved, but not measured");
@@ -366,13 +376,13 @@ static void move_segment(struct remap *r, const struct hugify_text_object *o, st
   } else {
     size_t length = s->window_end - s->window_start;
     bool hugetlb = use_hugetlb(r, s, length), moved = hugetlb && copy_and_swap(r, o, s, true);
-    if (hugetlb && !moved && r->opts.fail_step == 0) {
+    if (hugetlb && !moved && r->fail_step == 0) {
       /* hugetlb pages could not be had or moved (mremap of hugetlb needs Linux 5.16): the original is
        * intact, so THP is still worth a try */
       os_reason_add(s->reason, sizeof s->reason, "trying THP");
       s->failed_step = 0;
     }
-    if (!moved && (!hugetlb || r->opts.fail_step == 0)) moved = copy_and_swap(r, o, s, false);
+    if (!moved && (!hugetlb || r->fail_step == 0)) moved = copy_and_swap(r, o, s, false);
     if (moved) verify(r, s);
   }
   s->nanoseconds = now_ns() - start;
@@ -530,14 +540,12 @@ int hugify_remap_text(const struct hugify_text_opts *opts, struct hugify_text_re
   memset(&r, 0, sizeof r);
   if (opts) r.opts = *opts;
   if (r.opts.kind == HUGIFY_PAGE_4K) r.opts.kind = HUGIFY_PAGE_THP;
-  if ((r.opts.flags & ~HUGIFY_TEXT_FLAGS_ALL) || (r.opts.kind != HUGIFY_PAGE_THP && r.opts.kind != HUGIFY_PAGE_2M) ||
-      r.opts.fail_step < 0 || r.opts.fail_step >= HUGIFY_TEXT_STEP_COUNT) {
+  if ((r.opts.flags & ~HUGIFY_TEXT_FLAGS_ALL) || (r.opts.kind != HUGIFY_PAGE_THP && r.opts.kind != HUGIFY_PAGE_2M)) {
     snprintf(report->reason, sizeof report->reason, "invalid options: %s",
-             r.opts.flags & ~HUGIFY_TEXT_FLAGS_ALL ? "unknown flags"
-             : r.opts.fail_step < 0 || r.opts.fail_step >= HUGIFY_TEXT_STEP_COUNT ? "fail_step out of range"
-                                                                               : "page kind must be THP or 2M");
+             r.opts.flags & ~HUGIFY_TEXT_FLAGS_ALL ? "unknown flags" : "page kind must be THP or 2M");
     return -EINVAL;
   }
+  r.fail_step = injected_step;
   r.report = report;
   uint64_t start = now_ns();
   ssize_t n = readlink("/proc/self/exe", r.exe, sizeof r.exe - 1);

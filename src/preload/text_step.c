@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "hugify.h"
+#include "internal.h"
 #include "preload.h"
 #include "units.h"
 
@@ -33,9 +34,9 @@ void preload_text_step(const struct hugify_options *options) {
       .min_size = options->text_min_size,
       .include = options->text_include,
       .exclude = options->text_exclude,
-      .fail_step = options->text_fail_step,
   };
   struct hugify_text_report report;
+  text_inject_failure(options->text_fail_step);
   int rc = hugify_remap_text(&opts, &report);
   if (rc != 0) {
     preload_fallback("text", "%s", report.reason[0] ? report.reason : "the text remap failed");

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "hugify.h"
+#include "internal.h" /* text_inject_failure */
 
 uint64_t hugify_generated_run(void);
 extern const uint64_t hugify_generated_expected;
@@ -80,7 +81,7 @@ int main(int argc, char **argv) {
       opts.kind = strcmp(next, "2m") == 0 ? HUGIFY_PAGE_2M : HUGIFY_PAGE_THP;
       i++;
     } else if (strcmp(argv[i], "--fail-step") == 0 && next) {
-      opts.fail_step = atoi(next);
+      text_inject_failure(atoi(next));
       i++;
     } else if (strcmp(argv[i], "--exclude") == 0 && next) {
       opts.exclude = next;

@@ -38,7 +38,6 @@ foreach(variant static shared aligned)
     hugify_enable_huge_text(${target})
   endif()
   set_target_properties(${target} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
-  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/include)
-  target_link_libraries(${target} PRIVATE hugify_static Threads::Threads ${CMAKE_DL_LIBS})
+  target_link_libraries(${target} PRIVATE hugify_internal Threads::Threads ${CMAKE_DL_LIBS}) # text_inject_failure
   list(APPEND HUGIFY_TEST_HELPER_TARGETS ${target})
 endforeach()

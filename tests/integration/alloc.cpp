@@ -1,4 +1,4 @@
-// hugify_alloc / hugify_free / hugify_backing / hugify_probe on real memory and the real pool.
+// hugify_alloc / hugify_free / hugify_measure_backing / hugify_probe on real memory and the real pool.
 #include <gtest/gtest.h>
 
 #include <sys/mman.h>
@@ -60,11 +60,11 @@ std::string thp_mode() {
   return open == std::string::npos ? "" : text.substr(open + 1, close - open - 1);
 }
 
-// Checks both hugify_backing and an independent smaps read agree that `fraction` of the block is on
+// Checks both hugify_measure_backing and an independent smaps read agree that `fraction` of the block is on
 // the claimed kind.
 void expect_backed_by(void *p, size_t size, hugify_page_kind kind, double fraction) {
   struct hugify_backing b{};
-  ASSERT_EQ(hugify_backing(p, size, &b), 0);
+  ASSERT_EQ(hugify_measure_backing(p, size, &b), 0);
   uint64_t claimed = kind == HUGIFY_PAGE_THP ? b.resident_thp
                      : kind == HUGIFY_PAGE_2M ? b.resident_2m
                      : kind == HUGIFY_PAGE_1G ? b.resident_1g
@@ -354,25 +354,25 @@ TEST(Backing, AnyRangeOfTheCallersMemory) {
   ASSERT_NE(buffer, nullptr);
   std::memset(buffer, 1, size);
   struct hugify_backing b{};
-  ASSERT_EQ(hugify_backing(buffer, size, &b), 0);
+  ASSERT_EQ(hugify_measure_backing(buffer, size, &b), 0);
   EXPECT_EQ(b.size, size);
   EXPECT_EQ(b.mapped, size);
   EXPECT_GE(b.resident, size - 4096);
   free(buffer);
   // A global array, half touched.
   std::memset(global_array, 1, sizeof global_array / 2);
-  ASSERT_EQ(hugify_backing(global_array, sizeof global_array, &b), 0);
+  ASSERT_EQ(hugify_measure_backing(global_array, sizeof global_array, &b), 0);
   EXPECT_GE(b.resident, sizeof global_array / 2);
   EXPECT_EQ(b.resident_2m + b.resident_1g, 0u);
   // The text of this program.
-  auto text = reinterpret_cast<uintptr_t>(&hugify_backing) & ~uintptr_t{4095};
-  ASSERT_EQ(hugify_backing(reinterpret_cast<void *>(text), 4096, &b), 0);
+  auto text = reinterpret_cast<uintptr_t>(&hugify_measure_backing) & ~uintptr_t{4095};
+  ASSERT_EQ(hugify_measure_backing(reinterpret_cast<void *>(text), 4096, &b), 0);
   EXPECT_EQ(b.mapped, 4096u);
   EXPECT_EQ(b.resident, 4096u);
   // Bad ranges.
-  EXPECT_EQ(hugify_backing(buffer, 0, &b), -EINVAL);
-  EXPECT_EQ(hugify_backing(reinterpret_cast<void *>(UINTPTR_MAX - 10), 100, &b), -EINVAL);
-  EXPECT_EQ(hugify_backing(global_array, 1, nullptr), -EINVAL);
+  EXPECT_EQ(hugify_measure_backing(buffer, 0, &b), -EINVAL);
+  EXPECT_EQ(hugify_measure_backing(reinterpret_cast<void *>(UINTPTR_MAX - 10), 100, &b), -EINVAL);
+  EXPECT_EQ(hugify_measure_backing(global_array, 1, nullptr), -EINVAL);
 }
 
 TEST(Backing, PartOfAMappingIsMeasuredExactly) {
@@ -382,8 +382,8 @@ TEST(Backing, PartOfAMappingIsMeasuredExactly) {
   ASSERT_NE(p, nullptr);
   std::memset(p + 4 * MiB, 1, 4 * MiB);
   struct hugify_backing first{}, second{};
-  ASSERT_EQ(hugify_backing(p, 4 * MiB, &first), 0);
-  ASSERT_EQ(hugify_backing(p + 4 * MiB, 4 * MiB, &second), 0);
+  ASSERT_EQ(hugify_measure_backing(p, 4 * MiB, &first), 0);
+  ASSERT_EQ(hugify_measure_backing(p + 4 * MiB, 4 * MiB, &second), 0);
   if (!second.exact) GTEST_SKIP() << "no PAGEMAP_SCAN: backing is prorated per mapping";
   EXPECT_EQ(first.resident, 0u);
   EXPECT_EQ(second.resident, 4 * MiB);

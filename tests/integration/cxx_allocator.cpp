@@ -37,7 +37,7 @@ uint64_t smaps_huge_bytes(const void *p, size_t size) {
 
 struct hugify_backing backing_of(const void *p, size_t size) {
   struct hugify_backing b{};
-  EXPECT_EQ(hugify_backing(p, size, &b), 0);
+  EXPECT_EQ(hugify_measure_backing(p, size, &b), 0);
   return b;
 }
 

@@ -26,6 +26,10 @@
 #include "hugify.h"
 #include "test_support.hpp"
 
+extern "C" {
+#include "internal.h"
+}
+
 namespace {
 
 using test_support::command_result;
@@ -444,7 +448,7 @@ TEST(TextRemapGenerated, HugetlbPagesWhenThePoolHasThem) {
   // Faults in the hugetlb path leave the original as it was, and the pool pages are given back.
   uint64_t free_before = test_support::free_hugetlb(2 * MiB);
   for (int step : {HUGIFY_TEXT_STEP_RESERVE, HUGIFY_TEXT_STEP_COPY, HUGIFY_TEXT_STEP_PROTECT, HUGIFY_TEXT_STEP_SWAP}) {
-    std::string context = std::string("--kind 2m, ") + hugify_text_step_name(step) + " fails";
+    std::string context = std::string("--kind 2m, ") + hugify_text_step_name(static_cast<hugify_text_step>(step)) + " fails";
     held_run f = run_held("static", {"--remap", "--kind", "2m", "--fail-step", std::to_string(step)});
     ASSERT_EQ(f.result.status, 0) << context << "\n" << f.result.err;
     EXPECT_EQ(f.output.checksum, expected_checksum()) << context;
@@ -529,7 +533,7 @@ TEST(TextRemapGenerated, AlignedLinkMovesTheSegmentFromItsStart) {
 // Step K fails: the program runs on with the right result, and before the swap nothing changed.
 TEST(TextRemapGenerated, FaultAtEveryStepLeavesAWorkingProgram) {
   for (int step = 1; step < HUGIFY_TEXT_STEP_COUNT; step++) {
-    std::string name = hugify_text_step_name(step);
+    std::string name = hugify_text_step_name(static_cast<hugify_text_step>(step));
     bool before_swap = step <= HUGIFY_TEXT_STEP_SWAP && step != HUGIFY_TEXT_STEP_NAME && step != HUGIFY_TEXT_STEP_IN_PLACE;
     for (std::string variant : {"static", "shared"}) {
       std::string context = variant + ", step " + std::to_string(step) + " (" + name + ") fails";
@@ -577,15 +581,14 @@ TEST(TextRemapApi, RejectsBadOptions) {
   opts = {};
   opts.kind = HUGIFY_PAGE_1G;
   EXPECT_EQ(hugify_remap_text(&opts, &report), -EINVAL);
-  opts = {};
-  opts.fail_step = HUGIFY_TEXT_STEP_COUNT;
-  EXPECT_EQ(hugify_remap_text(&opts, &report), -EINVAL);
+  EXPECT_EQ(text_inject_failure(HUGIFY_TEXT_STEP_COUNT), -EINVAL); // test-only, not in the public struct
+  EXPECT_EQ(text_inject_failure(-1), -EINVAL);
   EXPECT_EQ(hugify_remap_text(nullptr, nullptr), -EINVAL);
   hugify_text_report_free(&report);
   hugify_text_report_free(&report); // twice is fine
   hugify_text_report_free(nullptr);
   EXPECT_STREQ(hugify_text_step_name(HUGIFY_TEXT_STEP_SWAP), "swap");
-  EXPECT_STREQ(hugify_text_step_name(0), "?");
+  EXPECT_STREQ(hugify_text_step_name(HUGIFY_TEXT_STEP_NONE), "?");
   EXPECT_STREQ(hugify_text_path_name(HUGIFY_TEXT_COPY_SWAP), "copy-swap");
 }
 
