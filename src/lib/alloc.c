@@ -161,7 +161,7 @@ static void *map_hugetlb(struct attempt *a) {
   a->mapped = round_up(a->size, page);
   char why[512];
   if (!cgroup_hugetlb_room(page, a->mapped, why, sizeof why)) {
-    os_reason_add(a->reason, a->reason_cap, "%s: %s", name, why);
+    reason_add(a->reason, a->reason_cap, "%s: %s", name, why);
     return MAP_FAILED;
   }
   /* Never MAP_NORESERVE: the mmap reserves the pool pages, or fails here instead of SIGBUS later. */
@@ -171,13 +171,13 @@ static void *map_hugetlb(struct attempt *a) {
   int err = errno;
   struct hugify_hugetlb_size pool;
   if (os_hugetlb_read(page, &pool) != 0)
-    os_reason_add(a->reason, a->reason_cap, "%s: this kernel has no %s hugetlb pages", name, name);
+    reason_add(a->reason, a->reason_cap, "%s: this kernel has no %s hugetlb pages", name, name);
   else if (err == ENOMEM)
-    os_reason_add(a->reason, a->reason_cap, "%s: pool has %llu free pages, %llu needed (hugify pool set %s=N)",
+    reason_add(a->reason, a->reason_cap, "%s: pool has %llu free pages, %llu needed (hugify pool set %s=N)",
                   name, (unsigned long long)pool.available,
                   (unsigned long long)(a->mapped / page), name);
   else
-    os_reason_add(a->reason, a->reason_cap, "%s: mmap failed (%s)", name, strerror(err));
+    reason_add(a->reason, a->reason_cap, "%s: mmap failed (%s)", name, strerror(err));
   return MAP_FAILED;
 }
 
@@ -188,7 +188,7 @@ static void *map_anonymous(struct attempt *a) {
     char mode[16];
     probe_thp_setting("enabled", mode, sizeof mode);
     if (!mode[0] || strcmp(mode, "never") == 0) {
-      os_reason_add(a->reason, a->reason_cap, "THP: %s (echo madvise > %s/enabled)",
+      reason_add(a->reason, a->reason_cap, "THP: %s (echo madvise > %s/enabled)",
                     mode[0] ? "disabled system-wide (never)" : "not in this kernel", OS_SYSFS_THP);
       return MAP_FAILED;
     }
@@ -197,11 +197,11 @@ static void *map_anonymous(struct attempt *a) {
   void *p; /* THP: aligned to the PMD so every 2 MiB window can be one huge page */
   int rc = os_map_aligned(a->mapped, thp ? page : 0, PROT_READ | PROT_WRITE, &p);
   if (rc) {
-    os_reason_add(a->reason, a->reason_cap, "%s: mmap failed (%s)", hugify_page_kind_name(a->kind), strerror(-rc));
+    reason_add(a->reason, a->reason_cap, "%s: mmap failed (%s)", hugify_page_kind_name(a->kind), strerror(-rc));
     return MAP_FAILED;
   }
   if (madvise(p, a->mapped, thp ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) != 0 && thp) {
-    os_reason_add(a->reason, a->reason_cap, "THP: madvise(MADV_HUGEPAGE) failed (%s)", strerror(errno));
+    reason_add(a->reason, a->reason_cap, "THP: madvise(MADV_HUGEPAGE) failed (%s)", strerror(errno));
     munmap(p, a->mapped);
     return MAP_FAILED;
   }
@@ -218,7 +218,7 @@ static void populate(void *p, size_t length, uint64_t page) {
 static bool settle_thp(void *p, struct attempt *a, struct hugify_backing *b) {
   backing_measure_collapse_measure(p, a->mapped, b);
   if (b->resident_thp == b->resident && b->resident > 0) return true;
-  os_reason_add(a->reason, a->reason_cap, "THP: only %.1f%% of the block got huge pages after populate%s",
+  reason_add(a->reason, a->reason_cap, "THP: only %.1f%% of the block got huge pages after populate%s",
                 100.0 * hugify_backing_huge_fraction(b),
                 probe_madv_collapse(NULL, 0) == HUGIFY_FEATURE_YES ? " and MADV_COLLAPSE" : "");
   return false;
@@ -257,7 +257,7 @@ void *hugify_alloc(size_t size, const struct hugify_opts *opts, struct hugify_in
     struct attempt a = {chain[i], size, 0, flags, info->reason, sizeof info->reason};
     bool hugetlb = a.kind == HUGIFY_PAGE_2M || a.kind == HUGIFY_PAGE_1G;
     if (hugetlb && !explicit_chain && size < page_kind_size(a.kind)) {
-      os_reason_add(info->reason, sizeof info->reason, "%s: request smaller than one page",
+      reason_add(info->reason, sizeof info->reason, "%s: request smaller than one page",
                     hugify_page_kind_name(a.kind));
       continue;
     }
@@ -277,7 +277,7 @@ void *hugify_alloc(size_t size, const struct hugify_opts *opts, struct hugify_in
     }
     if (!registry_insert((uintptr_t)p, a.mapped, size)) {
       munmap(p, a.mapped);
-      os_reason_add(info->reason, sizeof info->reason, "out of memory for the block registry");
+      reason_add(info->reason, sizeof info->reason, "out of memory for the block registry");
       break;
     }
     return p;

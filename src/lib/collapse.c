@@ -322,7 +322,7 @@ static int plan(struct collapse_context *c, const struct smaps_vma *vmas, long c
     pagemap = open(path, O_RDONLY | O_CLOEXEC);
   }
   if (pagemap < 0)
-    os_reason_add(r->reason, sizeof r->reason,
+    reason_add(r->reason, sizeof r->reason,
                   "PAGEMAP_SCAN unavailable: every window of a mapping with resident memory is tried");
   uint64_t max_ptes_none = c->pmd / 4096 - 1;
   if (os_read_u64(OS_SYSFS_THP "/khugepaged/max_ptes_none", &max_ptes_none) != 0) max_ptes_none = c->pmd / 4096 - 1;
@@ -424,7 +424,7 @@ int hugify_collapse(pid_t pid, const struct hugify_collapse_opts *opts, struct h
   int enabled = os_read_thp_enabled(self ? 0 : pid);
   report->thp_disabled = enabled < 0 ? -1 : !enabled;
   if (report->thp_disabled == 1)
-    os_reason_add(report->reason, sizeof report->reason,
+    reason_add(report->reason, sizeof report->reason,
                   "process %d disabled THP (prctl PR_SET_THP_DISABLE): the kernel refuses MADV_COLLAPSE for it",
                   (int)c.pid);
 
@@ -462,7 +462,7 @@ int hugify_collapse(pid_t pid, const struct hugify_collapse_opts *opts, struct h
       }
     }
     if (report->exited)
-      os_reason_add(report->reason, sizeof report->reason,
+      reason_add(report->reason, sizeof report->reason,
                     "process %d exited during the collapse: the figures after are missing", (int)c.pid);
   }
 out:

@@ -281,7 +281,7 @@ int hugify_inspect(pid_t pid, struct hugify_inspect_report *report) {
   }
 
   if (count == 0)
-    os_reason_add(report->reason, sizeof report->reason,
+    reason_add(report->reason, sizeof report->reason,
                   "process %d has no memory map (a kernel thread, or a process that is exiting)", (int)report->pid);
   int enabled = os_read_thp_enabled(pid);
   report->thp_disabled = enabled < 0 ? -1 : !enabled;
@@ -293,7 +293,7 @@ int hugify_inspect(pid_t pid, struct hugify_inspect_report *report) {
   uint64_t *stack_pointers = NULL;
   long pointers = os_read_stack_pointers(pid, &stack_pointers);
   if (pointers < 0) {
-    os_reason_add(report->reason, sizeof report->reason,
+    reason_add(report->reason, sizeof report->reason,
                   "thread stack pointers unreadable (%s: /proc/PID/task/TID/syscall needs ptrace attach "
                   "access); thread stacks found by the guard-page pattern only",
                   strerror((int)-pointers));

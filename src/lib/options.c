@@ -115,7 +115,7 @@ int options_parse(options_lookup lookup, void *context, struct hugify_options *o
     if (!text) continue;
     if (parse_one(option_table[i].type, text, (char *)out + option_table[i].offset, option_table[i].cap)) continue;
     bad++;
-    os_reason_add(warnings, cap, "%s=%s: expected %s; using the default", option_table[i].name, text,
+    reason_add(warnings, cap, "%s=%s: expected %s; using the default", option_table[i].name, text,
                   option_table[i].expected);
   }
   return bad;

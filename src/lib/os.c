@@ -245,18 +245,6 @@ int os_map_hugetlb_flags(uint64_t page_size) {
   return MAP_HUGETLB | (log2 << MAP_HUGE_SHIFT);
 }
 
-/* ---- reasons ------------------------------------------------------------------------------------ */
-
-void os_reason_add(char *reason, size_t cap, const char *format, ...) {
-  if (!reason || cap == 0) return;
-  size_t used = strnlen(reason, cap);
-  if (used + 3 >= cap) return;
-  if (used) { memcpy(reason + used, "; ", 3); used += 2; }
-  va_list args;
-  va_start(args, format);
-  vsnprintf(reason + used, cap - used, format, args);
-  va_end(args);
-}
 
 /* PAGEMAP_SCAN, as in linux/fs.h of Linux 6.7+. */
 struct os_pm_scan_arg {

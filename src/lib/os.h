@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include "hugify.h"
+#include "reason.h" /* reason_add: most users of os.h fill reasons */
 
 struct smaps_vma;
 
@@ -103,8 +104,6 @@ int os_pagemap_resident(uintptr_t start, uintptr_t end, struct os_resident *out)
 /* The same over an open /proc/PID/pagemap (another process's memory; needs PTRACE_MODE_READ to open). */
 int os_pagemap_resident_fd(int pagemap_fd, uintptr_t start, uintptr_t end, struct os_resident *out);
 
-/* Append printf-formatted text to a reason buffer, separated by "; " from what is there. */
-void os_reason_add(char *reason, size_t cap, const char *format, ...) __attribute__((format(printf, 3, 4)));
 
 /* Bytes of [start, end) backed by private anonymous pages, present or swapped: in a file mapping, the
  * pages written since it was mapped (copy-on-write: breakpoints, uprobes, relocations). Returns 0,

@@ -82,7 +82,7 @@ int hugify_counters_open(struct hugify_counter_set *set, pid_t pid) {
   }
   if (set->opened > 0) {
     for (unsigned i = 0; i < HUGIFY_COUNTER_COUNT; i++)
-      if (errors[i]) os_reason_add(set->reason, sizeof set->reason, "%s: %s", counter_events[i].name,
+      if (errors[i]) reason_add(set->reason, sizeof set->reason, "%s: %s", counter_events[i].name,
                                    no_pmu_errno(errors[i]) ? "not counted by this CPU" : strerror(errors[i]));
     return (int)set->opened;
   }

@@ -198,7 +198,7 @@ int pool_plan(const struct hugify_pool *pools, unsigned pool_count, const uint64
   const struct hugify_pool *pool = find_pool(pools, pool_count, page_size);
   if (!pool) {
     pool_size_list(pools, pool_count, sizes, sizeof sizes);
-    os_reason_add(result->reason, sizeof result->reason, "this machine has no %s hugetlb pages (it has: %s)", label,
+    reason_add(result->reason, sizeof result->reason, "this machine has no %s hugetlb pages (it has: %s)", label,
                   sizes);
     return -EINVAL;
   }
@@ -220,7 +220,7 @@ int pool_plan(const struct hugify_pool *pools, unsigned pool_count, const uint64
       size_t used = strlen(ids);
       snprintf(ids + used, sizeof ids - used, "%s%d", i ? ", " : "", pool->nodes[i].node);
     }
-    os_reason_add(result->reason, sizeof result->reason, "this machine has no node %d with a %s pool (nodes: %s)",
+    reason_add(result->reason, sizeof result->reason, "this machine has no node %d with a %s pool (nodes: %s)",
                   node, label, ids[0] ? ids : "none: the kernel has no per-node pools");
     return -EINVAL;
   }
@@ -240,7 +240,7 @@ int pool_plan(const struct hugify_pool *pools, unsigned pool_count, const uint64
       char have[32];
       format_bytes(memory[0], have, sizeof have);
       result->beyond_memory = 1;
-      os_reason_add(result->reason, sizeof result->reason,
+      reason_add(result->reason, sizeof result->reason,
                     "%llu %s pages do not fit in this machine's %s of memory: at most %llu could, beside the "
                     "other pools",
                     (unsigned long long)result->requested, label, have, (unsigned long long)fit);
@@ -254,7 +254,7 @@ int pool_plan(const struct hugify_pool *pools, unsigned pool_count, const uint64
     char have[32];
     format_bytes(memory[i], have, sizeof have);
     result->beyond_memory = 1;
-    os_reason_add(result->reason, sizeof result->reason,
+    reason_add(result->reason, sizeof result->reason,
                   "node %d: %llu %s pages do not fit in its %s of memory: at most %llu could, beside the other pools",
                   n->node, (unsigned long long)n->requested, label, have, (unsigned long long)fit);
   }
@@ -281,7 +281,7 @@ static int writable(const struct pool_writer *w, char *reason, size_t cap) {
     target_path(w, i, path, sizeof path);
     if (access(path, W_OK) != 0) {
       int err = errno;
-      os_reason_add(reason, cap, "%s is not writable (%s)%s", path, strerror(err),
+      reason_add(reason, cap, "%s is not writable (%s)%s", path, strerror(err),
                     err == EACCES || err == EPERM ? ": changing the pool needs root" : "");
       return -err;
     }
@@ -391,7 +391,7 @@ static void describe_shortfall(const struct pool_writer *w, const char *label) {
   struct hugify_pool_result *r = w->result;
   if (!w->per_node) {
     if (r->got < r->requested)
-      os_reason_add(r->reason, sizeof r->reason, "got %llu of %llu %s pages (short by %llu)",
+      reason_add(r->reason, sizeof r->reason, "got %llu of %llu %s pages (short by %llu)",
                     (unsigned long long)r->got, (unsigned long long)r->requested, label,
                     (unsigned long long)(r->requested - r->got));
     return;
@@ -399,7 +399,7 @@ static void describe_shortfall(const struct pool_writer *w, const char *label) {
   for (unsigned i = 0; i < r->node_count; i++) {
     const struct hugify_pool_node_result *n = &r->nodes[i];
     if (n->got < n->requested)
-      os_reason_add(r->reason, sizeof r->reason, "node %d: got %llu of %llu %s pages (short by %llu)", n->node,
+      reason_add(r->reason, sizeof r->reason, "node %d: got %llu of %llu %s pages (short by %llu)", n->node,
                     (unsigned long long)n->got, (unsigned long long)n->requested, label,
                     (unsigned long long)(n->requested - n->got));
   }
@@ -423,7 +423,7 @@ static int rebalance(const struct pool_writer *w, uint64_t *targets, const char 
   int rc = write_targets(w, targets, false);
   if (rc == 0) rc = read_back(w);
   if (rc == 0)
-    os_reason_add(r->reason, sizeof r->reason,
+    reason_add(r->reason, sizeof r->reason,
                   "the %llu %s pages the short nodes could not give were asked of the others",
                   (unsigned long long)deficit, label);
   return rc;
@@ -439,7 +439,7 @@ int pool_set_at(const char *root, uint64_t page_size, int node, uint64_t count, 
   if (!pools) return -ENOMEM;
   int pool_count = pool_list_at(root, pools, HUGIFY_MAX_HUGETLB_SIZES);
   if (pool_count < 0) {
-    os_reason_add(result->reason, sizeof result->reason, "cannot read the hugetlb pools (%s)", strerror(-pool_count));
+    reason_add(result->reason, sizeof result->reason, "cannot read the hugetlb pools (%s)", strerror(-pool_count));
     free(pools);
     return pool_count;
   }
@@ -475,7 +475,7 @@ int pool_set_at(const char *root, uint64_t page_size, int node, uint64_t count, 
   }
   if (rc == 0 && node < 0 && w.per_node && result->got < result->requested) rc = rebalance(&w, targets, label);
   if (rc) {
-    os_reason_add(result->reason, sizeof result->reason, "writing the %s pool failed (%s)", label, strerror(-rc));
+    reason_add(result->reason, sizeof result->reason, "writing the %s pool failed (%s)", label, strerror(-rc));
     return rc;
   }
   bool filled = result->got >= result->requested;
@@ -508,29 +508,29 @@ struct mount_settings {
 int pool_check_mount_dir(const char *dir, char *reason, size_t cap) {
   size_t length = strlen(dir);
   if (dir[0] != '/') {
-    os_reason_add(reason, cap, "the mount point must be an absolute path, not '%s'", dir);
+    reason_add(reason, cap, "the mount point must be an absolute path, not '%s'", dir);
     return -EINVAL;
   }
   if (length >= sizeof ((struct mount_settings *)0)->dir) {
-    os_reason_add(reason, cap, "the mount point is %zu characters long; at most %zu", length,
+    reason_add(reason, cap, "the mount point is %zu characters long; at most %zu", length,
                   sizeof ((struct mount_settings *)0)->dir - 1);
     return -ENAMETOOLONG;
   }
   /* It goes into a systemd unit, one setting per line: a newline would add settings of its own. */
   for (const char *p = dir; *p; p++)
     if ((unsigned char)*p < 0x20 || *p == 0x7f) {
-      os_reason_add(reason, cap, "the mount point holds a control character (byte 0x%02x at %zu)", (unsigned)*p,
+      reason_add(reason, cap, "the mount point holds a control character (byte 0x%02x at %zu)", (unsigned)*p,
                     (size_t)(p - dir));
       return -EINVAL;
     }
   if (length > 1 && dir[length - 1] == ' ') {
-    os_reason_add(reason, cap, "the mount point ends in a blank (systemd would drop it)");
+    reason_add(reason, cap, "the mount point ends in a blank (systemd would drop it)");
     return -EINVAL;
   }
   /* systemd takes only normalized paths for Where= (and the unit name must match it) */
   for (const char *p = dir; (p = strchr(p, '/')); p++)
     if ((p[1] == '.' && (p[2] == '/' || !p[2])) || (p[1] == '.' && p[2] == '.' && (p[3] == '/' || !p[3]))) {
-      os_reason_add(reason, cap, "the mount point has a '.' or '..' component: give it without them");
+      reason_add(reason, cap, "the mount point has a '.' or '..' component: give it without them");
       return -EINVAL;
     }
   return 0;
@@ -591,13 +591,13 @@ int hugify_pool_mount(uint64_t page_size, const struct hugify_mount_opts *opts, 
   format_page_size(page_size, label, sizeof label);
   struct hugify_pool pool;
   if (page_size == 0 || pool_read_at("/", page_size, &pool) != 0) {
-    os_reason_add(reason, cap, "this machine has no %s hugetlb pages", label);
+    reason_add(reason, cap, "this machine has no %s hugetlb pages", label);
     return -EINVAL;
   }
   int checked = pool_check_mount_dir(opts && opts->dir ? opts->dir : s.dir, reason, cap);
   if (checked) return checked == -ENAMETOOLONG ? -EINVAL : checked;
   if (s.min_size && s.max_size && s.min_size > s.max_size) {
-    os_reason_add(reason, cap, "min_size is larger than the size limit");
+    reason_add(reason, cap, "min_size is larger than the size limit");
     return -EINVAL;
   }
   char *text;
@@ -610,8 +610,8 @@ int hugify_pool_mount(uint64_t page_size, const struct hugify_mount_opts *opts, 
     struct hugetlbfs_options o;
     bool same = strcmp(mounts[i].type, "hugetlbfs") == 0 && parse_hugetlbfs_options(mounts[i].options, &o) &&
                 (o.page_size ? o.page_size : pool_default_size_at("/")) == page_size;
-    if (same) os_reason_add(reason, cap, "%s pages are already mounted at %s", label, s.dir);
-    else os_reason_add(reason, cap, "%s already has a %s mount", s.dir, mounts[i].type);
+    if (same) reason_add(reason, cap, "%s pages are already mounted at %s", label, s.dir);
+    else reason_add(reason, cap, "%s already has a %s mount", s.dir, mounts[i].type);
     free(mounts);
     return same ? 0 : -EBUSY;
   }
@@ -619,7 +619,7 @@ int hugify_pool_mount(uint64_t page_size, const struct hugify_mount_opts *opts, 
   bool created = false;
   int rc = pool_make_directories(s.dir, &created);
   if (rc) {
-    os_reason_add(reason, cap, "cannot create %s (%s)", s.dir, strerror(-rc));
+    reason_add(reason, cap, "cannot create %s (%s)", s.dir, strerror(-rc));
     return rc;
   }
   char options[256];
@@ -627,7 +627,7 @@ int hugify_pool_mount(uint64_t page_size, const struct hugify_mount_opts *opts, 
   if (mount("hugetlbfs", s.dir, "hugetlbfs", MS_NOSUID | MS_NODEV, options) != 0) {
     rc = -errno;
     if (created) rmdir(s.dir);
-    os_reason_add(reason, cap, "mounting hugetlbfs (%s) at %s failed (%s)%s", options, s.dir, strerror(-rc),
+    reason_add(reason, cap, "mounting hugetlbfs (%s) at %s failed (%s)%s", options, s.dir, strerror(-rc),
                   rc == -EPERM ? ": mounting needs root (CAP_SYS_ADMIN)"
                   : rc == -ENOMEM || rc == -ENOSPC ? ": the pool cannot cover min_size" : "");
     return rc;

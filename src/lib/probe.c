@@ -184,7 +184,7 @@ static void probe_pmu_once(void) {
 static enum hugify_feature_state report_feature(struct feature_cache *c, void (*probe)(void), char *reason,
                                                 size_t cap) {
   pthread_once(&c->once, probe);
-  if (c->reason[0]) os_reason_add(reason, cap, "%s", c->reason);
+  if (c->reason[0]) reason_add(reason, cap, "%s", c->reason);
   return c->state;
 }
 
@@ -229,7 +229,7 @@ int hugify_probe(struct hugify_system *sys) {
   }
   uint64_t sizes[HUGIFY_MAX_HUGETLB_SIZES];
   int count = os_hugetlb_sizes(sizes, HUGIFY_MAX_HUGETLB_SIZES);
-  if (count < 0) os_reason_add(sys->reason, sizeof sys->reason, "hugetlb: %s absent (%s)", OS_SYSFS_HUGEPAGES,
+  if (count < 0) reason_add(sys->reason, sizeof sys->reason, "hugetlb: %s absent (%s)", OS_SYSFS_HUGEPAGES,
                                strerror(-count));
   for (int i = 0; i < count; i++)
     if (os_hugetlb_read(sizes[i], &sys->hugetlb[sys->hugetlb_size_count]) == 0) sys->hugetlb_size_count++;
@@ -237,7 +237,7 @@ int hugify_probe(struct hugify_system *sys) {
   probe_thp_setting("enabled", sys->thp_enabled, sizeof sys->thp_enabled);
   probe_thp_setting("defrag", sys->thp_defrag, sizeof sys->thp_defrag);
   if (os_read_u64(OS_SYSFS_THP "/hpage_pmd_size", &sys->thp_pmd_size) != 0) sys->thp_pmd_size = 0;
-  if (!sys->thp_enabled[0]) os_reason_add(sys->reason, sizeof sys->reason, "THP: not built into this kernel");
+  if (!sys->thp_enabled[0]) reason_add(sys->reason, sizeof sys->reason, "THP: not built into this kernel");
 
   sys->madv_collapse = probe_madv_collapse(sys->reason, sizeof sys->reason);
   sys->process_madvise = probe_process_madvise(sys->reason, sizeof sys->reason);

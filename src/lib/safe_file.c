@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "os.h"
+#include "reason.h"
 
 static int refuse(int err, char *reason, size_t cap, const char *format, ...) __attribute__((format(printf, 4, 5)));
 static int refuse(int err, char *reason, size_t cap, const char *format, ...) {
@@ -22,7 +22,7 @@ static int refuse(int err, char *reason, size_t cap, const char *format, ...) {
     va_start(args, format);
     vsnprintf(clause, sizeof clause, format, args);
     va_end(args);
-    os_reason_add(reason, cap, "%s", clause);
+    reason_add(reason, cap, "%s", clause);
   }
   return -err;
 }

@@ -227,7 +227,7 @@ static void read_buddyinfo(struct status_snapshot *s) {
 static void read_features(struct status_snapshot *s) {
   if (!s->live) {
     s->madv_collapse = s->process_madvise = s->file_thp_text = HUGIFY_FEATURE_UNKNOWN;
-    os_reason_add(s->feature_reason, sizeof s->feature_reason,
+    reason_add(s->feature_reason, sizeof s->feature_reason,
                   "features not probed: the state was read from %s, not from this machine", s->root);
     s->can_change_pools = false;
     return;

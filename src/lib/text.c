@@ -96,7 +96,7 @@ int text_inject_failure(int step) {
 
 static void step_failed(struct hugify_text_segment *s, int step, int err, const char *detail) {
   if (!s->failed_step) s->failed_step = step;
-  os_reason_add(s->reason, sizeof s->reason, "%s failed: %s", hugify_text_step_name(step),
+  reason_add(s->reason, sizeof s->reason, "%s failed: %s", hugify_text_step_name(step),
                 err ? strerror(err) : detail ? detail : "injected fault (test)");
 }
 
@@ -234,7 +234,7 @@ static bool try_in_place(struct remap *r, struct hugify_text_segment *s, const s
   }
   struct hugify_backing b;
   if (hugify_measure_backing(window, length, &b) != 0 || b.resident_thp == 0) {
-    os_reason_add(s->reason, sizeof s->reason, "in-place collapse left no huge pages");
+    reason_add(s->reason, sizeof s->reason, "in-place collapse left no huge pages");
     return false;
   }
   s->path = HUGIFY_TEXT_IN_PLACE;
@@ -261,12 +261,12 @@ static bool use_hugetlb(const struct remap *r, struct hugify_text_segment *s, si
   if (r->opts.kind != HUGIFY_PAGE_2M) return false;
   struct hugify_hugetlb_size pool;
   if (os_hugetlb_read(OS_HUGE_2M, &pool) != 0) {
-    os_reason_add(s->reason, sizeof s->reason, "2M: no hugetlb pool of 2 MiB pages; used THP");
+    reason_add(s->reason, sizeof s->reason, "2M: no hugetlb pool of 2 MiB pages; used THP");
     return false;
   }
   uint64_t available = pool.available, pages = length / OS_HUGE_2M;
   if (available >= pages) return true;
-  os_reason_add(s->reason, sizeof s->reason, "2M: the pool has %llu free pages, %llu needed; used THP",
+  reason_add(s->reason, sizeof s->reason, "2M: the pool has %llu free pages, %llu needed; used THP",
                 (unsigned long long)available, (unsigned long long)pages);
   return false;
 }
@@ -312,7 +312,7 @@ static bool copy_and_swap(struct remap *r, const struct hugify_text_object *o, s
       char mode[16];
       probe_thp_setting("enabled", mode, sizeof mode);
       step_failed(s, HUGIFY_TEXT_STEP_COLLAPSE, 0, "no huge page could be had for the copy");
-      os_reason_add(s->reason, sizeof s->reason, "THP is '%s'; memory may be fragmented", mode);
+      reason_add(s->reason, sizeof s->reason, "THP is '%s'; memory may be fragmented", mode);
       munmap(copy, length);
       return false;
     }
@@ -351,7 +351,7 @@ static void verify(struct remap *r, struct hugify_text_segment *s) {
   int rc = injected(r, HUGIFY_TEXT_STEP_VERIFY) ? -EIO : hugify_measure_backing((void *)(uintptr_t)s->window_start, length, &b);
   if (rc != 0) {
     step_failed(s, HUGIFY_TEXT_STEP_VERIFY, injected(r, HUGIFY_TEXT_STEP_VERIFY) ? 0 : -rc, NULL);
-    os_reason_add(s->reason, sizeof s->reason, "moved, but not measured");
+    reason_add(s->reason, sizeof s->reason, "moved, but not measured");
     return;
   }
   s->huge_bytes = b.resident_thp + b.resident_2m + b.resident_1g;
@@ -359,7 +359,7 @@ static void verify(struct remap *r, struct hugify_text_segment *s) {
     char have[32], want[32];
     format_bytes(s->huge_bytes, have, sizeof have);
     format_bytes(length, want, sizeof want);
-    os_reason_add(s->reason, sizeof s->reason, "%s of %s on huge pages after the move", have, want);
+    reason_add(s->reason, sizeof s->reason, "%s of %s on huge pages after the move", have, want);
   }
 }
 
@@ -370,7 +370,7 @@ static void move_segment(struct remap *r, const struct hugify_text_object *o, st
   if (injected(r, HUGIFY_TEXT_STEP_CHECK)) {
     step_failed(s, HUGIFY_TEXT_STEP_CHECK, 0, NULL);
   } else if (check_window(s, &state, why, sizeof why) != 0) {
-    os_reason_add(s->reason, sizeof s->reason, "%s", why);
+    reason_add(s->reason, sizeof s->reason, "%s", why);
   } else if (try_in_place(r, s, &state)) {
     /* done; measured by try_in_place */
   } else {
@@ -379,7 +379,7 @@ static void move_segment(struct remap *r, const struct hugify_text_object *o, st
     if (hugetlb && !moved && r->fail_step == 0) {
       /* hugetlb pages could not be had or moved (mremap of hugetlb needs Linux 5.16): the original is
        * intact, so THP is still worth a try */
-      os_reason_add(s->reason, sizeof s->reason, "trying THP");
+      reason_add(s->reason, sizeof s->reason, "trying THP");
       s->failed_step = 0;
     }
     if (!moved && (!hugetlb || r->fail_step == 0)) moved = copy_and_swap(r, o, s, false);
@@ -429,7 +429,7 @@ static int visit_object(struct dl_phdr_info *info, size_t info_size, void *data)
     s->kind = HUGIFY_PAGE_4K;
   }
   if (o->segment_count > HUGIFY_TEXT_MAX_SEGMENTS)
-    os_reason_add(o->reason, sizeof o->reason, "%u more executable segments were not looked at",
+    reason_add(o->reason, sizeof o->reason, "%u more executable segments were not looked at",
                   o->segment_count - HUGIFY_TEXT_MAX_SEGMENTS);
   struct hugify_text_report *report = r->report;
   report->text_bytes += o->text_bytes;
@@ -438,7 +438,7 @@ static int visit_object(struct dl_phdr_info *info, size_t info_size, void *data)
   const char *filtered = o->segment_count == 0 ? "no executable segment" : object_filtered(r, o, why, sizeof why);
   unsigned kept = o->segment_count < HUGIFY_TEXT_MAX_SEGMENTS ? o->segment_count : HUGIFY_TEXT_MAX_SEGMENTS;
   if (filtered) {
-    os_reason_add(o->reason, sizeof o->reason, "%s", filtered);
+    reason_add(o->reason, sizeof o->reason, "%s", filtered);
     report->skipped_segments += o->segment_count;
     return 0;
   }
@@ -487,7 +487,7 @@ static void write_symbol(void *context, uint64_t value, uint64_t size, const cha
 static void write_perf_map(struct remap *r) {
   struct hugify_text_report *report = r->report;
   if (injected(r, HUGIFY_TEXT_STEP_PERF_MAP)) {
-    os_reason_add(report->reason, sizeof report->reason, "perf-map failed: injected fault (test)");
+    reason_add(report->reason, sizeof report->reason, "perf-map failed: injected fault (test)");
     return;
   }
   char path[64];
@@ -506,25 +506,25 @@ static void write_perf_map(struct remap *r) {
       int fd = safe_file_open_append(path, why, sizeof why);
       if (fd < 0 || !(out = fdopen(fd, "a"))) {
         if (fd >= 0) close(fd);
-        os_reason_add(report->reason, sizeof report->reason, "perf-map failed: %s", why[0] ? why : strerror(errno));
+        reason_add(report->reason, sizeof report->reason, "perf-map failed: %s", why[0] ? why : strerror(errno));
         return;
       }
     }
     size_t size;
     void *image = elf_map_file(o->main_program ? "/proc/self/exe" : o->path, &size);
     if (!image) {
-      os_reason_add(report->reason, sizeof report->reason, "perf-map: %s: %s", o->path, strerror(errno));
+      reason_add(report->reason, sizeof report->reason, "perf-map: %s: %s", o->path, strerror(errno));
       continue;
     }
     struct perf_writer w = {out, o, 0};
     if (elf_functions(image, size, write_symbol, &w) < 0)
-      os_reason_add(report->reason, sizeof report->reason, "perf-map: %s: unreadable section headers", o->path);
+      reason_add(report->reason, sizeof report->reason, "perf-map: %s: unreadable section headers", o->path);
     else if (w.written == 0)
-      os_reason_add(report->reason, sizeof report->reason, "perf-map: %s: no function symbols (stripped)", o->path);
+      reason_add(report->reason, sizeof report->reason, "perf-map: %s: no function symbols (stripped)", o->path);
     munmap(image, size);
   }
   if (out && fclose(out) != 0)
-    os_reason_add(report->reason, sizeof report->reason, "perf-map failed: %s: %s", path, strerror(errno));
+    reason_add(report->reason, sizeof report->reason, "perf-map failed: %s: %s", path, strerror(errno));
   else if (out)
     snprintf(report->perf_map, sizeof report->perf_map, "%s", path);
 }
@@ -558,9 +558,9 @@ int hugify_remap_text(const struct hugify_text_opts *opts, struct hugify_text_re
 
   report->nanoseconds = now_ns() - start;
   if (r.names_unsupported)
-    os_reason_add(report->reason, sizeof report->reason,
+    reason_add(report->reason, sizeof report->reason,
                   "moved code is not named: this kernel cannot name anonymous memory (CONFIG_ANON_VMA_NAME); it shows "
                   "as anonymous r-xp memory in /proc/PID/maps");
-  if (r.error) os_reason_add(report->reason, sizeof report->reason, "out of memory for the report; stopped early");
+  if (r.error) reason_add(report->reason, sizeof report->reason, "out of memory for the report; stopped early");
   return r.error;
 }
