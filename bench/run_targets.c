@@ -117,8 +117,8 @@ static struct sample run_once(int config, char **program, const char *hugify, co
   if (out >= 0 && measure_command_run(&command, &run) == 0 && run.status == 0) {
     char path[64];
     snprintf(path, sizeof path, "/proc/self/fd/%d", out);
-    char *text = os_read_file(path, NULL);
-    if (text) read_sample(text, &s);
+    char *text;
+    if (os_read_file(path, &text, NULL) == 0) read_sample(text, &s);
     free(text);
   }
   if (out >= 0) close(out);

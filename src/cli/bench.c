@@ -634,8 +634,7 @@ static char *run_absl_program(struct bench *b, const char *const *argv) {
   } else {
     char path[64];
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-    output = os_read_file(path, NULL);
-    if (!output) snprintf(b->absl_reason, sizeof b->absl_reason, "cannot read the output of %.300s", b->absl_program);
+    if (os_read_file(path, &output, NULL) != 0) snprintf(b->absl_reason, sizeof b->absl_reason, "cannot read the output of %.300s", b->absl_program);
   }
   close(fd);
   return output;

@@ -253,8 +253,8 @@ bool measure_overlap(const struct measure_spread *a, const struct measure_spread
 void measure_noise_read(struct measure_noise *noise) {
   noise->load_average = -1;
   noise->cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  char *text = os_read_file("/proc/loadavg", NULL);
-  if (text) {
+  char *text;
+  if (os_read_file("/proc/loadavg", &text, NULL) == 0) {
     char *end;
     double load = strtod(text, &end);
     if (end != text) noise->load_average = load;

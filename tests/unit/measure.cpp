@@ -198,8 +198,8 @@ TEST(MeasureCommand, RealChildIsMeasured) {
   EXPECT_GT(run.max_rss_bytes, 0);
   char path[64];
   snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-  char *text = os_read_file(path, nullptr);
-  ASSERT_NE(text, nullptr);
+  char *text = nullptr;
+  ASSERT_EQ(os_read_file(path, &text, nullptr), 0);
   EXPECT_STREQ(text, "given/gone\n");
   free(text);
   close(fd);
