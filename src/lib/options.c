@@ -58,7 +58,7 @@ static bool parse_kinds(const char *text, unsigned *out) {
   return true;
 }
 
-enum option_type { OPT_BOOL, OPT_HEAP, OPT_SIZE, OPT_STRING, OPT_STEP, OPT_KINDS, OPT_PID, OPT_TEXT_PAGES };
+enum option_type { OPT_BOOL, OPT_HEAP, OPT_SIZE, OPT_STRING, OPT_STEP, OPT_KINDS, OPT_PID, OPT_TEXT_PAGES, OPT_MILLISECONDS };
 static const struct {
   const char *name;
   enum option_type type;
@@ -82,6 +82,7 @@ static const struct {
     OPT("HUGIFY_TEXT_FAIL_STEP", OPT_STEP, text_fail_step, "a step number from 1 to 99"),
     OPT("HUGIFY_BENCH_UNAVAILABLE", OPT_KINDS, bench_unavailable, "page kinds such as 2M,1G"),
     OPT("HUGIFY_TEXT_PAGES", OPT_TEXT_PAGES, text_hugetlb, "thp or 2M"),
+    OPT("HUGIFY_PEAK_INTERVAL_MS", OPT_MILLISECONDS, peak_interval_ms, "milliseconds from 0 to 10000"),
 #undef OPT
 };
 
@@ -102,6 +103,10 @@ static bool parse_one(enum option_type type, const char *text, void *field, size
     if (!parse_size(text, &number) || number < 1 || number > 99) return false;
     *(int *)field = (int)number;
     return true;
+  case OPT_MILLISECONDS:
+    if (!parse_u64(text, &number) || number > 10000) return false;
+    *(unsigned *)field = (unsigned)number;
+    return true;
   }
   return false;
 }
@@ -109,6 +114,7 @@ static bool parse_one(enum option_type type, const char *text, void *field, size
 int options_parse(options_lookup lookup, void *context, struct hugify_options *out, char *warnings, size_t cap) {
   memset(out, 0, sizeof *out);
   out->heap = HEAP_OFF;
+  out->peak_interval_ms = 20;
   int bad = 0;
   for (size_t i = 0; i < sizeof option_table / sizeof option_table[0]; i++) {
     const char *text = lookup(option_table[i].name, context);

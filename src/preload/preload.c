@@ -1,8 +1,9 @@
 /* preload.c - libhugify-preload.so: applies the HUGIFY_* settings to the host process. It never writes to
  * stdout, never changes the host's exit status, and a failure inside it means "carry on without huge
- * pages" (and, with HUGIFY_VERBOSE=1, one line on stderr saying so). No threads, no locks: the
- * constructor runs before main, the mmap cover and the fallback list are lock-free, the report runs at
- * exit. Fork keeps all of it (the child reports under its own pid); exec starts afresh. */
+ * pages" (and, with HUGIFY_VERBOSE=1, one line on stderr saying so). The constructor runs before main,
+ * the mmap cover and the fallback list are lock-free, the report runs at exit; the one thread and the one
+ * lock are the peak sampler's (peak.c), and only while a report is wanted. Fork keeps all of it (the
+ * child reports under its own pid); exec starts afresh. */
 #include "preload.h"
 
 #include <stdarg.h>
@@ -95,6 +96,7 @@ __attribute__((constructor)) static void hugify_preload_start(void) {
   if (bad > 0) preload_fallback_quiet("options", "%s", warnings); /* warned once above, also with HUGIFY_VERBOSE */
 
   preload_heap_start(&options);
+  preload_peak_start(&options);
   if (options.report[0]) atexit(preload_report_at_exit);
   preload_add_ns(preload_now_ns() - started);
   if (options.text) {

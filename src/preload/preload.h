@@ -47,6 +47,23 @@ const char *preload_malloc_library(void);
 /* At exit, with the heap as measured: --heap hugetlb records the shortfall against the pool as a fallback. */
 void preload_heap_at_exit(uint64_t heap_resident, uint64_t heap_hugetlb);
 
+/* ---- peak.c: the process's memory at its peak (only while a report is wanted) ---- */
+
+struct preload_peak {
+  uint64_t memory_bytes;          /* the highest RSS + hugetlb pages seen (a running maximum of samples) */
+  uint64_t snapshot_memory_bytes; /* RSS + hugetlb when the snapshot below was taken */
+  double snapshot_seconds;        /* when, from the preload's start (or the fork) */
+  double finished_seconds;        /* when tracking ended (at exit) */
+  uint64_t allocated_resident, allocated_thp, allocated_hugetlb; /* heap + anon (private anonymous memory) at the snapshot */
+  unsigned samples, snapshots;    /* how often memory was looked at, how often heap + anon was measured */
+  unsigned interval_ms;           /* the sampler's interval (0: only before large unmaps) */
+  double sampler_cpu_seconds;     /* CPU time of the sampler thread */
+};
+/* Start tracking when a report is wanted: the unmap hooks, and the sampler thread (HUGIFY_PEAK_INTERVAL_MS). */
+void preload_peak_start(const struct hugify_options *options);
+/* At exit: take a last sample, stop, and return what was kept. */
+void preload_peak_finish(struct preload_peak *out);
+
 /* ---- report.c: the exit report (HUGIFY_REPORT) ---- */
 
 /* Measure /proc/self/smaps now and write the report where HUGIFY_REPORT says. Registered with atexit. */

@@ -108,10 +108,14 @@ static void read_command(char *out, size_t cap) {
  * anon: that is the allocated memory of the text report and of the --heap hugetlb shortfall. */
 struct measured {
   struct hugify_usage classes[HUGIFY_CLASS_COUNT], total;
+  struct preload_peak peak;    /* what peak.c kept */
+  struct hugify_usage peak_allocated; /* heap + anon at the peak: the larger of the peak snapshot and exit */
+  bool peak_at_exit;           /* the exit measurement was the larger one */
   struct text_objects objects;
   uint64_t not_huge[HUGIFY_WHY_COUNT];
   char command[1024];
   uint64_t max_rss;
+  uint64_t peak_memory;        /* max(sampled RSS + hugetlb, ru_maxrss + hugetlb at exit) */
 };
 
 static struct hugify_usage allocated(const struct measured *m) {
@@ -138,6 +142,22 @@ static void write_json(FILE *out, const struct measured *m, double seconds) {
   for (int k = 0; k < HUGIFY_CLASS_COUNT; k++) json_put_usage(&j, hugify_memory_class_name(k), &m->classes[k]);
   json_close(&j);
   json_open_array(&j, "objects");
+  json_open_object(&j, "peak");
+  json_put_u64(&j, "memory_bytes", m->peak_memory);
+  json_put_string(&j, "measured_at", m->peak_at_exit ? "exit" : "sample");
+  json_put_double(&j, "measured_seconds", m->peak_at_exit ? m->peak.finished_seconds : m->peak.snapshot_seconds);
+  json_open_object(&j, "allocated");
+  json_put_u64(&j, "resident_bytes", m->peak_allocated.resident);
+  json_put_u64(&j, "thp_bytes", m->peak_allocated.thp);
+  json_put_u64(&j, "hugetlb_bytes", m->peak_allocated.hugetlb_2m + m->peak_allocated.hugetlb_1g);
+  json_put_u64(&j, "huge_bytes", hugify_usage_huge(&m->peak_allocated));
+  json_put_fraction(&j, "huge_fraction", hugify_usage_huge(&m->peak_allocated), m->peak_allocated.resident);
+  json_close(&j);
+  json_put_u64(&j, "samples", m->peak.samples);
+  json_put_u64(&j, "snapshots", m->peak.snapshots);
+  json_put_double(&j, "interval_seconds", m->peak.interval_ms / 1000.0);
+  json_put_double(&j, "sampler_cpu_seconds", m->peak.sampler_cpu_seconds);
+  json_close(&j);
   for (size_t i = 0; i < m->objects.count; i++) {
     const struct text_object *object = &m->objects.objects[i];
     json_open_object(&j, NULL);
@@ -148,6 +168,7 @@ static void write_json(FILE *out, const struct measured *m, double seconds) {
   json_close(&j);
   json_put_not_huge(&j, "not_huge_bytes", m->not_huge);
   json_put_u64(&j, "max_rss_bytes", m->max_rss);
+  json_put_u64(&j, "peak_memory_bytes", m->peak_memory);
   json_open_array(&j, "fallbacks");
   unsigned count;
   const struct preload_fallback_entry *fallbacks = preload_fallbacks(&count);
@@ -182,7 +203,8 @@ static void write_text(FILE *out, const struct measured *m, double seconds) {
     if (k == HUGIFY_CLASS_HEAP || k == HUGIFY_CLASS_ANON || m->classes[k].resident)
       text_row(&t, hugify_memory_class_name(k), &m->classes[k]);
   struct hugify_usage heap_and_anon = allocated(m);
-  text_row(&t, "heap + anon", &heap_and_anon);
+  text_row(&t, "heap + anon at exit", &heap_and_anon);
+  text_row(&t, "heap + anon at peak", &m->peak_allocated);
   text_row(&t, "code", &m->classes[HUGIFY_CLASS_CODE]);
   for (size_t i = 0; i < m->objects.count; i++) {
     const struct text_object *object = &m->objects.objects[i];
@@ -227,6 +249,17 @@ static bool measure(struct measured *m) {
   read_command(m->command, sizeof m->command);
   struct rusage usage;
   if (getrusage(RUSAGE_SELF, &usage) == 0) m->max_rss = (uint64_t)usage.ru_maxrss << 10;
+  uint64_t hugetlb_at_exit = m->total.hugetlb_2m + m->total.hugetlb_1g;
+  m->peak_memory = m->peak.memory_bytes > m->max_rss + hugetlb_at_exit ? m->peak.memory_bytes : m->max_rss + hugetlb_at_exit;
+  struct hugify_usage at_exit = allocated(m);
+  m->peak_at_exit = at_exit.resident >= m->peak.allocated_resident;
+  if (m->peak_at_exit) {
+    m->peak_allocated = at_exit;
+  } else { /* smaps_rollup does not split hugetlb by size: the text table only needs the sum */
+    m->peak_allocated.resident = m->peak.allocated_resident;
+    m->peak_allocated.thp = m->peak.allocated_thp;
+    m->peak_allocated.hugetlb_2m = m->peak.allocated_hugetlb;
+  }
   return true;
 }
 
@@ -257,6 +290,7 @@ void preload_report_at_exit(void) {
   int saved = errno;
   uint64_t started = preload_now_ns();
   struct measured *m = calloc(1, sizeof *m);
+  if (m) preload_peak_finish(&m->peak);
   if (!m || !measure(m)) {
     preload_fallback("report", "could not read /proc/self/smaps");
     free(m);

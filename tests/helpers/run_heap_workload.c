@@ -2,11 +2,12 @@
  * table of small malloc'd nodes (the shape of most real heaps), optionally plus large malloc blocks of
  * odd sizes and raw anonymous mmaps of odd sizes (what other allocators and runtimes do).
  *
- *   run_heap_workload [--threads N] [--mib M] [--node BYTES] [--big MIB] [--mmap MIB] [--stop]
+ *   run_heap_workload [--threads N] [--mib M] [--node BYTES] [--big MIB] [--mmap MIB] [--free] [--stop]
  *
  * --mib M: about M MiB of nodes per thread. --big: that many MiB in malloc blocks of odd sizes.
  * --mmap: that many MiB in anonymous mmaps of odd sizes. --stop: raise SIGSTOP when done (so a test can
- * read /proc/PID/smaps from outside), then exit normally. Prints one checksum line on stdout, identical
+ * read /proc/PID/smaps from outside), then exit normally. --free: free the big blocks and unmap the mmaps
+ * before exit, as most programs do with their big tables (the report must still see them). Prints one checksum line on stdout, identical
  * with and without hugify. */
 #include <pthread.h>
 #include <signal.h>
@@ -59,10 +60,12 @@ static void *build_table(void *argument) {
   return NULL; /* the table is kept: the exit report measures it */
 }
 
-static uint64_t odd_blocks(size_t mib, int use_mmap) {
+static uint64_t odd_blocks(size_t mib, int use_mmap, int release) {
   uint64_t sum = 0;
-  size_t done = 0, want = mib << 20;
-  for (unsigned i = 0; done < want; i++) {
+  size_t done = 0, want = mib << 20, count = 0;
+  void *blocks[4096];
+  size_t sizes[4096];
+  for (unsigned i = 0; done < want && count < 4096; i++) {
     size_t size = ((size_t)(3 + (i * 7) % 13) << 20) + 4096 * (1 + i % 5) + 40; /* 3..15 MiB + odd tail */
     if (size > want - done) size = want - done + 40;
     char *p;
@@ -76,12 +79,18 @@ static uint64_t odd_blocks(size_t mib, int use_mmap) {
     memset(p, (int)(i & 0x7f) + 1, size);
     sum += (unsigned char)p[size / 2];
     done += size;
+    blocks[count] = p;
+    sizes[count++] = size;
+  }
+  for (size_t i = 0; release && i < count; i++) {
+    if (use_mmap) munmap(blocks[i], sizes[i]);
+    else free(blocks[i]);
   }
   return sum;
 }
 
 int main(int argc, char **argv) {
-  int threads = 1, stop = 0;
+  int threads = 1, stop = 0, release = 0;
   size_t mib = 64, node_size = sizeof(struct node), big = 0, mapped = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "0";
@@ -91,6 +100,7 @@ int main(int argc, char **argv) {
     else if (strcmp(a, "--big") == 0) big = strtoull(v, NULL, 10), i++;
     else if (strcmp(a, "--mmap") == 0) mapped = strtoull(v, NULL, 10), i++;
     else if (strcmp(a, "--stop") == 0) stop = 1;
+    else if (strcmp(a, "--free") == 0) release = 1;
     else { fprintf(stderr, "run_heap_workload: unknown argument %s\n", a); return 2; }
   }
   if (threads < 1 || threads > 64 || node_size < sizeof(struct node)) return 2;
@@ -102,7 +112,7 @@ int main(int argc, char **argv) {
     for (int t = 0; t < threads; t++) pthread_create(&ids[t], NULL, build_table, &jobs[t]);
     for (int t = 0; t < threads; t++) pthread_join(ids[t], NULL);
   }
-  uint64_t checksum = odd_blocks(big, 0) + odd_blocks(mapped, 1);
+  uint64_t checksum = odd_blocks(big, 0, release) + odd_blocks(mapped, 1, release);
   for (int t = 0; t < threads; t++) checksum += jobs[t].checksum;
   printf("checksum %llu\n", (unsigned long long)checksum);
   fflush(stdout);

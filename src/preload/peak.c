@@ -1,0 +1,223 @@
+/* peak.c - the process's memory at its peak, for the report.
+ *
+ * A report taken at exit misses memory the program freed before it exited (a hash table destroyed at the
+ * end of main is gone from smaps by the time atexit runs). So, while a report is wanted, the preload keeps
+ * a snapshot of the process's private anonymous memory (heap + anon, in the classes of `hugify inspect`)
+ * taken near the moment its memory use was highest:
+ *
+ * - before every munmap, shrinking mremap and madvise(DONTNEED|FREE|REMOVE) of 2 MiB or more that goes
+ *   through the PLT (other allocators, runtimes, the program itself), while the memory is still there;
+ * - from a sampler thread every HUGIFY_PEAK_INTERVAL_MS (default 20 ms), because glibc's malloc unmaps
+ *   through internal calls that no preload can see.
+ *
+ * A sample reads /proc/self/status (VmRSS + HugetlbPages: kernel counters, no page walk); only when the
+ * process uses clearly more memory than at the last snapshot (1.25x, or more at all after 2 s) is
+ * /proc/self/smaps_rollup read, which walks the page tables once. That keeps the cost to a few reads
+ * per doubling of the process's memory; the sampler's own CPU time is reported. The sampler blocks every
+ * signal, so the host's signals are never delivered on it; a forked child starts its own. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "os.h"
+#include "preload.h"
+#include "procfs.h"
+
+#define PEAK_UNMAP_MIN OS_HUGE_2M
+#define PEAK_FIRST_SNAPSHOT (4u << 20)   /* below this the exit report tells the same story */
+#define PEAK_GROWTH_NUMERATOR 5          /* a new snapshot at 5/4 of the last one's memory ... */
+#define PEAK_GROWTH_DENOMINATOR 4
+#define PEAK_REFRESH_NS 2000000000ull    /* ... or at any new high 2 s after it */
+
+#ifndef MADV_DONTNEED_LOCKED
+#define MADV_DONTNEED_LOCKED 24
+#endif
+
+static pthread_mutex_t peak_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct preload_peak peak;           /* guarded by peak_lock */
+static uint64_t snapshot_memory, snapshot_ns, started_ns; /* guarded by peak_lock */
+static atomic_int tracking;                 /* 1 while a report is wanted and the process runs */
+static unsigned interval_ms;
+static pthread_t sampler;
+static atomic_int sampler_running;
+
+typedef int (*munmap_function)(void *, size_t);
+typedef void *(*mremap_function)(void *, size_t, size_t, int, ...);
+typedef int (*madvise_function)(void *, size_t, int);
+static munmap_function next_munmap;
+static mremap_function next_mremap;
+static madvise_function next_madvise;
+
+/* A /proc/self text into a buffer on the stack: no allocation, so it is safe inside allocator hooks. */
+static bool read_self(const char *path, char *buf, size_t cap) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  size_t used = 0;
+  ssize_t n;
+  while (used < cap - 1 && (n = read(fd, buf + used, cap - 1 - used)) > 0) used += (size_t)n;
+  close(fd);
+  buf[used] = '\0';
+  return used > 0;
+}
+
+/* RSS + hugetlb pages of this process now (bytes), or 0 when /proc cannot be read. */
+static uint64_t memory_now(void) {
+  char text[4096];
+  uint64_t rss = 0, hugetlb = 0;
+  if (!read_self("/proc/self/status", text, sizeof text) || !parse_keyed_value(text, "VmRSS", &rss)) return 0;
+  parse_keyed_value(text, "HugetlbPages", &hugetlb);
+  return rss + hugetlb;
+}
+
+/* heap + anon now, from smaps_rollup: all private anonymous memory, hugetlb included (thread stacks
+ * too, which are small). */
+static bool measure_allocated(struct preload_peak *out) {
+  char text[4096];
+  if (!read_self("/proc/self/smaps_rollup", text, sizeof text)) return false;
+  uint64_t anonymous = 0, thp = 0, hugetlb = 0;
+  if (!parse_keyed_value(text, "Anonymous", &anonymous)) return false;
+  parse_keyed_value(text, "AnonHugePages", &thp);
+  parse_keyed_value(text, "Private_Hugetlb", &hugetlb);
+  out->allocated_resident = anonymous + hugetlb;
+  out->allocated_thp = thp;
+  out->allocated_hugetlb = hugetlb;
+  return true;
+}
+
+/* One sample: the running maximum always; a heap + anon snapshot when memory grew enough since the last one.
+ * `before_unmap`: memory is about to go, so any level at or above the last snapshot's is worth keeping. */
+static void sample(bool before_unmap) {
+  if (!atomic_load_explicit(&tracking, memory_order_relaxed)) return;
+  uint64_t memory = memory_now();
+  if (memory == 0) return;
+  if (before_unmap ? pthread_mutex_trylock(&peak_lock) != 0 : pthread_mutex_lock(&peak_lock) != 0) return;
+  uint64_t now = preload_now_ns();
+  peak.samples++;
+  if (memory > peak.memory_bytes) peak.memory_bytes = memory;
+  bool grown = memory >= PEAK_FIRST_SNAPSHOT &&
+               (snapshot_memory == 0 ||
+                memory / PEAK_GROWTH_NUMERATOR >= snapshot_memory / PEAK_GROWTH_DENOMINATOR ||
+                (memory > snapshot_memory && (before_unmap || now - snapshot_ns >= PEAK_REFRESH_NS)));
+  struct preload_peak measured;
+  if (grown && measure_allocated(&measured)) {
+    peak.allocated_resident = measured.allocated_resident;
+    peak.allocated_thp = measured.allocated_thp;
+    peak.allocated_hugetlb = measured.allocated_hugetlb;
+    peak.snapshot_memory_bytes = memory;
+    peak.snapshot_seconds = (double)(now - started_ns) / 1e9;
+    peak.snapshots++;
+    snapshot_memory = memory;
+    snapshot_ns = now;
+  }
+  pthread_mutex_unlock(&peak_lock);
+}
+
+static void *sampler_main(void *unused) {
+  (void)unused;
+  struct timespec pause = {.tv_sec = interval_ms / 1000, .tv_nsec = (long)(interval_ms % 1000) * 1000000L};
+  while (atomic_load_explicit(&tracking, memory_order_relaxed)) {
+    sample(false);
+    nanosleep(&pause, NULL);
+  }
+  return NULL;
+}
+
+static void start_sampler(void) {
+  if (interval_ms == 0) return;
+  sigset_t all, saved;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &saved); /* the thread inherits "every signal blocked" */
+  pthread_attr_t attributes;
+  pthread_attr_init(&attributes);
+  pthread_attr_setstacksize(&attributes, 64 << 10);
+  pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
+  int rc = pthread_create(&sampler, &attributes, sampler_main, NULL);
+  pthread_attr_destroy(&attributes);
+  pthread_sigmask(SIG_SETMASK, &saved, NULL);
+  if (rc != 0) {
+    preload_fallback("peak sampler", "cannot start the sampler thread: %s; the peak is measured only before "
+                     "large unmaps", strerror(rc));
+    return;
+  }
+  pthread_setname_np(sampler, "hugify-peak");
+  atomic_store(&sampler_running, 1);
+}
+
+/* A forked child measures its own peak from now on, with its own sampler (threads do not survive fork). */
+static void restart_in_child(void) {
+  pthread_mutex_init(&peak_lock, NULL);
+  memset(&peak, 0, sizeof peak);
+  snapshot_memory = snapshot_ns = 0;
+  started_ns = preload_now_ns();
+  atomic_store(&sampler_running, 0);
+  if (atomic_load(&tracking)) start_sampler();
+}
+
+void preload_peak_start(const struct hugify_options *options) {
+  next_munmap = (munmap_function)dlsym(RTLD_NEXT, "munmap");
+  next_mremap = (mremap_function)dlsym(RTLD_NEXT, "mremap");
+  next_madvise = (madvise_function)dlsym(RTLD_NEXT, "madvise");
+  if (!options->report[0]) return;
+  interval_ms = options->peak_interval_ms;
+  started_ns = preload_now_ns();
+  atomic_store(&tracking, 1);
+  pthread_atfork(NULL, NULL, restart_in_child);
+  start_sampler();
+}
+
+void preload_peak_finish(struct preload_peak *out) {
+  sample(false); /* the memory as it is at exit counts too */
+  atomic_store(&tracking, 0);
+  pthread_mutex_lock(&peak_lock);
+  *out = peak;
+  pthread_mutex_unlock(&peak_lock);
+  clockid_t clock;
+  struct timespec used;
+  if (atomic_load(&sampler_running) && pthread_getcpuclockid(sampler, &clock) == 0 &&
+      clock_gettime(clock, &used) == 0)
+    out->sampler_cpu_seconds = (double)used.tv_sec + (double)used.tv_nsec / 1e9;
+  out->interval_ms = interval_ms;
+  out->finished_seconds = (double)(preload_now_ns() - started_ns) / 1e9;
+}
+
+/* ---- the hooks: measure, then do what was asked ------------------------------------------------- */
+
+static bool releases_memory(int advice) {
+  return advice == MADV_DONTNEED || advice == MADV_FREE || advice == MADV_REMOVE || advice == MADV_DONTNEED_LOCKED;
+}
+
+__attribute__((visibility("default"))) int munmap(void *addr, size_t length) {
+  if (length >= PEAK_UNMAP_MIN) sample(true);
+  if (next_munmap) return next_munmap(addr, length);
+  return (int)syscall(SYS_munmap, addr, length); /* before our constructor ran */
+}
+
+__attribute__((visibility("default"))) void *mremap(void *old_address, size_t old_size, size_t new_size, int flags,
+                                                    ...) {
+  void *new_address = NULL;
+  if (flags & MREMAP_FIXED) {
+    va_list args;
+    va_start(args, flags);
+    new_address = va_arg(args, void *);
+    va_end(args);
+  }
+  if (old_size >= PEAK_UNMAP_MIN && new_size < old_size) sample(true);
+  if (next_mremap) return next_mremap(old_address, old_size, new_size, flags, new_address);
+  long result = syscall(SYS_mremap, old_address, old_size, new_size, flags, new_address);
+  return result == -1 ? MAP_FAILED : (void *)result;
+}
+
+__attribute__((visibility("default"))) int madvise(void *addr, size_t length, int advice) {
+  if (length >= PEAK_UNMAP_MIN && releases_memory(advice)) sample(true);
+  if (next_madvise) return next_madvise(addr, length, advice);
+  return (int)syscall(SYS_madvise, addr, length, advice);
+}

@@ -1,0 +1,154 @@
+// run_peak.cpp - the run report's figures at the process's peak: memory freed before exit still counts,
+// hugetlb pages count as memory, and the sampler thread exists only while a report is wanted.
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+#include <jansson.h>
+
+#include <string>
+
+#include "test_support.hpp"
+
+namespace {
+
+std::string workload() { return test_support::helper_path("run_heap_workload"); }
+
+std::string temp_report(const char *name) {
+  return "/tmp/hugify-peak-" + std::to_string(getpid()) + "-" + name + ".json";
+}
+
+struct report {
+  json_t *root = nullptr;
+  explicit report(const std::string &path) {
+    json_error_t error;
+    root = json_load_file(path.c_str(), 0, &error);
+    unlink(path.c_str());
+  }
+  ~report() { json_decref(root); }
+  double number(const char *path) const { // "peak.allocated.huge_fraction"
+    const json_t *at = root;
+    std::string rest = path;
+    while (at && !rest.empty()) {
+      size_t dot = rest.find('.');
+      at = json_object_get(at, rest.substr(0, dot).c_str());
+      rest = dot == std::string::npos ? "" : rest.substr(dot + 1);
+    }
+    return at && json_is_number(at) ? json_number_value(at) : -1;
+  }
+  std::string text(const char *object, const char *key) const {
+    const json_t *value = json_object_get(json_object_get(root, object), key);
+    return json_is_string(value) ? json_string_value(value) : "";
+  }
+};
+
+std::string dump(const report &r) {
+  char *text = r.root ? json_dumps(r.root, JSON_INDENT(1)) : nullptr;
+  std::string out = text ? text : "(no report)";
+  free(text);
+  return out;
+}
+
+TEST(RunPeak, MemoryFreedBeforeExitIsMeasuredAtItsPeak) {
+  // glibc frees its big blocks with internal munmap calls no preload sees: the sampler must catch them.
+  std::string path = temp_report("freed");
+  auto run = test_support::hugify({"run", "--report", path, "--", workload(), "--mib", "4", "--big", "192", "--free"});
+  ASSERT_EQ(run.status, 0) << run.err;
+  report r(path);
+  ASSERT_TRUE(r.root) << "no valid report at " << path;
+  EXPECT_GE(r.number("peak.allocated.resident_bytes"), 150.0 * (1 << 20)) << dump(r);
+  EXPECT_GE(r.number("peak.allocated.huge_fraction"), 0.90) << dump(r);
+  EXPECT_GE(r.number("peak.memory_bytes"), r.number("peak.allocated.resident_bytes")) << dump(r);
+  EXPECT_GT(r.number("peak.samples"), 0) << dump(r);
+  EXPECT_GE(r.number("peak.sampler_cpu_seconds"), 0) << dump(r);
+}
+
+TEST(RunPeak, UnmapHookAloneCatchesThePeak) {
+  // With the sampler off, raw munmap calls (other allocators, runtimes) are still seen before they happen.
+  std::string path = temp_report("hook");
+  auto run = test_support::hugify({"run", "--report", path, "--", workload(), "--mib", "4", "--mmap", "128", "--free"},
+                                  {{"HUGIFY_PEAK_INTERVAL_MS", "0"}});
+  ASSERT_EQ(run.status, 0) << run.err;
+  report r(path);
+  ASSERT_TRUE(r.root);
+  EXPECT_EQ(r.text("peak", "measured_at"), "sample") << dump(r);
+  EXPECT_GE(r.number("peak.allocated.resident_bytes"), 100.0 * (1 << 20)) << dump(r);
+  EXPECT_GE(r.number("peak.allocated.huge_fraction"), 0.90) << dump(r);
+  EXPECT_LT(r.number("classes.heap.resident_bytes") + r.number("classes.anon.resident_bytes"), 64.0 * (1 << 20))
+      << "the blocks were unmapped before exit: " << dump(r);
+  EXPECT_EQ(r.number("peak.interval_seconds"), 0) << dump(r);
+}
+
+TEST(RunPeak, HugetlbPagesCountAsMemory) {
+  // ru_maxrss leaves hugetlb pages out; peak_memory_bytes must not, so configurations compare fairly.
+  std::string why = test_support::ensure_free_hugetlb(2u << 20, 160);
+  if (!why.empty()) GTEST_SKIP() << why;
+  std::string plain_path = temp_report("plain"), hugetlb_path = temp_report("hugetlb");
+  std::vector<std::string> work{workload(), "--threads", "2", "--mib", "64"};
+  std::vector<std::string> plain{"run", "--heap", "off", "--report", plain_path, "--"}, hugetlb{"run", "--heap", "hugetlb",
+                                                                                                "--report", hugetlb_path, "--"};
+  plain.insert(plain.end(), work.begin(), work.end());
+  hugetlb.insert(hugetlb.end(), work.begin(), work.end());
+  ASSERT_EQ(test_support::hugify(plain).status, 0);
+  ASSERT_EQ(test_support::hugify(hugetlb).status, 0);
+  report p(plain_path), h(hugetlb_path);
+  ASSERT_TRUE(p.root && h.root);
+  ASSERT_GT(h.number("peak.allocated.hugetlb_bytes"), 64.0 * (1 << 20)) << "the heap did not come from the pool: " << dump(h);
+  EXPECT_LT(h.number("max_rss_bytes"), 0.5 * h.number("peak_memory_bytes")) << dump(h);
+  double ratio = h.number("peak_memory_bytes") / p.number("peak_memory_bytes");
+  EXPECT_NEAR(ratio, 1.0, 0.10) << dump(p) << dump(h);
+}
+
+int threads_of(pid_t pid, bool *has_sampler) {
+  std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  int count = 0;
+  *has_sampler = false;
+  DIR *d = opendir(dir.c_str());
+  for (struct dirent *e; d && (e = readdir(d));) {
+    if (e->d_name[0] == '.') continue;
+    count++;
+    if (test_support::read_file(dir + "/" + e->d_name + "/comm").rfind("hugify-peak", 0) == 0) *has_sampler = true;
+  }
+  if (d) closedir(d);
+  return count;
+}
+
+// Start `hugify run ARGS -- workload --stop`, count its threads while it is stopped, let it finish.
+int threads_while_stopped(std::vector<std::string> args, bool *has_sampler) {
+  args.insert(args.begin(), HUGIFY_CLI_PATH);
+  for (const char *a : {"--", "", "--mib", "8", "--stop"}) args.push_back(a);
+  args[args.size() - 4] = workload();
+  pid_t pid = fork();
+  if (pid == 0) {
+    int devnull = open("/dev/null", O_RDWR);
+    dup2(devnull, 1);
+    std::vector<char *> argv;
+    for (auto &a : args) argv.push_back(const_cast<char *>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  int status = 0, threads = -1;
+  waitpid(pid, &status, WUNTRACED);
+  if (WIFSTOPPED(status)) {
+    threads = threads_of(pid, has_sampler);
+    kill(pid, SIGCONT);
+    waitpid(pid, &status, 0);
+  }
+  return threads;
+}
+
+TEST(RunPeak, SamplerThreadOnlyWhileAReportIsWanted) {
+  bool sampler = true;
+  EXPECT_EQ(threads_while_stopped({"run"}, &sampler), 1);
+  EXPECT_FALSE(sampler) << "no report wanted, yet a sampler thread runs in the host";
+  std::string path = temp_report("threads");
+  EXPECT_EQ(threads_while_stopped({"run", "--report", path}, &sampler), 2);
+  EXPECT_TRUE(sampler);
+  unlink(path.c_str());
+}
+
+}  // namespace
