@@ -7,8 +7,8 @@
  *
  * - before every munmap, shrinking mremap and madvise(DONTNEED|FREE|REMOVE) of 2 MiB or more that goes
  *   through the PLT (other allocators, runtimes, the program itself), while the memory is still there;
- * - from a sampler thread every HUGIFY_PEAK_INTERVAL_MS (default 20 ms), because glibc's malloc unmaps
- *   through internal calls that no preload can see.
+ * - from a sampler thread every HUGIFY_PEAK_INTERVAL_MS (default 20 ms; less often while memory stays
+ *   put), because glibc's malloc unmaps through internal calls that no preload can see.
  *
  * A sample reads /proc/self/status (VmRSS + HugetlbPages: kernel counters, no page walk); only when the
  * process uses clearly more memory than at the last snapshot (1.25x, or more at all after 2 s) is
@@ -37,6 +37,7 @@
 #define PEAK_GROWTH_NUMERATOR 5          /* a new snapshot at 5/4 of the last one's memory ... */
 #define PEAK_GROWTH_DENOMINATOR 4
 #define PEAK_REFRESH_NS 2000000000ull    /* ... or at any new high 2 s after it */
+#define PEAK_IDLE_MS 640                 /* the longest pause while memory does not move */
 
 #ifndef MADV_DONTNEED_LOCKED
 #define MADV_DONTNEED_LOCKED 24
@@ -95,11 +96,11 @@ static bool measure_allocated(struct preload_peak *out) {
 
 /* One sample: the running maximum always; a heap + anon snapshot when memory grew enough since the last one.
  * `before_unmap`: memory is about to go, so any level at or above the last snapshot's is worth keeping. */
-static void sample(bool before_unmap) {
-  if (!atomic_load_explicit(&tracking, memory_order_relaxed)) return;
+static uint64_t sample(bool before_unmap) {
+  if (!atomic_load_explicit(&tracking, memory_order_relaxed)) return 0;
   uint64_t memory = memory_now();
-  if (memory == 0) return;
-  if (before_unmap ? pthread_mutex_trylock(&peak_lock) != 0 : pthread_mutex_lock(&peak_lock) != 0) return;
+  if (memory == 0) return 0;
+  if (before_unmap ? pthread_mutex_trylock(&peak_lock) != 0 : pthread_mutex_lock(&peak_lock) != 0) return memory;
   uint64_t now = preload_now_ns();
   peak.samples++;
   if (memory > peak.memory_bytes) peak.memory_bytes = memory;
@@ -119,13 +120,22 @@ static void sample(bool before_unmap) {
     snapshot_ns = now;
   }
   pthread_mutex_unlock(&peak_lock);
+  return memory;
 }
 
+/* Every interval while memory moves; while it stays within 1/64 of the last sample the pause doubles, up
+ * to PEAK_IDLE_MS, so an idle server is woken a few times a second, not fifty. */
 static void *sampler_main(void *unused) {
   (void)unused;
-  struct timespec pause = {.tv_sec = interval_ms / 1000, .tv_nsec = (long)(interval_ms % 1000) * 1000000L};
+  unsigned pause_ms = interval_ms;
+  uint64_t previous = 0;
   while (atomic_load_explicit(&tracking, memory_order_relaxed)) {
-    sample(false);
+    uint64_t memory = sample(false);
+    uint64_t change = memory > previous ? memory - previous : previous - memory;
+    pause_ms = change > previous / 64 ? interval_ms : (pause_ms * 2 < PEAK_IDLE_MS ? pause_ms * 2 : PEAK_IDLE_MS);
+    if (pause_ms < interval_ms) pause_ms = interval_ms;
+    previous = memory;
+    struct timespec pause = {.tv_sec = pause_ms / 1000, .tv_nsec = (long)(pause_ms % 1000) * 1000000L};
     nanosleep(&pause, NULL);
   }
   return NULL;
