@@ -141,7 +141,6 @@ static void write_json(FILE *out, const struct measured *m, double seconds) {
   json_open_object(&j, "classes");
   for (int k = 0; k < HUGIFY_CLASS_COUNT; k++) json_put_usage(&j, hugify_memory_class_name(k), &m->classes[k]);
   json_close(&j);
-  json_open_array(&j, "objects");
   json_open_object(&j, "peak");
   json_put_u64(&j, "memory_bytes", m->peak_memory);
   json_put_string(&j, "measured_at", m->peak_at_exit ? "exit" : "sample");
@@ -158,6 +157,7 @@ static void write_json(FILE *out, const struct measured *m, double seconds) {
   json_put_double(&j, "interval_seconds", m->peak.interval_ms / 1000.0);
   json_put_double(&j, "sampler_cpu_seconds", m->peak.sampler_cpu_seconds);
   json_close(&j);
+  json_open_array(&j, "objects");
   for (size_t i = 0; i < m->objects.count; i++) {
     const struct text_object *object = &m->objects.objects[i];
     json_open_object(&j, NULL);
