@@ -15,6 +15,7 @@
 #include "options.h"
 #include "os.h"
 #include "probe.h"
+#include "run_tree.h"
 #include "safe_file.h"
 
 const char usage_run[] =
@@ -417,30 +418,31 @@ int cmd_run(int argc, char **argv) {
   setenv("HUGIFY_TEXT", args.text ? "1" : "0", 1);
   if (args.verbose) setenv("HUGIFY_VERBOSE", "1", 1);
   char number[32];
-  snprintf(number, sizeof number, "%d", (int)getpid());
+  snprintf(number, sizeof number, "%d", (int)getpid()); /* CMD keeps this pid, or run_tree_run sets the child's */
   setenv("HUGIFY_RUN_PID", number, 1);
+  /* With a report, every process of the tree writes its own into a private directory; hugify run stays as
+   * CMD's parent, like `time` and `perf stat`, and sums them when CMD has ended (run_tree.c). */
+  char report_dir[PATH_MAX] = "";
   if (args.report) {
-    char report[2 * PATH_MAX + 2];
-    if (strcmp(args.report, "-") == 0) snprintf(report, sizeof report, "-");
-    else if (args.report[0] == '/') snprintf(report, sizeof report, "%s", args.report);
-    else {
-      char cwd[PATH_MAX];
-      if (!getcwd(cwd, sizeof cwd)) return fail(EXIT_USAGE, "run", "cannot resolve --report %s: %s", args.report, strerror(errno));
-      snprintf(report, sizeof report, "%s/%s", cwd, args.report);
-    }
-    if (strlen(report) >= sizeof options.report) return usage_error("run", "--report: the path is too long");
-    /* The report's file rules (safe_file.h) checked now rather than found at exit: a link is never written
-     * through, a directory or block device never written; a character device or FIFO named here is. */
-    enum safe_file_kind kind = strcmp(report, "-") == 0 ? SAFE_FILE_ABSENT : safe_file_kind(report);
+    /* The report's file rules (safe_file.h) checked now rather than found at the end: a link is never
+     * written through, a directory or block device never written; a character device or FIFO named here is. */
+    enum safe_file_kind kind = strcmp(args.report, "-") == 0 ? SAFE_FILE_ABSENT : safe_file_kind(args.report);
     if (kind == SAFE_FILE_LINK)
       return usage_error("run", "--report %s is a symbolic link: hugify never writes a report through a link "
-                         "(name the file itself, or use --report - [--json] for stderr)", report);
+                         "(name the file itself, or use --report - [--json] for stderr)", args.report);
     if (kind == SAFE_FILE_OTHER)
-      return usage_error("run", "--report %s is a directory, block device or socket, not a file", report);
+      return usage_error("run", "--report %s is a directory, block device or socket, not a file", args.report);
     /* A stale report must not pass for this run's; only a regular file is removed (never /dev/null). */
-    if (kind == SAFE_FILE_REGULAR) unlink(report);
-    setenv("HUGIFY_REPORT", report, 1);
-    setenv("HUGIFY_REPORT_JSON", args.json ? "1" : "0", 1);
+    if (kind == SAFE_FILE_REGULAR) unlink(args.report);
+    const char *tmp = getenv("TMPDIR");
+    snprintf(report_dir, sizeof report_dir, "%s/hugify-run.XXXXXX", tmp && tmp[0] == '/' ? tmp : "/tmp");
+    if (!mkdtemp(report_dir))
+      return fail(EXIT_PRIVILEGE, "run", "cannot make a directory for the reports (%s): %s; set TMPDIR to a "
+                  "writable directory", report_dir, strerror(errno));
+    char per_process[PATH_MAX + 32];
+    snprintf(per_process, sizeof per_process, "%s/process.json", report_dir);
+    setenv("HUGIFY_REPORT", per_process, 1);
+    unsetenv("HUGIFY_REPORT_JSON");
   } else {
     unsetenv("HUGIFY_REPORT");
   }
@@ -452,6 +454,7 @@ int cmd_run(int argc, char **argv) {
       if (getenv(shown[i])) fprintf(stderr, "hugify run: %s=%s\n", shown[i], getenv(shown[i]));
   }
   fflush(stderr);
+  if (args.report) return run_tree_run(path, args.command, report_dir, args.report, args.json);
   execv(path, args.command);
   int err = errno;
   fprintf(stderr, "hugify run: %s: %s\n", path, strerror(err));
