@@ -427,6 +427,7 @@ static void print_json(FILE *out, const struct status_snapshot *s, const struct 
   json_put_string(&j, "schema", "hugify.status/2");
   json_put_string(&j, "root", s->root);
   json_put_string(&j, "kernel", s->kernel_release);
+  json_put_string(&j, "hypervisor", s->hypervisor[0] ? s->hypervisor : NULL);
   json_put_u64(&j, "base_page_size_bytes", s->base_page_size);
   json_hugetlb(&j, s);
   json_thp(&j, s);

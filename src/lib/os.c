@@ -2,6 +2,10 @@
  * wrappers do); the parsing of what is read is procfs.c's (pure), the probing of features probe.c's. */
 #include "os.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -326,4 +330,20 @@ int os_pagemap_anonymous(uintptr_t start, uintptr_t end, uint64_t *bytes) {
   int rc = pagemap_scan(pagemap_fd, start, end, &filter, 0, found);
   *bytes = found[0];
   return rc;
+}
+
+int os_hypervisor_signature(char signature[12]) {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned eax, ebx, ecx, edx;
+  __cpuid(1, eax, ebx, ecx, edx);
+  if (!(ecx & (1u << 31))) return -ENOENT; /* the "hypervisor present" bit */
+  __cpuid(0x40000000, eax, ebx, ecx, edx);
+  memcpy(signature, &ebx, 4);
+  memcpy(signature + 4, &ecx, 4);
+  memcpy(signature + 8, &edx, 4);
+  return 0;
+#else
+  (void)signature;
+  return -ENOENT;
+#endif
 }

@@ -110,4 +110,8 @@ int os_pagemap_resident_fd(int pagemap_fd, uintptr_t start, uintptr_t end, struc
  * -ENOTTY when the kernel lacks PAGEMAP_SCAN, or -errno. */
 int os_pagemap_anonymous(uintptr_t start, uintptr_t end, uint64_t *bytes);
 
+/* The hypervisor's 12-byte CPUID signature (leaf 0x40000000) when this CPU says it runs as a guest.
+ * Returns 0, or -ENOENT (not a guest, or not an x86 CPU). */
+int os_hypervisor_signature(char signature[12]);
+
 #endif

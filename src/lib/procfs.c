@@ -561,3 +561,30 @@ bool parse_stat_flags(const char *text, unsigned long *flags) {
   *flags = strtoul(p, &end, 10);
   return end != p;
 }
+
+/* ---- the machine under us -------------------------------------------------------------------------- */
+
+bool parse_cpuinfo_hypervisor(const char *text) {
+  for (const char *line = text; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+    if (strncmp(line, "flags", 5) != 0) continue;
+    const char *colon = strchr(line, ':'), *end = strchr(line, '\n');
+    if (!colon || (end && colon > end)) return false;
+    size_t length = end ? (size_t)(end - colon) : strlen(colon);
+    for (const char *p = colon + 1; p < colon + length; p++)
+      if (strncmp(p, "hypervisor", 10) == 0 && p[-1] == ' ' && (p[10] == ' ' || p[10] == '\n' || p[10] == '\0'))
+        return true;
+    return false; /* every processor lists the same flags: the first line says it */
+  }
+  return false;
+}
+
+const char *hypervisor_name(const char signature[12]) {
+  static const struct { char signature[13]; const char *name; } known[] = {
+      {"KVMKVMKVM\0\0\0", "KVM"}, {"Microsoft Hv", "Hyper-V"}, {"VMwareVMware", "VMware"},
+      {"XenVMMXenVMM", "Xen"},     {"TCGTCGTCGTCG", "QEMU (TCG)"}, {"ACRNACRNACRN", "ACRN"},
+      {"bhyve bhyve ", "bhyve"},   {" lrpepyh  vr", "Parallels"}, {"VBoxVBoxVBox", "VirtualBox"},
+  };
+  for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+    if (memcmp(signature, known[i].signature, 12) == 0) return known[i].name;
+  return NULL;
+}

@@ -174,4 +174,10 @@ void cgroup_hugetlb_size_name(uint64_t page_size, char *out, size_t cap);
 bool parse_stat_flags(const char *text, unsigned long *flags);
 #define PROCFS_PF_KTHREAD 0x00200000ul /* include/linux/sched.h: a kernel thread (no user memory) */
 
+/* /proc/cpuinfo: whether the CPU flags include "hypervisor" (the guest bit: CPUID.1:ECX[31] on x86). */
+bool parse_cpuinfo_hypervisor(const char *text);
+/* The hypervisor's name from its 12-byte CPUID signature (leaf 0x40000000: "KVMKVMKVM\0\0\0" -> "KVM",
+ * "Microsoft Hv" -> "Hyper-V", ...), or NULL when the signature is not one we know. */
+const char *hypervisor_name(const char signature[12]);
+
 #endif

@@ -112,6 +112,10 @@ struct status_snapshot {
   struct status_node nodes[HUGIFY_MAX_NODES];
   char cpus_allowed[256], mems_allowed[256]; /* the caller's lists, "" when unknown */
 
+  /* the machine: "" when not a virtual machine; the hypervisor's name (from CPUID when live), or "unknown"
+   * when /proc/cpuinfo says "hypervisor" and no name could be had */
+  char hypervisor[32];
+
   /* enum hugify_feature_state; UNKNOWN when not live (a captured tree cannot be probed) */
   int madv_collapse, process_madvise, file_thp_text;
   char feature_reason[HUGIFY_REASON_MAX];
