@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <gtest/gtest.h>
-#include <jansson.h>
 
 #include <string>
 
@@ -21,36 +20,20 @@ std::string temp_report(const char *name) {
   return "/tmp/hugify-peak-" + std::to_string(getpid()) + "-" + name + ".json";
 }
 
+// The report of the one process the workload runs in: `hugify run --report` writes the tree
+// (hugify.run/1) with every process's own report under "processes".
 struct report {
-  json_t *root = nullptr;
-  explicit report(const std::string &path) {
-    json_error_t error;
-    root = json_load_file(path.c_str(), 0, &error);
+  test_support::json_view tree, process;
+  std::string text;
+  explicit report(const std::string &path) : tree(test_support::load_json(path)), text(test_support::read_file(path)) {
+    process = tree["processes"][0];
     unlink(path.c_str());
   }
-  ~report() { json_decref(root); }
-  double number(const char *path) const { // "peak.allocated.huge_fraction"
-    const json_t *at = root;
-    std::string rest = path;
-    while (at && !rest.empty()) {
-      size_t dot = rest.find('.');
-      at = json_object_get(at, rest.substr(0, dot).c_str());
-      rest = dot == std::string::npos ? "" : rest.substr(dot + 1);
-    }
-    return at && json_is_number(at) ? json_number_value(at) : -1;
-  }
-  std::string text(const char *object, const char *key) const {
-    const json_t *value = json_object_get(json_object_get(root, object), key);
-    return json_is_string(value) ? json_string_value(value) : "";
-  }
+  double number(const char *path) const { return process.at(path).number(); }
+  std::string string(const char *path) const { return process.at(path).text(); }
 };
 
-std::string dump(const report &r) {
-  char *text = r.root ? json_dumps(r.root, JSON_INDENT(1)) : nullptr;
-  std::string out = text ? text : "(no report)";
-  free(text);
-  return out;
-}
+std::string dump(const report &r) { return r.text.empty() ? "(no report)" : r.text; }
 
 TEST(RunPeak, MemoryFreedBeforeExitIsMeasuredAtItsPeak) {
   // glibc frees its big blocks with internal munmap calls no preload sees: the sampler must catch them.
@@ -58,7 +41,7 @@ TEST(RunPeak, MemoryFreedBeforeExitIsMeasuredAtItsPeak) {
   auto run = test_support::hugify({"run", "--report", path, "--", workload(), "--mib", "4", "--big", "192", "--free"});
   ASSERT_EQ(run.status, 0) << run.err;
   report r(path);
-  ASSERT_TRUE(r.root) << "no valid report at " << path;
+  ASSERT_TRUE(r.process.present()) << "no valid report at " << path << ": " << dump(r);
   EXPECT_GE(r.number("peak.allocated.resident_bytes"), 150.0 * (1 << 20)) << dump(r);
   EXPECT_GE(r.number("peak.allocated.huge_fraction"), 0.90) << dump(r);
   EXPECT_GE(r.number("peak.memory_bytes"), r.number("peak.allocated.resident_bytes")) << dump(r);
@@ -73,8 +56,8 @@ TEST(RunPeak, UnmapHookAloneCatchesThePeak) {
                                   {{"HUGIFY_PEAK_INTERVAL_MS", "0"}});
   ASSERT_EQ(run.status, 0) << run.err;
   report r(path);
-  ASSERT_TRUE(r.root);
-  EXPECT_EQ(r.text("peak", "measured_at"), "sample") << dump(r);
+  ASSERT_TRUE(r.process.present()) << dump(r);
+  EXPECT_EQ(r.string("peak.measured_at"), "sample") << dump(r);
   EXPECT_GE(r.number("peak.allocated.resident_bytes"), 100.0 * (1 << 20)) << dump(r);
   EXPECT_GE(r.number("peak.allocated.huge_fraction"), 0.90) << dump(r);
   EXPECT_LT(r.number("classes.heap.resident_bytes") + r.number("classes.anon.resident_bytes"), 64.0 * (1 << 20))
@@ -95,7 +78,7 @@ TEST(RunPeak, HugetlbPagesCountAsMemory) {
   ASSERT_EQ(test_support::hugify(plain).status, 0);
   ASSERT_EQ(test_support::hugify(hugetlb).status, 0);
   report p(plain_path), h(hugetlb_path);
-  ASSERT_TRUE(p.root && h.root);
+  ASSERT_TRUE(p.process.present() && h.process.present()) << dump(p) << dump(h);
   ASSERT_GT(h.number("peak.allocated.hugetlb_bytes"), 64.0 * (1 << 20)) << "the heap did not come from the pool: " << dump(h);
   EXPECT_LT(h.number("max_rss_bytes"), 0.5 * h.number("peak_memory_bytes")) << dump(h);
   double ratio = h.number("peak_memory_bytes") / p.number("peak_memory_bytes");
@@ -132,10 +115,10 @@ int threads_while_stopped(std::vector<std::string> args, bool *has_sampler) {
     _exit(127);
   }
   int status = 0, threads = -1;
-  waitpid(pid, &status, WUNTRACED);
-  if (WIFSTOPPED(status)) {
-    threads = threads_of(pid, has_sampler);
-    kill(pid, SIGCONT);
+  int stopped = test_support::wait_until_stopped(pid, &status);
+  if (stopped > 0) {
+    threads = threads_of(stopped, has_sampler);
+    kill(stopped, SIGCONT);
     waitpid(pid, &status, 0);
   }
   return threads;

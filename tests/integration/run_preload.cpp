@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -49,6 +50,16 @@ test_support::json_view load_report(const std::string &path) {
 // anonymous memory). `field` is one of the usage members ("resident_bytes", "huge_bytes", ...).
 double allocated(const test_support::json_view &report, const std::string &field) {
   return report.at("classes.heap." + field).number() + report.at("classes.anon." + field).number();
+}
+
+// `hugify run --report` writes the whole tree (hugify.run/1): its sums have the shape of one process's
+// report, and every process's own report (hugify.report/2) is under "processes". This is the one whose
+// top_level is true (the process hugify run started).
+test_support::json_view top_process(const test_support::json_view &tree) {
+  for (size_t i = 0; tree["processes"][i].present(); i++)
+    if (json_is_true(tree["processes"][i]["top_level"].get())) return tree["processes"][i];
+  ADD_FAILURE() << "no top-level process in the report";
+  return tree["processes"][0];
 }
 
 double heap_fraction(const test_support::json_view &report) {
@@ -120,7 +131,7 @@ usage independent_heap(int pid) {
   return heap;
 }
 
-// Start `hugify run ... -- argv` (which becomes the program: same pid), wait until it stops itself
+// Start `hugify run ... -- argv` (the program, or with --report its parent), wait until the program stops itself
 // (run_heap_workload --stop), read its smaps, let it finish. Returns the exit status.
 int run_stopped(const std::vector<std::string> &argv, usage *heap_at_stop) {
   pid_t pid = fork();
@@ -135,10 +146,10 @@ int run_stopped(const std::vector<std::string> &argv, usage *heap_at_stop) {
     _exit(127);
   }
   int status = 0;
-  waitpid(pid, &status, WUNTRACED);
-  if (WIFSTOPPED(status)) {
-    *heap_at_stop = independent_heap(pid);
-    kill(pid, SIGCONT);
+  int stopped = test_support::wait_until_stopped(pid, &status);
+  if (stopped > 0) {
+    *heap_at_stop = independent_heap(stopped);
+    kill(stopped, SIGCONT);
     waitpid(pid, &status, 0);
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -177,12 +188,13 @@ TEST(RunPreload, JsonOptionWritesTheReportAsJson) {
   std::string error;
   auto doc = test_support::parse_json(run.err, &error);
   ASSERT_TRUE(doc.present()) << error << "\n" << run.err;
-  EXPECT_EQ(doc["schema"].text(), "hugify.report/2");
+  EXPECT_EQ(doc["schema"].text(), "hugify.run/1");
+  EXPECT_EQ(top_process(doc)["schema"].text(), "hugify.report/2");
   // --json=FILE: the same as --report FILE
   std::string report = temp_path("option.json");
   auto to_file = test_support::hugify({"run", "--json=" + report, "--", workload(), "--mib", "8"});
   ASSERT_EQ(to_file.status, 0) << to_file.err;
-  EXPECT_EQ(load_report(report)["schema"].text(), "hugify.report/2");
+  EXPECT_EQ(load_report(report)["schema"].text(), "hugify.run/1");
 }
 
 TEST(RunPreload, BadUsageExits2) {
@@ -257,9 +269,14 @@ TEST(RunPreload, ReportIsValidAndMatchesAnIndependentSmapsRead) {
   ASSERT_EQ(status, 0);
   std::string json = test_support::read_file(report);
   ASSERT_FALSE(json.empty());
-  auto doc = load_report(report);
+  auto tree = load_report(report);
+  EXPECT_EQ(tree["schema"].text(), "hugify.run/1");
+  EXPECT_EQ(tree["process_count"].u64(), 1u) << json;
+  EXPECT_EQ(tree["exit_status"].u64(), 0u) << json;
+  auto doc = top_process(tree);
   EXPECT_EQ(doc["schema"].text(), "hugify.report/2");
   EXPECT_GT(doc["pid"].number(), 0);
+  EXPECT_EQ(tree.at("largest_process.pid").number(), doc["pid"].number()) << json;
   EXPECT_NE(doc["command"].text().find("run_heap_workload --mib 96"), std::string::npos);
   EXPECT_GE(doc["hugify_seconds"].number(), 0);
   ASSERT_TRUE(json_is_array(doc["objects"].get())) << json;
@@ -284,7 +301,7 @@ TEST(RunPreload, SingleThreadedHeapIsCovered) {
   ASSERT_EQ(run.status, 0) << run.err;
   std::string json = test_support::read_file(report);
   EXPECT_GE(heap_fraction(load_report(report)), 0.90) << json;
-  EXPECT_EQ(load_report(report)["heap_mode"].text(), "auto");
+  EXPECT_EQ(top_process(load_report(report))["heap_mode"].text(), "auto");
 }
 
 TEST(RunPreload, MultiThreadedHeapIsCoveredArenasIncluded) {
@@ -308,22 +325,34 @@ TEST(RunPreload, OtherAllocatorsMmapsAreAlignedAndAdvised) {
   EXPECT_GE(heap_fraction(load_report(report)), 0.90) << test_support::read_file(report);
 }
 
-TEST(RunPreload, ChildProcessesAreCoveredAndReportUnderTheirPid) {
+TEST(RunPreload, ChildProcessesAreCoveredAndInTheTreeReport) {
   std::string report = temp_path("child.json");
-  // dash forks the first command (and exits with _exit, which the report does not cover: docs/run.md)
-  auto run = test_support::hugify(
-      {"run", "--report", report, "--", "sh", "-c", "\"$0\" --threads 2 --mib 48; true", workload()});
+  // dash forks both commands (and exits with _exit, which the report does not cover: docs/run.md)
+  auto run = test_support::hugify({"run", "--report", report, "--", "sh", "-c",
+                                   "\"$0\" --threads 2 --mib 48; \"$0\" --mib 16; true", workload()});
   ASSERT_EQ(run.status, 0) << run.err;
-  std::string dir = report.substr(0, report.rfind('/'));
-  auto listing = test_support::run({"sh", "-c", "ls \"$0\"/child.json.*", dir});
-  ASSERT_EQ(listing.status, 0) << "no child report in " << dir;
-  std::string child = listing.out.substr(0, listing.out.find('\n'));
-  std::string json = test_support::read_file(child);
-  auto doc = load_report(child);
-  EXPECT_TRUE(json_is_false(doc["top_level"].get())) << json;
-  EXPECT_NE(doc["command"].text().find("run_heap_workload"), std::string::npos);
-  EXPECT_GE(heap_fraction(doc), 0.90) << json;
-  EXPECT_EQ(child, report + "." + std::to_string(doc["pid"].u64()));
+  std::string json = test_support::read_file(report);
+  auto tree = load_report(report);
+  ASSERT_EQ(tree["process_count"].u64(), 2u) << json;
+  double peak_sum = 0, resident_sum = 0, largest = 0;
+  for (size_t i = 0; i < 2; i++) {
+    auto doc = tree["processes"][i];
+    EXPECT_TRUE(json_is_false(doc["top_level"].get())) << json;
+    EXPECT_NE(doc["command"].text().find("run_heap_workload"), std::string::npos);
+    EXPECT_GE(heap_fraction(doc), 0.90) << json;
+    peak_sum += doc["peak_memory_bytes"].number();
+    resident_sum += doc.at("classes.anon.resident_bytes").number();
+    largest = std::max(largest, doc["peak_memory_bytes"].number());
+  }
+  // bytes are summed over the tree; the largest process is the 2-thread one (about 3x the other)
+  EXPECT_EQ(tree["peak_memory_bytes"].number(), peak_sum) << json;
+  EXPECT_EQ(tree.at("classes.anon.resident_bytes").number(), resident_sum) << json;
+  EXPECT_EQ(tree.at("largest_process.peak_memory_bytes").number(), largest) << json;
+  EXPECT_NE(tree.at("largest_process.command").text().find("--threads 2"), std::string::npos) << json;
+  EXPECT_GE(heap_fraction(tree), 0.90) << json;
+  // and no stray per-process files next to the report
+  auto listing = test_support::run({"sh", "-c", "ls \"$0\".* 2>/dev/null", report});
+  EXPECT_NE(listing.status, 0) << listing.out;
 }
 
 TEST(RunPreload, ThpDisabledByPrctlIsRespected) {
@@ -357,7 +386,7 @@ TEST(RunPreload, HugetlbHeapComesFromThePool) {
   auto doc = load_report(report);
   double resident = allocated(doc, "resident_bytes");
   EXPECT_GE(allocated(doc, "hugetlb_2m_bytes"), 0.90 * resident) << json;
-  EXPECT_NE(doc["glibc_tunables"].text().find("glibc.malloc.hugetlb=2"), std::string::npos) << json;
+  EXPECT_NE(top_process(doc)["glibc_tunables"].text().find("glibc.malloc.hugetlb=2"), std::string::npos) << json;
 }
 
 TEST(RunPreload, JemallocAndMimallocArePreloaded) {
@@ -376,7 +405,7 @@ TEST(RunPreload, JemallocAndMimallocArePreloaded) {
     EXPECT_EQ(run.err.find("Malformed"), std::string::npos) << run.err;
     std::string json = test_support::read_file(report);
     auto doc = load_report(report);
-    EXPECT_NE(doc["malloc"].text().find(std::string("lib") + modes[i]), std::string::npos) << json;
+    EXPECT_NE(top_process(doc)["malloc"].text().find(std::string("lib") + modes[i]), std::string::npos) << json;
     // THP, or hugetlb pages: mimalloc's large OS pages take the 2 MiB pool first when it has free pages
     EXPECT_GT(allocated(doc, "huge_bytes"), 0) << json;
   }

@@ -244,3 +244,25 @@ std::vector<json_view> parse_json_documents(const std::string &text, std::string
 }
 
 }  // namespace test_support
+
+namespace test_support {
+
+static bool is_stopped(int pid) {
+  std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  size_t close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'T';
+}
+
+int wait_until_stopped(int root, int *status) {
+  for (int tries = 0; tries < 12000; tries++) {
+    pid_t done = waitpid(root, status, WUNTRACED | WNOHANG);
+    if (done == root) return WIFSTOPPED(*status) ? root : -1;
+    std::istringstream children(read_file("/proc/" + std::to_string(root) + "/task/" + std::to_string(root) + "/children"));
+    for (int child; children >> child;)
+      if (is_stopped(child)) return child;
+    usleep(10000);
+  }
+  return -1;
+}
+
+}  // namespace test_support

@@ -39,6 +39,11 @@ uint64_t smaps_field(int pid, uintptr_t start, size_t size, const std::string &f
 std::string ensure_free_hugetlb(uint64_t page_size, uint64_t pages);
 uint64_t free_hugetlb(uint64_t page_size); // free minus reserved
 
+// Wait (up to 120 s) until `root` or one of its children stops itself (SIGSTOP): `hugify run` becomes the
+// program when it execs it, and stays as its parent with --report. Returns the stopped process, or -1 when
+// `root` ended first (its wait status in *status).
+int wait_until_stopped(int root, int *status);
+
 // ---- JSON that hugify writes, read back with jansson (strict RFC 8259: invalid UTF-8 is an error) ----
 // A value inside a parsed document; it keeps the document alive. A missing member or item is an empty
 // view (present() false), so doc["a"]["b"].u64() needs no checks in between.
