@@ -29,19 +29,21 @@ static bool summable(const char *key) {
   return ends_with(key, "_bytes") || strcmp(key, "hugify_seconds") == 0 || strcmp(key, "sampler_cpu_seconds") == 0;
 }
 
-/* sum += value, member by member: what is summable adds up, objects recurse; fractions are recomputed
- * afterwards, anything else (names, flags, lists, moments) is not summed. */
-static void add_figures(json_t *sum, const json_t *value) {
+/* sum += value, member by member: what is summable adds up (every member of a `_bytes` object, such as
+ * not_huge_bytes), objects recurse; fractions are recomputed afterwards, anything else (names, flags,
+ * lists, moments) is not summed. */
+static void add_figures(json_t *sum, const json_t *value, bool all_bytes) {
   const char *key;
   json_t *member;
   json_object_foreach((json_t *)value, key, member) {
     json_t *into = json_object_get(sum, key);
     if (json_is_object(member)) {
       if (!into) json_object_set_new(sum, key, into = json_object());
-      if (json_is_object(into)) add_figures(into, member);
-    } else if (json_is_number(member) && summable(key)) {
+      if (json_is_object(into)) add_figures(into, member, ends_with(key, "_bytes"));
+    } else if (json_is_number(member) && (all_bytes || summable(key))) {
       double total = json_number_value(member) + (json_is_number(into) ? json_number_value(into) : 0);
-      json_object_set_new(sum, key, ends_with(key, "_bytes") ? json_integer((json_int_t)total) : json_real(total));
+      json_object_set_new(sum, key, all_bytes || ends_with(key, "_bytes") ? json_integer((json_int_t)total)
+                                                                           : json_real(total));
     }
   }
 }
@@ -128,7 +130,7 @@ static json_t *tree_sums(const struct run_tree *tree) {
       if (json_object_get(report, key)) json_object_set(figures, key, json_object_get(report, key));
     for (const char *key = "max_rss_bytes\0peak_memory_bytes\0hugify_seconds\0"; *key; key += strlen(key) + 1)
       if (json_object_get(report, key)) json_object_set(figures, key, json_object_get(report, key));
-    add_figures(sums, figures);
+    add_figures(sums, figures, false);
     json_decref(figures);
   }
   recompute_fractions(sums);
