@@ -30,7 +30,7 @@ extern "C" {
 namespace {
 
 const char usage[] =
-    "usage: absl_hash_map [--allocator std|hugify|both] [--count N] [--repeat R] [--json]\n"
+    "usage: absl_hash_map [--allocator std|hugify|both] [--count N] [--repeat R] [--in-process] [--json]\n"
     "\n"
     "The seed's workload: absl::flat_hash_map<size_t, size_t, crc32 hash>, reserve(N), then N x\n"
     "try_emplace(i, i). Each run is a fresh child process; with `both` the allocators alternate, R runs\n"
@@ -41,6 +41,9 @@ const char usage[] =
     "  --allocator A  std (std::allocator), hugify (hugify::allocator, default chain), both (default)\n"
     "  --count N      elements (default 10000000; k and M are decimal: 10M = 10000000)\n"
     "  --repeat R     runs per allocator (default 3)\n"
+    "  --in-process   every run in this process, not a fresh child: the table is built, freed, and the\n"
+    "                 program exits normally (what `hugify check -- absl_hash_map --allocator std\n"
+    "                 --repeat 1 --in-process` measures as one program); peak RSS is this process's\n"
     "  --json         one JSON object per allocator per line:\n"
     "                 {\"allocator\":\"std\",\"count\":10000000,\"repeat\":3,\"seconds\":1.14,\n"
     "                  \"seconds_min\":1.12,\"seconds_max\":1.20,\"cpu_seconds\":0.61,\"sys_seconds\":0.11,\n"
@@ -223,7 +226,7 @@ int usage_error(const char *format, const char *arg) {
 int main(int argc, char **argv) {
   std::string which = "both";
   size_t count = 10000000, repeat = 3;
-  bool json = false;
+  bool json = false, in_process = false;
   for (int i = 1; i < argc; i++) {
     std::string arg = argv[i];
     auto value = [&]() -> const char * { return i + 1 < argc ? argv[++i] : nullptr; };
@@ -232,6 +235,8 @@ int main(int argc, char **argv) {
       return 0;
     } else if (arg == "--json") {
       json = true;
+    } else if (arg == "--in-process") {
+      in_process = true;
     } else if (arg == "--allocator") {
       const char *v = value();
       if (!v || (std::strcmp(v, "std") && std::strcmp(v, "hugify") && std::strcmp(v, "both")))
@@ -254,13 +259,21 @@ int main(int argc, char **argv) {
   if (which != "std") runs.push_back(summary{"hugify", {}});
   if (!json)
     std::printf("absl::flat_hash_map<size_t, size_t, crc32>: reserve(%zu) + %zu x try_emplace(i, i); %zu run%s per "
-                "allocator, each in a fresh process%s\n",
-                count, count, repeat, repeat == 1 ? "" : "s", runs.size() > 1 ? ", alternating" : "");
+                "allocator, %s%s\n",
+                count, count, repeat, repeat == 1 ? "" : "s", in_process ? "in this process" : "each in a fresh process",
+                runs.size() > 1 ? ", alternating" : "");
   for (size_t round = 0; round < repeat; round++) {
     for (summary &s : runs) {
       run_result r{};
       long rss = 0;
-      if (!run_in_child(std::strcmp(s.name, "hugify") == 0, count, &r, &rss)) {
+      bool hugify_allocator = std::strcmp(s.name, "hugify") == 0;
+      if (in_process) {
+        r = hugify_allocator ? run_once<hugify_base>(count) : run_once<std_base>(count);
+        struct rusage usage {};
+        getrusage(RUSAGE_SELF, &usage);
+        rss = usage.ru_maxrss * 1024;
+      }
+      if (in_process ? !r.ok : !run_in_child(hugify_allocator, count, &r, &rss)) {
         std::fprintf(stderr, "absl_hash_map: %s run %zu failed: %s\n", s.name, round + 1, r.error);
         return 1;
       }

@@ -102,6 +102,11 @@ static const struct config_kind {
 struct coverage {
   bool present;
   double heap_resident, heap_huge, anon_resident, anon_huge, text_resident, text_huge, hugify_seconds;
+  /* what --heap acts on (heap + anon) at the peak of each process, summed over the tree (peak.allocated);
+   * at exit (heap + anon above) when the report has no peak */
+  double data_resident, data_huge;
+  bool data_at_peak;
+  double peak_memory; /* RSS + hugetlb of the process of the tree that held the most (0: not reported) */
 };
 
 struct config {
@@ -110,6 +115,7 @@ struct config {
   size_t runs;
   double wall[CHECK_MAX_ROUNDS], cpu[CHECK_MAX_ROUNDS], system[CHECK_MAX_ROUNDS];
   double max_rss[CHECK_MAX_ROUNDS], minor_faults[CHECK_MAX_ROUNDS];
+  double peak_memory[CHECK_MAX_ROUNDS]; /* RSS + hugetlb pages (the report's), else max RSS (plain: wait4's) */
   struct coverage coverage;  /* from the last run's report */
   unsigned reports;          /* runs that wrote a report */
   struct hugify_counter_values counters; /* summed over the measured runs */
@@ -219,11 +225,11 @@ static void command_line(const struct check *c, const struct config *config, cha
 
 /* ---- reading the run report (jansson) -------------------------------------------------------------- */
 
-/* The one place that knows the run report's key names (hugify.report/2: a class's figures under
- * "classes.CLASS"). Each figure is looked up under its names in order, the peak snapshot first (when the
- * report carries one) and then the report's own; the first that holds a number wins. */
+/* The one place that knows the run report's key names (hugify.run/1, whose sums have the shape of a
+ * hugify.report/2: a class's figures under "classes.CLASS", the peak under "peak", the largest process
+ * under "largest_process"). A class's figure is looked up under "classes." first, then bare. */
 static bool report_number(const struct json_doc *report, const char *class, const char *field, double *value) {
-  static const char *const prefixes[] = {"peak.classes.", "classes.", ""};
+  static const char *const prefixes[] = {"classes.", ""};
   for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {
     char path[96];
     snprintf(path, sizeof path, "%s%s%s%s", *class ? prefixes[i] : "", class, *class ? "." : "", field);
@@ -251,6 +257,15 @@ static void read_report(const char *path, struct coverage *out) {
     if (report_number(report, fields[i].region, fields[i].field, (double *)((char *)out + fields[i].offset)))
       out->present = true;
   report_number(report, "", "hugify_seconds", &out->hugify_seconds);
+  out->data_at_peak = json_doc_number(report, "peak.allocated.resident_bytes", &out->data_resident) &&
+                      json_doc_number(report, "peak.allocated.huge_bytes", &out->data_huge);
+  if (!out->data_at_peak) {
+    out->data_resident = out->heap_resident + out->anon_resident;
+    out->data_huge = out->heap_huge + out->anon_huge;
+  }
+  /* hugify run --report sums the tree; the process that held the most is what wait4's max RSS means */
+  if (!json_doc_number(report, "largest_process.peak_memory_bytes", &out->peak_memory))
+    json_doc_number(report, "peak_memory_bytes", &out->peak_memory);
   json_doc_free(report);
 }
 
@@ -375,6 +390,7 @@ static void record(struct check *c, struct config *config, const struct run_resu
   config->max_rss[i] = r->run.max_rss_bytes;
   config->minor_faults[i] = r->run.minor_faults;
   if (r->counted) add_counters(config, &r->counters);
+  config->peak_memory[i] = r->run.max_rss_bytes;
   if (config->id != CONFIG_PLAIN) {
     struct coverage coverage;
     read_report(c->report_path, &coverage);
@@ -382,6 +398,8 @@ static void record(struct check *c, struct config *config, const struct run_resu
       config->coverage = coverage;
       config->reports++;
     }
+    /* ru_maxrss leaves out hugetlb pages: the report's peak counts them */
+    if (coverage.peak_memory > config->peak_memory[i]) config->peak_memory[i] = coverage.peak_memory;
   }
 }
 
@@ -610,7 +628,7 @@ static void print_human(const struct check *c, const struct verdict *v, FILE *ou
   char metric_header[32], other_header[32];
   snprintf(metric_header, sizeof metric_header, "%s vs plain", metric);
   snprintf(other_header, sizeof other_header, "%s vs plain", other);
-  const char *const headers[] = {"config", "wall", "cpu", metric_header, "95 % CI", other_header, "max RSS",
+  const char *const headers[] = {"config", "wall", "cpu", metric_header, "95 % CI", other_header, "peak memory",
                                  "minor faults", "data huge", "text huge"};
   static const bool right[] = {false, true, true, true, true, true, true, true, true, true};
   struct table t;
@@ -628,18 +646,19 @@ static void print_human(const struct check *c, const struct verdict *v, FILE *ou
     const struct stats_interval *second = c->metric_wall ? &config->cpu_ratio : &config->wall_ratio;
     if (i > 0 && (c->metric_wall ? config->cpu_ratio_rc : config->wall_ratio_rc) == 0)
       snprintf(other_ratio, sizeof other_ratio, "%.2fx", second->estimate);
-    format_bytes((uint64_t)stats_median(config->max_rss, config->runs), rss, sizeof rss);
+    format_bytes((uint64_t)stats_median(config->peak_memory, config->runs), rss, sizeof rss);
     snprintf(faults, sizeof faults, "%.0f", stats_median(config->minor_faults, config->runs));
     if (config->coverage.present) {
-      /* Data: the heap and the other anonymous memory (glibc serves big blocks with mmap: "anon"). */
-      format_fraction(config->coverage.heap_huge + config->coverage.anon_huge,
-                      config->coverage.heap_resident + config->coverage.anon_resident, data, sizeof data);
+      /* Data: the heap and the other anonymous memory (glibc serves big blocks with mmap: "anon"), at the peak. */
+      format_fraction(config->coverage.data_huge, config->coverage.data_resident, data, sizeof data);
       format_fraction(config->coverage.text_huge, config->coverage.text_resident, text, sizeof text);
     }
     table_row(&t, config->kind->name, wall, cpu, ratio, ci, other_ratio, rss, faults, data, text);
   }
   table_print(&t, out, "  ");
   table_free(&t);
+  fprintf(out, "  peak memory: RSS + hugetlb pages of the process of CMD's tree that held the most (plain: its max "
+               "RSS); data huge: heap + anon on huge pages at each process's peak, over the tree\n");
 
   if (v->heap >= 0 && v->heap_text >= 0 && v->code_rc == 0) {
     const struct stats_interval *data = &c->configs[v->heap]->ratio;
@@ -753,6 +772,10 @@ static void json_coverage(struct json_writer *j, const struct config *config) {
   json_put_u64(j, "anon_huge_bytes", (uint64_t)config->coverage.anon_huge);
   json_put_u64(j, "text_resident_bytes", (uint64_t)config->coverage.text_resident);
   json_put_u64(j, "text_huge_bytes", (uint64_t)config->coverage.text_huge);
+  json_put_u64(j, "data_resident_bytes", (uint64_t)config->coverage.data_resident);
+  json_put_u64(j, "data_huge_bytes", (uint64_t)config->coverage.data_huge);
+  json_put_fraction(j, "data_huge_fraction", (uint64_t)config->coverage.data_huge, (uint64_t)config->coverage.data_resident);
+  json_put_string(j, "data_measured_at", config->coverage.data_at_peak ? "peak" : "exit");
   json_put_double(j, "hugify_seconds", config->coverage.hugify_seconds);
   json_close(j);
 }
@@ -772,6 +795,7 @@ static void json_config(struct json_writer *j, const struct check *c, int i) {
   json_interval(j, "wall_ratio", i ? config->wall_ratio_rc : -1, &config->wall_ratio);
   json_interval(j, "cpu_ratio", i ? config->cpu_ratio_rc : -1, &config->cpu_ratio);
   json_put_u64(j, "max_rss_bytes", (uint64_t)stats_median(config->max_rss, config->runs));
+  json_put_u64(j, "peak_memory_bytes", (uint64_t)stats_median(config->peak_memory, config->runs));
   json_put_u64(j, "minor_faults", (uint64_t)stats_median(config->minor_faults, config->runs));
   json_coverage(j, config);
   json_rates(j, "counters", config);

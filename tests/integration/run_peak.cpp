@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
 
 #include "test_support.hpp"
@@ -135,3 +136,56 @@ TEST(RunPeak, SamplerThreadOnlyWhileAReportIsWanted) {
 }
 
 }  // namespace
+
+namespace {
+
+// The code a tree's processes had on huge pages, from the tree report: the worker's, not the driver's.
+struct code_of_tree {
+  double worker_code_huge = -1, tree_code_huge = -1;
+  size_t processes = 0;
+  std::string text;
+};
+
+code_of_tree run_tree(const std::vector<std::string> &command, const std::string &worker_name) {
+  std::string path = temp_report("tree");
+  std::vector<std::string> args{"run", "--heap", "off", "--text", "on", "--report", path, "--"};
+  args.insert(args.end(), command.begin(), command.end());
+  auto run = test_support::hugify(args);
+  code_of_tree out;
+  out.text = test_support::read_file(path) + run.err;
+  EXPECT_EQ(run.status, 0) << run.err;
+  auto tree = test_support::load_json(path);
+  unlink(path.c_str());
+  out.processes = tree["process_count"].u64();
+  out.tree_code_huge = tree.at("classes.code.huge_bytes").number();
+  for (size_t i = 0; tree["processes"][i].present(); i++)
+    if (tree["processes"][i]["command"].text().find(worker_name) != std::string::npos)
+      out.worker_code_huge = tree["processes"][i].at("classes.code.huge_bytes").number();
+  return out;
+}
+
+}  // namespace
+
+TEST(RunTree, ADriversForkedWorkerReportsItsMovedCode) {
+  // A shell driver forks and execs the worker (the generated program with 18 MiB of code) and waits.
+  auto tree = run_tree({"sh", "-c", "\"$0\" >/dev/null; true", test_support::helper_path("text_program_static")},
+                       "text_program_static");
+  EXPECT_GE(tree.processes, 1u) << tree.text;
+  EXPECT_GE(tree.worker_code_huge, 8.0 * (1 << 20)) << "the worker's code was not on huge pages:\n" << tree.text;
+  EXPECT_GE(tree.tree_code_huge, tree.worker_code_huge) << tree.text;
+}
+
+TEST(RunTree, GccDriverReportsCc1plusMovedCode) {
+  // g++ is a driver: the work, and the big code (cc1plus, ~30 MiB of text), is in the child it runs.
+  if (test_support::run({"g++", "--version"}).status != 0) GTEST_SKIP() << "g++ is not installed";
+  std::string source = temp_report("tree-source") + ".cc", object = temp_report("tree-object") + ".o";
+  {
+    std::ofstream out(source);
+    out << "#include <map>\n#include <string>\nstd::map<std::string, int> table() { return {{\"a\", 1}}; }\n";
+  }
+  auto tree = run_tree({"g++", "-O1", "-c", source, "-o", object}, "cc1plus");
+  unlink(source.c_str());
+  unlink(object.c_str());
+  EXPECT_GE(tree.processes, 2u) << "g++ and cc1plus (and as) each report:\n" << tree.text;
+  EXPECT_GE(tree.worker_code_huge, 2.0 * (1 << 20)) << "cc1plus's moved code is not in the tree report:\n" << tree.text;
+}
