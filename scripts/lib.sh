@@ -4,14 +4,15 @@
 HUGIFY_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 HUGIFY_PACKAGES="build-essential cmake ninja-build pkg-config libgtest-dev libabsl-dev libmimalloc-dev
   libjemalloc-dev libhugetlbfs-bin python3 util-linux libjansson-dev libinih-dev libmicrohttpd-dev clang
-  libfuzzer-14-dev"
+  libfuzzer-14-dev libclang-rt-14-dev"
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
-# Install the Debian packages hugify needs, when something is missing and we may.
+# install_dependencies [PACKAGES]: install the Debian packages hugify needs (default: all of
+# HUGIFY_PACKAGES), when something is missing and we may.
 install_dependencies() {
-  local missing=()
-  for package in $HUGIFY_PACKAGES; do
+  local missing=() package
+  for package in ${1:-$HUGIFY_PACKAGES}; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
