@@ -182,8 +182,20 @@ static bool find_preload(const struct hugify_options *options, char *out, size_t
   return false;
 }
 
-/* The allocator library of --heap mimalloc|jemalloc in the usual Debian and other library directories. */
-static bool find_allocator(const char *file, char *out, size_t cap) {
+/* The allocator library of --heap mimalloc|jemalloc in HUGIFY_ALLOCATOR_DIRS when set, else in the usual
+ * Debian and other library directories. */
+static bool find_allocator(const struct hugify_options *options, const char *file, char *out, size_t cap) {
+  if (options->allocator_dirs[0]) {
+    for (const char *dir = options->allocator_dirs; *dir;) {
+      size_t length = strcspn(dir, ":");
+      if (length > 0) {
+        snprintf(out, cap, "%.*s/%s", (int)length, dir, file);
+        if (is_file(out)) return true;
+      }
+      dir += length + (dir[length] == ':');
+    }
+    return false;
+  }
   static const char *const dirs[] = {
 #if defined(__x86_64__)
       "/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu",
@@ -391,7 +403,7 @@ int cmd_run(int argc, char **argv) {
   bool have_allocator = false;
   if (heap == HEAP_MIMALLOC || heap == HEAP_JEMALLOC) {
     bool mimalloc = heap == HEAP_MIMALLOC;
-    if (!find_allocator(mimalloc ? "libmimalloc.so.2" : "libjemalloc.so.2", allocator, sizeof allocator))
+    if (!find_allocator(&options, mimalloc ? "libmimalloc.so.2" : "libjemalloc.so.2", allocator, sizeof allocator))
       return fail(EXIT_PRIVILEGE, "run", "--heap %s: %s is not installed; install it with: apt-get install %s",
                   options_heap_name(heap), mimalloc ? "libmimalloc.so.2" : "libjemalloc.so.2",
                   mimalloc ? "libmimalloc2.0" : "libjemalloc2");

@@ -74,6 +74,7 @@ static const struct {
     OPT("HUGIFY_REPORT_JSON", OPT_BOOL, report_json, "0 or 1"),
     OPT("HUGIFY_RUN_PID", OPT_PID, run_pid, "a process id"),
     OPT("HUGIFY_PRELOAD_PATH", OPT_STRING, preload_path, "the path of libhugify-preload.so"),
+    OPT("HUGIFY_ALLOCATOR_DIRS", OPT_STRING, allocator_dirs, "directories separated by ':'"),
     OPT("HUGIFY_PERF_MAP", OPT_BOOL, perf_map, "0 or 1"),
     OPT("HUGIFY_TEXT_MAIN_ONLY", OPT_BOOL, text_main_only, "0 or 1"),
     OPT("HUGIFY_TEXT_MIN_SIZE", OPT_SIZE, text_min_size, "a size such as 2M"),

@@ -20,6 +20,9 @@ struct hugify_options {
                             process writes its report to FILE.<pid> and keeps quiet on stderr */
   char preload_path[4096];/* HUGIFY_PRELOAD_PATH=FILE: read by the CLI only: libhugify-preload.so to use
                             instead of the one next to the hugify binary */
+  char allocator_dirs[1024];/* HUGIFY_ALLOCATOR_DIRS=DIR[:DIR...]: read by the CLI only: where --heap
+                            mimalloc|jemalloc looks for the allocator instead of the system's library
+                            directories (tests point it at an empty directory: as if none were installed) */
   bool perf_map;         /* HUGIFY_PERF_MAP=1: write /tmp/perf-PID.map for moved code */
   bool text_main_only;   /* HUGIFY_TEXT_MAIN_ONLY=1: only the main executable */
   uint64_t text_min_size;/* HUGIFY_TEXT_MIN_SIZE=SIZE: skip objects with less code */

@@ -74,6 +74,15 @@ std::string read_file(const std::string &path) {
 
 uint64_t read_u64(const std::string &path) { return std::strtoull(read_file(path).c_str(), nullptr, 10); }
 
+std::string allocator_missing(const std::string &engine) {
+  command_result probe = hugify({"run", "--heap", engine, "--", "true"});
+  if (probe.status == 3 && probe.err.find("is not installed") != std::string::npos) {
+    std::string reason = probe.err.substr(0, probe.err.find('\n'));
+    return reason.empty() ? engine + " is not installed" : reason;
+  }
+  return "";
+}
+
 std::string helper_path(const std::string &name) { return std::string(HUGIFY_TEST_HELPERS_DIR) + "/" + name; }
 
 std::string fixture(const std::string &relative) {

@@ -24,6 +24,11 @@ command_result run(const std::vector<std::string> &argv, const std::map<std::str
 // Run the built hugify CLI with these arguments.
 command_result hugify(const std::vector<std::string> &args, const std::map<std::string, std::string> &env = {});
 
+// Why `hugify run --heap ENGINE` (mimalloc, jemalloc) cannot run here: the CLI's own message when the
+// allocator is not installed (or hidden with HUGIFY_ALLOCATOR_DIRS), "" when it can. Tests that need the
+// allocator skip with this reason.
+std::string allocator_missing(const std::string &engine);
+
 std::string read_file(const std::string &path);
 uint64_t read_u64(const std::string &path);
 std::string helper_path(const std::string &name); // a program from tests/helpers

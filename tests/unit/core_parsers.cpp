@@ -152,7 +152,8 @@ TEST(Options, DefaultsWhenNothingIsSet) {
 
 TEST(Options, GoodValues) {
   std::map<std::string, std::string> env = {{"HUGIFY_TEXT", "1"}, {"HUGIFY_HEAP", "auto"},
-                                            {"HUGIFY_TEXT_MIN_SIZE", "4M"}, {"HUGIFY_REPORT", "/tmp/r.json"}};
+                                            {"HUGIFY_TEXT_MIN_SIZE", "4M"}, {"HUGIFY_REPORT", "/tmp/r.json"},
+                                            {"HUGIFY_ALLOCATOR_DIRS", "/opt/a/lib:/opt/b/lib"}};
   hugify_options options;
   char warnings[512] = "";
   EXPECT_EQ(options_parse(lookup_table, &env, &options, warnings, sizeof warnings), 0);
@@ -160,6 +161,7 @@ TEST(Options, GoodValues) {
   EXPECT_EQ(options.heap, HEAP_AUTO);
   EXPECT_EQ(options.text_min_size, 4u << 20);
   EXPECT_STREQ(options.report, "/tmp/r.json");
+  EXPECT_STREQ(options.allocator_dirs, "/opt/a/lib:/opt/b/lib");
 }
 
 TEST(Options, BadValuesKeepDefaultsWithOneWarningEach) {
