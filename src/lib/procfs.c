@@ -339,10 +339,12 @@ bool parse_hugetlbfs_options(const char *options, struct hugetlbfs_options *out)
     const char *comma = strchr(p, ',');
     size_t len = comma ? (size_t)(comma - p) : strlen(p);
     char option[128];
-    if (len >= sizeof option) len = sizeof option - 1;
-    memcpy(option, p, len);
-    option[len] = '\0';
+    const char *start = p;
     p += len + (comma ? 1 : 0);
+    /* longer than any option the kernel prints: unknown, skipped whole (its tail is no option of its own) */
+    if (len >= sizeof option) continue;
+    memcpy(option, start, len);
+    option[len] = '\0';
     char *value = strchr(option, '=');
     if (!value) {
       if (strcmp(option, "ro") == 0) out->read_only = true;

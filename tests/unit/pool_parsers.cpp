@@ -145,6 +145,20 @@ TEST(PoolMounts, OctalEscapesAndBadOptions) {
   EXPECT_EQ(o.size, 0u);
 }
 
+// An option longer than the parser's buffer was cut, and its tail then read as an option of its own:
+// 128 'a's followed by "ro" made the mount read-only.
+TEST(PoolMounts, OverLongHugetlbfsOptionIsNotReadAsItsTail) {
+  hugetlbfs_options o;
+  std::string options = std::string(128, 'a') + "ro,pagesize=2M";
+  EXPECT_TRUE(parse_hugetlbfs_options(options.c_str(), &o)); // skipped as an unknown option
+  EXPECT_FALSE(o.read_only);
+  EXPECT_EQ(o.page_size, 2 * MiB);
+  options = "pagesize=2M," + std::string(200, 'x') + "size=1G";
+  EXPECT_TRUE(parse_hugetlbfs_options(options.c_str(), &o));
+  EXPECT_EQ(o.size, 0u);
+  EXPECT_EQ(o.page_size, 2 * MiB);
+}
+
 TEST(PoolCmdline, PerNodeCountsAndSizes) {
   cmdline_hugepages c;
   ASSERT_TRUE(parse_cmdline_hugepages(test_support::fixture("pool/numa2-6.8/proc/cmdline").c_str(), &c));
