@@ -20,8 +20,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
 
   size_t length = 0;
-  char *text = os_read_file(path, &length);
-  if (text) {
+  char *text = NULL;
+  if (os_read_file(path, &text, &length) == 0) {
     if (length != size || memcmp(text, data, size) != 0 || text[length] != '\0') abort();
     free(text);
   }

@@ -99,6 +99,10 @@ static void put_value(struct json_writer *j, const char *key, const json_t *valu
   const char *member_key;
   json_t *member;
   size_t index;
+  if (!value) { /* a member a report lacks (any process of the tree can write anything there) */
+    json_put_null(j, key);
+    return;
+  }
   switch (json_typeof(value)) {
   case JSON_OBJECT:
     json_open_object(j, key);

@@ -189,3 +189,21 @@ TEST(RunTree, GccDriverReportsCc1plusMovedCode) {
   EXPECT_GE(tree.processes, 2u) << "g++ and cc1plus (and as) each report:\n" << tree.text;
   EXPECT_GE(tree.worker_code_huge, 2.0 * (1 << 20)) << "cc1plus's moved code is not in the tree report:\n" << tree.text;
 }
+
+TEST(RunTree, AReportWithoutItsFieldsStillGivesAValidTree) {
+  // Any process of the tree can write into the report directory (HUGIFY_REPORT points there): a report
+  // missing every field hugify sums (found by the run_report fuzz target: a null pid crashed the writer)
+  // is counted, its figures absent, and the tree report stays valid JSON.
+  std::string path = temp_report("foreign");
+  auto run = test_support::hugify({"run", "--report", path, "--", "sh", "-c",
+                                   "printf '{\"schema\": \"x\", \"peak\": 1}' > \"$HUGIFY_REPORT.1\"; "
+                                   "printf 'not json' > \"$HUGIFY_REPORT.2\""});
+  ASSERT_EQ(run.status, 0) << run.err;
+  std::string text = test_support::read_file(path);
+  auto tree = test_support::load_json(path);
+  unlink(path.c_str());
+  ASSERT_TRUE(tree.present()) << text;
+  EXPECT_EQ(tree["process_count"].u64(), 1u) << text;
+  EXPECT_EQ(tree["unreadable_reports"].u64(), 1u) << text;
+  EXPECT_TRUE(json_is_null(tree.at("largest_process.pid").get())) << text;
+}
