@@ -8,7 +8,7 @@
 
 #include "format.h"
 
-/* Exit codes of every command (see ARCHITECTURE.md). */
+/* Exit codes of every command (docs/design.md, "Exit codes"). */
 enum {
   EXIT_DONE = 0,       /* done */
   EXIT_SHORT = 1,      /* ran, but fell short (fewer pages than asked, a failed range, ...) */
