@@ -1,5 +1,6 @@
-/* "Key: value [kB]" files (/proc/meminfo, /proc/PID/status, node meminfo) and "Key:<tab>text" lines:
- * parse_keyed_value and parse_keyed_text. The first line of the input is the key, the rest the file. */
+/* "Key: value [kB]" files (/proc/meminfo, /proc/PID/status, node meminfo, smaps_rollup) and "Key:<tab>text"
+ * lines: parse_keyed_value, parse_keyed_text and parse_smaps_rollup. The first line of the input is the
+ * key, the rest the file. */
 #include <stdlib.h>
 
 #include "fuzz_input.h"
@@ -14,6 +15,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char out[64];
   parse_keyed_text(file, key, out, sizeof out);
   parse_keyed_text(file, key, out, 1);
+  struct smaps_rollup rollup;
+  parse_smaps_rollup(file, &rollup);
   free(text);
   return 0;
 }

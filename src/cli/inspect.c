@@ -1,15 +1,12 @@
 /* inspect.c - hugify inspect: how much of a process is on huge pages, by class and page kind, and why the
  * rest is not (hugify_inspect); --all ranks every process by anonymous memory not on huge pages. */
-#include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #include "hugify.h"
-#include "os.h"
-#include "procfs.h"
+#include "inspect.h"
 #include "units.h"
 
 const char usage_inspect[] =
@@ -186,59 +183,13 @@ static void print_json_process(struct json_writer *j, const struct hugify_inspec
 
 /* ---- --all --------------------------------------------------------------------------------------- */
 
-struct ranked {
-  int pid;
-  char command[64];
-  uint64_t anonymous, anon_thp, hugetlb, rss;
-};
-
-static int by_anon_not_huge(const void *a, const void *b) {
-  const struct ranked *x = a, *y = b;
-  uint64_t nx = x->anonymous - x->anon_thp, ny = y->anonymous - y->anon_thp;
-  return nx < ny ? 1 : nx > ny ? -1 : x->pid - y->pid;
-}
-
 static int inspect_all(long top, FILE *json, bool text) {
-  DIR *proc = opendir("/proc");
-  if (!proc) return fail(EXIT_SHORT, "inspect", "cannot list /proc: %s", strerror(errno));
-  size_t count = 0, cap = 256;
-  struct ranked *list = malloc(cap * sizeof *list);
-  unsigned unreadable = 0;
-  struct dirent *entry;
-  while (list && (entry = readdir(proc))) {
-    if (!isdigit((unsigned char)entry->d_name[0])) continue;
-    int pid = atoi(entry->d_name);
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/smaps_rollup", pid);
-    char *text;
-    int rc = os_read_file(path, &text, NULL);
-    if (rc) {
-      if (rc == -EACCES || rc == -EPERM) unreadable++;
-      continue;
-    }
-    struct ranked r = {.pid = pid};
-    uint64_t private_hugetlb = 0, shared_hugetlb = 0;
-    bool ok = parse_keyed_value(text, "Anonymous", &r.anonymous) &&
-              parse_keyed_value(text, "AnonHugePages", &r.anon_thp) && parse_keyed_value(text, "Rss", &r.rss);
-    parse_keyed_value(text, "Private_Hugetlb", &private_hugetlb);
-    parse_keyed_value(text, "Shared_Hugetlb", &shared_hugetlb);
-    free(text);
-    if (!ok) continue; /* kernel threads: no memory map */
-    if (r.anon_thp > r.anonymous) r.anon_thp = r.anonymous;
-    r.hugetlb = private_hugetlb + shared_hugetlb;
-    snprintf(path, sizeof path, "/proc/%d/comm", pid);
-    if (os_read_small(path, r.command, sizeof r.command) < 0) r.command[0] = '\0';
-    if (count == cap) {
-      struct ranked *bigger = realloc(list, 2 * cap * sizeof *list);
-      if (!bigger) break;
-      list = bigger;
-      cap *= 2;
-    }
-    list[count++] = r;
-  }
-  closedir(proc);
-  if (!list) return fail(EXIT_SHORT, "inspect", "out of memory");
-  qsort(list, count, sizeof *list, by_anon_not_huge);
+  struct inspect_ranking ranking;
+  int rc = inspect_rank_processes(&ranking);
+  if (rc) return fail(EXIT_SHORT, "inspect", "cannot rank the processes: %s", strerror(-rc));
+  const struct inspect_process *list = ranking.processes;
+  size_t count = ranking.count;
+  unsigned unreadable = ranking.unreadable;
   size_t shown = top > 0 && (size_t)top < count ? (size_t)top : count;
   if (json) {
     struct json_writer j;
@@ -249,11 +200,12 @@ static int inspect_all(long top, FILE *json, bool text) {
       json_open_object(&j, NULL);
       json_put_i64(&j, "pid", list[i].pid);
       json_put_string(&j, "command", list[i].command);
-      json_put_u64(&j, "rss_bytes", list[i].rss);
-      json_put_u64(&j, "anonymous_bytes", list[i].anonymous);
-      json_put_u64(&j, "anon_thp_bytes", list[i].anon_thp);
-      json_put_u64(&j, "anon_not_huge_bytes", list[i].anonymous - list[i].anon_thp);
-      json_put_u64(&j, "hugetlb_bytes", list[i].hugetlb);
+      const struct smaps_rollup *m = &list[i].memory;
+      json_put_u64(&j, "rss_bytes", m->rss);
+      json_put_u64(&j, "anonymous_bytes", m->anonymous);
+      json_put_u64(&j, "anon_thp_bytes", m->anon_thp);
+      json_put_u64(&j, "anon_not_huge_bytes", m->anonymous - m->anon_thp);
+      json_put_u64(&j, "hugetlb_bytes", m->hugetlb);
       json_close(&j);
     }
     json_close(&j);
@@ -271,11 +223,12 @@ static int inspect_all(long top, FILE *json, bool text) {
       char rank[32], pid[32], not_huge[32], anon[32], thp[32], hugetlb[32], rss[32];
       snprintf(rank, sizeof rank, "%zu", i + 1);
       snprintf(pid, sizeof pid, "%d", list[i].pid);
-      bytes(list[i].anonymous - list[i].anon_thp, not_huge, sizeof not_huge);
-      bytes(list[i].anonymous, anon, sizeof anon);
-      bytes(list[i].anon_thp, thp, sizeof thp);
-      bytes(list[i].hugetlb, hugetlb, sizeof hugetlb);
-      bytes(list[i].rss, rss, sizeof rss);
+      const struct smaps_rollup *m = &list[i].memory;
+      bytes(m->anonymous - m->anon_thp, not_huge, sizeof not_huge);
+      bytes(m->anonymous, anon, sizeof anon);
+      bytes(m->anon_thp, thp, sizeof thp);
+      bytes(m->hugetlb, hugetlb, sizeof hugetlb);
+      bytes(m->rss, rss, sizeof rss);
       table_row(&t, rank, pid, list[i].command, not_huge, anon, thp, hugetlb, rss);
     }
     printf("Processes ranked by anonymous memory not on huge pages (from /proc/PID/smaps_rollup):\n\n");
@@ -286,7 +239,7 @@ static int inspect_all(long top, FILE *json, bool text) {
     if (unreadable)
       printf("  %u process(es) could not be read (ptrace read access needed: run as root)\n", unreadable);
   }
-  free(list);
+  inspect_ranking_free(&ranking);
   return EXIT_DONE;
 }
 

@@ -2,6 +2,8 @@
  * the rest is not. Every figure is a sum of /proc/PID/smaps fields. */
 #include "inspect.h"
 
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -312,4 +314,63 @@ int hugify_inspect(pid_t pid, struct hugify_inspect_report *report) {
   free(vmas);
   if (rc) snprintf(report->reason, sizeof report->reason, "out of memory");
   return rc;
+}
+
+/* ---- every process, ranked -------------------------------------------------------------------- */
+
+static uint64_t anon_not_huge(const struct inspect_process *p) { return p->memory.anonymous - p->memory.anon_thp; }
+
+static int by_anon_not_huge(const void *a, const void *b) {
+  const struct inspect_process *x = a, *y = b;
+  uint64_t nx = anon_not_huge(x), ny = anon_not_huge(y);
+  return nx < ny ? 1 : nx > ny ? -1 : x->pid - y->pid;
+}
+
+int inspect_rank_processes(struct inspect_ranking *out) {
+  memset(out, 0, sizeof *out);
+  DIR *proc = opendir("/proc");
+  if (!proc) return -errno;
+  size_t cap = 256;
+  out->processes = malloc(cap * sizeof *out->processes);
+  int rc = out->processes ? 0 : -ENOMEM;
+  for (struct dirent *entry; rc == 0 && (entry = readdir(proc));) {
+    if (!isdigit((unsigned char)entry->d_name[0])) continue;
+    struct inspect_process p = {.pid = atoi(entry->d_name)};
+    char path[64], *text;
+    snprintf(path, sizeof path, "/proc/%d/smaps_rollup", p.pid);
+    int read_rc = os_read_file(path, &text, NULL);
+    if (read_rc) {
+      if (read_rc == -EACCES || read_rc == -EPERM) out->unreadable++;
+      continue; /* gone, or not ours to read */
+    }
+    bool ok = parse_smaps_rollup(text, &p.memory);
+    free(text);
+    if (!ok) continue; /* kernel threads: no memory map */
+    snprintf(path, sizeof path, "/proc/%d/comm", p.pid);
+    if (os_read_small(path, p.command, sizeof p.command) < 0) p.command[0] = '\0';
+    p.command[strcspn(p.command, "\n")] = '\0';
+    if (out->count == cap) {
+      struct inspect_process *bigger = realloc(out->processes, 2 * cap * sizeof *bigger);
+      if (!bigger) {
+        rc = -ENOMEM;
+        break;
+      }
+      out->processes = bigger;
+      cap *= 2;
+    }
+    out->processes[out->count++] = p;
+  }
+  closedir(proc);
+  if (rc) {
+    inspect_ranking_free(out);
+    return rc;
+  }
+  qsort(out->processes, out->count, sizeof *out->processes, by_anon_not_huge);
+  return 0;
+}
+
+void inspect_ranking_free(struct inspect_ranking *ranking) {
+  free(ranking->processes);
+  ranking->processes = NULL;
+  ranking->count = 0;
 }

@@ -44,4 +44,21 @@ bool vma_is_private_anonymous(const struct smaps_vma *vma);
  * not hugetlb, at least one aligned window of pmd_size. */
 bool vma_collapse_eligible(const struct smaps_vma *vma, uint64_t pmd_size);
 
+/* ---- every process, ranked (hugify inspect --all) ---- */
+
+struct inspect_process {
+  int pid;
+  char command[64];          /* /proc/PID/comm */
+  struct smaps_rollup memory;
+};
+struct inspect_ranking {
+  struct inspect_process *processes; /* by anonymous memory not on huge pages, most first (malloc'd) */
+  size_t count;
+  unsigned unreadable;               /* processes whose smaps_rollup this caller may not read */
+};
+/* Read /proc/PID/smaps_rollup of every process and rank them by anonymous memory not on huge pages (ties:
+ * by pid). Kernel threads are left out. Returns 0 or -errno (/proc cannot be listed, out of memory). */
+int inspect_rank_processes(struct inspect_ranking *out);
+void inspect_ranking_free(struct inspect_ranking *ranking);
+
 #endif

@@ -564,6 +564,19 @@ bool parse_stat_flags(const char *text, unsigned long *flags) {
   return end != p;
 }
 
+bool parse_smaps_rollup(const char *text, struct smaps_rollup *out) {
+  memset(out, 0, sizeof *out);
+  uint64_t private_hugetlb = 0, shared_hugetlb = 0;
+  if (!parse_keyed_value(text, "Anonymous", &out->anonymous) || !parse_keyed_value(text, "AnonHugePages", &out->anon_thp) ||
+      !parse_keyed_value(text, "Rss", &out->rss))
+    return false;
+  parse_keyed_value(text, "Private_Hugetlb", &private_hugetlb);
+  parse_keyed_value(text, "Shared_Hugetlb", &shared_hugetlb);
+  if (out->anon_thp > out->anonymous) out->anon_thp = out->anonymous;
+  out->hugetlb = private_hugetlb + shared_hugetlb;
+  return true;
+}
+
 /* ---- the machine under us -------------------------------------------------------------------------- */
 
 bool parse_cpuinfo_hypervisor(const char *text) {

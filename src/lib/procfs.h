@@ -174,6 +174,13 @@ void cgroup_hugetlb_size_name(uint64_t page_size, char *out, size_t cap);
 bool parse_stat_flags(const char *text, unsigned long *flags);
 #define PROCFS_PF_KTHREAD 0x00200000ul /* include/linux/sched.h: a kernel thread (no user memory) */
 
+/* /proc/PID/smaps_rollup: the process's totals (bytes). False when the text has no Rss, Anonymous or
+ * AnonHugePages line (a kernel thread's is empty). */
+struct smaps_rollup {
+  uint64_t rss, anonymous, anon_thp, hugetlb; /* hugetlb: Private_Hugetlb + Shared_Hugetlb */
+};
+bool parse_smaps_rollup(const char *text, struct smaps_rollup *out);
+
 /* /proc/cpuinfo: whether the CPU flags include "hypervisor" (the guest bit: CPUID.1:ECX[31] on x86). */
 bool parse_cpuinfo_hypervisor(const char *text);
 /* The hypervisor's name from its 12-byte CPUID signature (leaf 0x40000000: "KVMKVMKVM\0\0\0" -> "KVM",

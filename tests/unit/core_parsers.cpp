@@ -72,6 +72,25 @@ TEST(Smaps, RejectsFieldsBeforeAnyMapping) {
   EXPECT_EQ(parse_smaps("zz-yy r--p\n", &vmas), -1);
 }
 
+TEST(SmapsRollup, TotalsOfAProcess) {
+  // captured from this machine (tests/fixtures/smaps/rollup_this_machine.txt), and a kernel thread's (empty)
+  std::string text = test_support::fixture("smaps/rollup_this_machine.txt");
+  smaps_rollup r;
+  ASSERT_TRUE(parse_smaps_rollup(text.c_str(), &r));
+  uint64_t rss = 0, anonymous = 0;
+  ASSERT_TRUE(parse_keyed_value(text.c_str(), "Rss", &rss));
+  ASSERT_TRUE(parse_keyed_value(text.c_str(), "Anonymous", &anonymous));
+  EXPECT_EQ(r.rss, rss);
+  EXPECT_EQ(r.anonymous, anonymous);
+  EXPECT_LE(r.anon_thp, r.anonymous);
+  EXPECT_FALSE(parse_smaps_rollup("", &r));
+  // AnonHugePages above Anonymous (the two are read at slightly different moments) is capped
+  ASSERT_TRUE(parse_smaps_rollup("Rss: 8 kB\nAnonymous: 4 kB\nAnonHugePages: 2048 kB\nPrivate_Hugetlb: 2048 kB\n"
+                                 "Shared_Hugetlb: 2048 kB\n", &r));
+  EXPECT_EQ(r.anon_thp, 4096u);
+  EXPECT_EQ(r.hugetlb, 4096u << 10);
+}
+
 TEST(KeyedValue, MeminfoAndVmstat) {
   std::string meminfo = test_support::fixture("alloc/meminfo.txt");
   uint64_t value = 0;
