@@ -420,9 +420,9 @@ static int privilege_error(const struct pool_args *a, const char *reason) {
               a->verb);
 }
 
-static int pool_set(struct pool_args *a, const struct machine *m) {
-  bool clear = strcmp(a->verb, "clear") == 0;
-  if (clear) {
+/* The requests of `set` / `clear` from the arguments (usage errors here write nothing). */
+static int set_requests(struct pool_args *a, const struct machine *m) {
+  if (strcmp(a->verb, "clear") == 0) {
     if (a->request_count || a->bytes) return usage_error("pool", "clear takes --size, not counts");
     if (a->persist) return usage_error("pool", "clear does not persist: remove " HUGIFY_POOL_SYSCTL_FILE
                                                " and the hugepages= boot parameters instead");
@@ -445,119 +445,123 @@ static int pool_set(struct pool_args *a, const struct machine *m) {
     return usage_error("pool", "--dir, --mode, --uid, --gid, --max-size and --min-size are for 'pool mount'");
   for (unsigned i = 0; i < a->request_count; i++) a->requests[i].node = a->node;
   qsort(a->requests, a->request_count, sizeof a->requests[0], compare_requests);
+  return EXIT_DONE;
+}
 
-  /* Plan every request first: a bad node, or one that cannot fit, writes nothing at all. */
-  struct hugify_pool_result *results = calloc(a->request_count, sizeof *results);
-  int *codes = calloc(a->request_count, sizeof *codes);
-  if (!results || !codes) { free(results); free(codes); return fail(EXIT_SHORT, "pool", "out of memory"); }
-  bool beyond = false;
-  int exit_code = EXIT_DONE;
-  for (unsigned i = 0; i < a->request_count && exit_code == EXIT_DONE; i++) {
-    const struct hugify_pool_request *r = &a->requests[i];
-    codes[i] = pool_set_at(a->root, r->page_size, r->node, r->count, HUGIFY_POOL_DRY_RUN, &results[i]);
-    if (codes[i] == -EINVAL) exit_code = usage_error("pool", "%s", results[i].reason);
-    else if (codes[i] && codes[i] != -ENOMEM) exit_code = fail(EXIT_SHORT, "pool", "%s", results[i].reason);
-    beyond |= results[i].beyond_memory;
-  }
-  char persist_reason[512] = "";
-  if (exit_code == EXIT_DONE && !a->dry_run && !beyond) {
-    for (unsigned i = 0; i < a->request_count && exit_code == EXIT_DONE; i++) {
-      char reason[HUGIFY_REASON_MAX] = "";
-      int rc = pool_check_writable_at(a->root, a->requests[i].page_size, a->requests[i].node, reason, sizeof reason);
-      if (rc) exit_code = privilege_error(a, reason);
-    }
-    int rc = a->persist ? check_persist_writable(a->root, HUGIFY_POOL_SYSCTL_FILE) : 0;
-    if (exit_code == EXIT_DONE && rc) {
-      snprintf(persist_reason, sizeof persist_reason, "cannot write " HUGIFY_POOL_SYSCTL_FILE " (%s)", strerror(-rc));
-      exit_code = privilege_error(a, persist_reason);
-    }
-  }
-  if (exit_code != EXIT_DONE) { free(results); free(codes); return exit_code; }
+struct set_outcome {
+  struct hugify_pool_result *results;
+  int *codes;
+  bool written, beyond;
+  struct file_change change; /* --persist: the sysctl.d file */
+  bool have_change;
+  char *cmdline;             /* --persist: the boot parameters */
+};
 
-  if (!a->dry_run && !beyond) {
-    for (unsigned i = 0; i < a->request_count; i++) {
-      const struct hugify_pool_request *r = &a->requests[i];
-      char label[32];
-      format_page_size(r->page_size, label, sizeof label);
-      progress(false, "setting the %s pool to %llu pages...", label, (unsigned long long)r->count);
-      codes[i] = pool_set_at(a->root, r->page_size, r->node, r->count, 0, &results[i]);
-      progress(true, "%s pool: %llu pages", label, (unsigned long long)results[i].got);
-      if (codes[i] == -EACCES || codes[i] == -EPERM || codes[i] == -EROFS)
-        exit_code = privilege_error(a, results[i].reason); /* not expected after the check; reported all the same */
-    }
+static void print_set_json(const struct pool_args *a, const struct set_outcome *o) {
+  struct json_writer j;
+  json_begin(&j, a->json_out);
+  json_put_string(&j, "schema", "hugify.pool.set/2");
+  json_put_string(&j, "command", a->verb);
+  json_put_bool(&j, "dry_run", a->dry_run);
+  json_put_bool(&j, "written", o->written);
+  json_open_array(&j, "results");
+  for (unsigned i = 0; i < a->request_count; i++) json_result(&j, &o->results[i], o->codes[i], o->written);
+  json_close(&j);
+  if (a->persist) {
+    json_open_object(&j, "persist");
+    json_changes(&j, &o->change, o->have_change ? 1 : 0);
+    json_put_string(&j, "kernel_cmdline", o->cmdline && o->cmdline[0] ? o->cmdline : NULL);
+    json_close(&j);
   }
-  bool short_any = false;
-  for (unsigned i = 0; i < a->request_count; i++) short_any |= codes[i] == -ENOMEM;
+  json_end(&j);
+}
 
+static void print_set_text(const struct pool_args *a, const struct set_outcome *o) {
+  static const char *const headers[] = {"size", "node", "before", "asked", "got", "short"};
+  static const bool right[] = {false, false, true, true, true, true};
+  struct table t;
+  table_init(&t, 6, headers, right);
+  for (unsigned i = 0; i < a->request_count; i++) result_rows(&t, &o->results[i], a->dry_run);
+  if (a->dry_run) printf("Dry run: nothing written. The plan:\n");
+  else if (o->beyond) printf("Nothing written:\n");
+  table_print(&t, stdout, "");
+  table_free(&t);
+  for (unsigned i = 0; i < a->request_count; i++) {
+    const struct hugify_pool_result *r = &o->results[i];
+    char label[32];
+    format_page_size(r->page_size, label, sizeof label);
+    if (r->reason[0]) printf("%s: %s\n", label, r->reason);
+    if (r->compactions) printf("%s: compacted memory %u time%s to find more pages\n", label, r->compactions,
+                               r->compactions == 1 ? "" : "s");
+    if (o->written && r->surplus)
+      printf("%s: %llu pages are still in use beyond the new size (surplus); they return to the system when "
+             "freed\n", label, (unsigned long long)r->surplus);
+  }
+  if (o->have_change) print_changes(&o->change, 1, a->dry_run);
+  if (o->cmdline && o->cmdline[0])
+    printf("Kernel command line for boot (add to GRUB_CMDLINE_LINUX in /etc/default/grub, run update-grub, "
+           "reboot):\n  %s\n", o->cmdline);
+}
+
+/* Plan every request, then (not a dry run, nothing beyond memory) check the --persist file and commit:
+ * the library's transaction (pool_plan_at, pool_commit_at) writes nothing unless all of it can be. */
+static int set_pools(struct pool_args *a, struct set_outcome *o) {
+  char reason[HUGIFY_REASON_MAX] = "";
+  int failed = -1;
+  int rc = pool_plan_at(a->root, a->requests, a->request_count, o->results, o->codes, &o->beyond, &failed, reason,
+                        sizeof reason);
+  if (rc == -EINVAL) return usage_error("pool", "%s", reason);
+  if (rc) return fail(EXIT_SHORT, "pool", "%s", reason);
+  if (a->dry_run || o->beyond) return EXIT_DONE;
+  rc = a->persist ? check_persist_writable(a->root, HUGIFY_POOL_SYSCTL_FILE) : 0;
+  if (rc) {
+    snprintf(reason, sizeof reason, "cannot write " HUGIFY_POOL_SYSCTL_FILE " (%s)", strerror(-rc));
+    return privilege_error(a, reason);
+  }
+  progress(false, "setting %u pool%s...", a->request_count, a->request_count == 1 ? "" : "s");
+  rc = pool_commit_at(a->root, a->requests, a->request_count, o->results, o->codes, &o->written, &failed, reason,
+                      sizeof reason);
+  progress(true, "pools set");
+  if (rc == -EACCES || rc == -EPERM || rc == -EROFS) return privilege_error(a, reason);
+  return rc ? fail(EXIT_SHORT, "pool", "%s", reason) : EXIT_DONE;
+}
+
+static int pool_set(struct pool_args *a, const struct machine *m) {
+  int exit_code = set_requests(a, m);
+  if (exit_code != EXIT_DONE) return exit_code;
+  struct set_outcome o = {.results = calloc(a->request_count ? a->request_count : 1, sizeof *o.results),
+                          .codes = calloc(a->request_count ? a->request_count : 1, sizeof *o.codes)};
+  if (!o.results || !o.codes) exit_code = fail(EXIT_SHORT, "pool", "out of memory");
+  else exit_code = set_pools(a, &o);
+  if (exit_code != EXIT_DONE && !o.written) {
+    free(o.results);
+    free(o.codes);
+    return exit_code;
+  }
   /* Persistence: the requests as asked, whether or not the pool filled now (boot has unfragmented memory). */
-  struct file_change change = {0};
-  bool have_change = false;
-  char *cmdline = NULL;
-  if (a->persist && !beyond) {
+  if (a->persist && !o.beyond) {
     char *sysctl = hugify_pool_sysctl_text(a->requests, a->request_count, m->default_size);
     if (sysctl) {
-      change_file(a->root, HUGIFY_POOL_SYSCTL_FILE, sysctl, a->dry_run, &change);
-      have_change = true;
-      if (change.error) exit_code = EXIT_PRIVILEGE;
+      change_file(a->root, HUGIFY_POOL_SYSCTL_FILE, sysctl, a->dry_run, &o.change);
+      o.have_change = true;
+      if (o.change.error) exit_code = EXIT_PRIVILEGE;
       free(sysctl);
     }
-    cmdline = hugify_pool_cmdline_text(a->requests, a->request_count, m->default_size);
+    o.cmdline = hugify_pool_cmdline_text(a->requests, a->request_count, m->default_size);
   }
-
-  if (a->json_out) {
-    struct json_writer j;
-    json_begin(&j, a->json_out);
-    json_put_string(&j, "schema", "hugify.pool.set/2");
-    json_put_string(&j, "command", a->verb);
-    json_put_bool(&j, "dry_run", a->dry_run);
-    json_put_bool(&j, "written", !a->dry_run && !beyond);
-    json_open_array(&j, "results");
-    for (unsigned i = 0; i < a->request_count; i++) json_result(&j, &results[i], codes[i], !a->dry_run && !beyond);
-    json_close(&j);
-    if (a->persist) {
-      json_open_object(&j, "persist");
-      json_changes(&j, &change, have_change ? 1 : 0);
-      json_put_string(&j, "kernel_cmdline", cmdline && cmdline[0] ? cmdline : NULL);
-      json_close(&j);
-    }
-    json_end(&j);
-  }
-  if (a->text) {
-    static const char *const headers[] = {"size", "node", "before", "asked", "got", "short"};
-    static const bool right[] = {false, false, true, true, true, true};
-    struct table t;
-    table_init(&t, 6, headers, right);
-    for (unsigned i = 0; i < a->request_count; i++) result_rows(&t, &results[i], a->dry_run);
-    if (a->dry_run) printf("Dry run: nothing written. The plan:\n");
-    else if (beyond) printf("Nothing written:\n");
-    table_print(&t, stdout, "");
-    table_free(&t);
-    for (unsigned i = 0; i < a->request_count; i++) {
-      const struct hugify_pool_result *r = &results[i];
-      char label[32];
-      format_page_size(r->page_size, label, sizeof label);
-      if (r->reason[0]) printf("%s: %s\n", label, r->reason);
-      if (r->compactions) printf("%s: compacted memory %u time%s to find more pages\n", label, r->compactions,
-                                 r->compactions == 1 ? "" : "s");
-      if (!a->dry_run && !beyond && r->surplus)
-        printf("%s: %llu pages are still in use beyond the new size (surplus); they return to the system when "
-               "freed\n", label, (unsigned long long)r->surplus);
-    }
-    if (have_change) print_changes(&change, 1, a->dry_run);
-    if (cmdline && cmdline[0])
-      printf("Kernel command line for boot (add to GRUB_CMDLINE_LINUX in /etc/default/grub, run update-grub, "
-             "reboot):\n  %s\n", cmdline);
-  }
-  free(cmdline);
-  free(change.diff);
+  if (a->json_out) print_set_json(a, &o);
+  if (a->text) print_set_text(a, &o);
+  bool short_any = false;
+  for (unsigned i = 0; i < a->request_count; i++) short_any |= o.codes[i] == -ENOMEM;
   if (short_any && exit_code == EXIT_DONE) {
     for (unsigned i = 0; i < a->request_count; i++)
-      if (codes[i] == -ENOMEM && results[i].reason[0])
-        fprintf(stderr, "hugify pool: %s\n", results[i].reason);
+      if (o.codes[i] == -ENOMEM && o.results[i].reason[0]) fprintf(stderr, "hugify pool: %s\n", o.results[i].reason);
     exit_code = EXIT_SHORT;
   }
-  free(results);
-  free(codes);
+  free(o.cmdline);
+  free(o.change.diff);
+  free(o.results);
+  free(o.codes);
   return exit_code;
 }
 

@@ -485,6 +485,48 @@ int pool_set_at(const char *root, uint64_t page_size, int node, uint64_t count, 
   return filled ? 0 : -ENOMEM;
 }
 
+int pool_plan_at(const char *root, const struct hugify_pool_request *requests, unsigned count,
+                 struct hugify_pool_result *results, int *codes, bool *beyond_memory, int *failed, char *reason,
+                 size_t cap) {
+  *beyond_memory = false;
+  for (unsigned i = 0; i < count; i++) {
+    const struct hugify_pool_request *r = &requests[i];
+    codes[i] = pool_set_at(root, r->page_size, r->node, r->count, HUGIFY_POOL_DRY_RUN, &results[i]);
+    *beyond_memory |= results[i].beyond_memory;
+    if (codes[i] && codes[i] != -ENOMEM) {
+      *failed = (int)i;
+      snprintf(reason, cap, "%s", results[i].reason);
+      return codes[i];
+    }
+  }
+  return 0;
+}
+
+int pool_commit_at(const char *root, const struct hugify_pool_request *requests, unsigned count,
+                   struct hugify_pool_result *results, int *codes, bool *written, int *failed, char *reason,
+                   size_t cap) {
+  *written = false;
+  for (unsigned i = 0; i < count; i++) { /* nothing is written unless every file can be */
+    int rc = pool_check_writable_at(root, requests[i].page_size, requests[i].node, reason, cap);
+    if (rc) {
+      *failed = (int)i;
+      return rc;
+    }
+  }
+  int first = 0;
+  *written = true;
+  for (unsigned i = 0; i < count; i++) {
+    const struct hugify_pool_request *r = &requests[i];
+    codes[i] = pool_set_at(root, r->page_size, r->node, r->count, 0, &results[i]);
+    if (codes[i] && codes[i] != -ENOMEM && !first) { /* not expected after the check; reported all the same */
+      first = codes[i];
+      *failed = (int)i;
+      snprintf(reason, cap, "%s", results[i].reason);
+    }
+  }
+  return first;
+}
+
 int hugify_pool_set(uint64_t page_size, int node, uint64_t count, unsigned flags, struct hugify_pool_result *result) {
   return pool_set_at("/", page_size, node, count, flags, result);
 }

@@ -40,6 +40,19 @@ int pool_plan(const struct hugify_pool *pools, unsigned pool_count, const uint64
 /* 0 when the caller may write the files a pool_set_at of (page_size, node) writes; else -errno and why. */
 int pool_check_writable_at(const char *root, uint64_t page_size, int node, char *reason, size_t cap);
 
+/* Several requests as one transaction, in two steps so the caller can check its own files in between:
+ * pool_plan_at plans every request (HUGIFY_POOL_DRY_RUN, no privilege needed); then, when it returned 0 and
+ * no request is beyond memory, pool_commit_at checks that every file can be written (nothing is written
+ * when one cannot) and writes each, reading back what the kernel gave (*written: it got that far). codes[i] is each request's
+ * pool_set_at result (-ENOMEM: short, not an error). Both return 0 or the first error (-EINVAL: a bad
+ * request), with *failed its index and `reason` why. */
+int pool_plan_at(const char *root, const struct hugify_pool_request *requests, unsigned count,
+                 struct hugify_pool_result *results, int *codes, bool *beyond_memory, int *failed, char *reason,
+                 size_t cap);
+int pool_commit_at(const char *root, const struct hugify_pool_request *requests, unsigned count,
+                   struct hugify_pool_result *results, int *codes, bool *written, int *failed, char *reason,
+                   size_t cap);
+
 int pool_set_at(const char *root, uint64_t page_size, int node, uint64_t count, unsigned flags,
                 struct hugify_pool_result *result);
 
