@@ -11,9 +11,10 @@
  *   put), because glibc's malloc unmaps through internal calls that no preload can see.
  *
  * A sample reads /proc/self/status (VmRSS + HugetlbPages: kernel counters, no page walk); only when the
- * process uses clearly more memory than at the last snapshot (1.25x, or more at all after 2 s) is
- * /proc/self/smaps_rollup read, which walks the page tables once. That keeps the cost to a few reads
- * per doubling of the process's memory; the sampler's own CPU time is reported. The sampler blocks every
+ * process uses more memory than at the last snapshot (1/16 more, or more at all after 2 s) is
+ * /proc/self/smaps_rollup read, which walks the page tables once. That keeps the cost to about a dozen
+ * walks per doubling of the process's memory; the sampler's own CPU time is reported. A peak that lasts
+ * less than one interval, given back by glibc's internal calls, can be missed. The sampler blocks every
  * signal, so the host's signals are never delivered on it; a forked child starts its own. */
 #include <dlfcn.h>
 #include <errno.h>
@@ -34,8 +35,8 @@
 
 #define PEAK_UNMAP_MIN OS_HUGE_2M
 #define PEAK_FIRST_SNAPSHOT (4u << 20)   /* below this the exit report tells the same story */
-#define PEAK_GROWTH_NUMERATOR 5          /* a new snapshot at 5/4 of the last one's memory ... */
-#define PEAK_GROWTH_DENOMINATOR 4
+#define PEAK_GROWTH_NUMERATOR 17         /* a new snapshot at 17/16 of the last one's memory ... */
+#define PEAK_GROWTH_DENOMINATOR 16
 #define PEAK_REFRESH_NS 2000000000ull    /* ... or at any new high 2 s after it */
 #define PEAK_IDLE_MS 640                 /* the longest pause while memory does not move */
 

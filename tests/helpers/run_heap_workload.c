@@ -2,12 +2,13 @@
  * table of small malloc'd nodes (the shape of most real heaps), optionally plus large malloc blocks of
  * odd sizes and raw anonymous mmaps of odd sizes (what other allocators and runtimes do).
  *
- *   run_heap_workload [--threads N] [--mib M] [--node BYTES] [--big MIB] [--mmap MIB] [--free] [--stop]
+ *   run_heap_workload [--threads N] [--mib M] [--node BYTES] [--big MIB] [--mmap MIB] [--free [--hold MS]] [--stop]
  *
  * --mib M: about M MiB of nodes per thread. --big: that many MiB in malloc blocks of odd sizes.
  * --mmap: that many MiB in anonymous mmaps of odd sizes. --stop: raise SIGSTOP when done (so a test can
  * read /proc/PID/smaps from outside), then exit normally. --free: free the big blocks and unmap the mmaps
- * before exit, as most programs do with their big tables (the report must still see them). Prints one checksum line on stdout, identical
+ * before exit, as most programs do with their big tables (the report must still see them); --hold: keep
+ * them that many milliseconds first (a peak that lasts, as a real table's does). Prints one checksum line on stdout, identical
  * with and without hugify. */
 #include <pthread.h>
 #include <signal.h>
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 struct node {
   struct node *next;
@@ -60,7 +62,7 @@ static void *build_table(void *argument) {
   return NULL; /* the table is kept: the exit report measures it */
 }
 
-static uint64_t odd_blocks(size_t mib, int use_mmap, int release) {
+static uint64_t odd_blocks(size_t mib, int use_mmap, int release, unsigned hold_ms) {
   uint64_t sum = 0;
   size_t done = 0, want = mib << 20, count = 0;
   void *blocks[4096];
@@ -82,6 +84,10 @@ static uint64_t odd_blocks(size_t mib, int use_mmap, int release) {
     blocks[count] = p;
     sizes[count++] = size;
   }
+  if (release && hold_ms) {
+    struct timespec hold = {.tv_sec = hold_ms / 1000, .tv_nsec = (long)(hold_ms % 1000) * 1000000L};
+    nanosleep(&hold, NULL);
+  }
   for (size_t i = 0; release && i < count; i++) {
     if (use_mmap) munmap(blocks[i], sizes[i]);
     else free(blocks[i]);
@@ -91,6 +97,7 @@ static uint64_t odd_blocks(size_t mib, int use_mmap, int release) {
 
 int main(int argc, char **argv) {
   int threads = 1, stop = 0, release = 0;
+  unsigned hold_ms = 0;
   size_t mib = 64, node_size = sizeof(struct node), big = 0, mapped = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "0";
@@ -101,6 +108,7 @@ int main(int argc, char **argv) {
     else if (strcmp(a, "--mmap") == 0) mapped = strtoull(v, NULL, 10), i++;
     else if (strcmp(a, "--stop") == 0) stop = 1;
     else if (strcmp(a, "--free") == 0) release = 1;
+    else if (strcmp(a, "--hold") == 0) hold_ms = (unsigned)strtoul(v, NULL, 10), i++;
     else { fprintf(stderr, "run_heap_workload: unknown argument %s\n", a); return 2; }
   }
   if (threads < 1 || threads > 64 || node_size < sizeof(struct node)) return 2;
@@ -112,7 +120,7 @@ int main(int argc, char **argv) {
     for (int t = 0; t < threads; t++) pthread_create(&ids[t], NULL, build_table, &jobs[t]);
     for (int t = 0; t < threads; t++) pthread_join(ids[t], NULL);
   }
-  uint64_t checksum = odd_blocks(big, 0, release) + odd_blocks(mapped, 1, release);
+  uint64_t checksum = odd_blocks(big, 0, release, hold_ms) + odd_blocks(mapped, 1, release, hold_ms);
   for (int t = 0; t < threads; t++) checksum += jobs[t].checksum;
   printf("checksum %llu\n", (unsigned long long)checksum);
   fflush(stdout);
