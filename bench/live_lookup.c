@@ -24,17 +24,12 @@
 #include <unistd.h>
 
 #include "hugify.h"
+#include "measure.h"
 #include "units.h"
 
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25
 #endif
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static uint64_t mix(uint64_t x) {
   x ^= x >> 33;
@@ -73,11 +68,11 @@ int main(int argc, char **argv) {
   fflush(stdout);
 
   uint64_t index = 0, sink = 0;
-  double start = now();
+  double start = measure_now();
   for (long second = 1; seconds == 0 || second <= seconds; second++) {
-    double begin = now(), end = start + (double)second;
+    double begin = measure_now(), end = start + (double)second;
     uint64_t lookups = 0;
-    while (now() < end) {
+    while (measure_now() < end) {
       for (int k = 0; k < 4096; k++) {
         uint64_t value = array[index];
         sink += value;
@@ -85,7 +80,7 @@ int main(int argc, char **argv) {
       }
       lookups += 4096;
     }
-    double took = now() - begin;
+    double took = measure_now() - begin;
     struct hugify_backing backing;
     double huge = hugify_measure_backing(array, words * sizeof *array, &backing) == 0 ? hugify_backing_huge_fraction(&backing) : -1;
     printf("second %ld: %.1f ns/lookup, %llu lookups, %.1f%% huge\n", second, took * 1e9 / (double)lookups,

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "hugify.h"
+#include "measure.h"
 #include "os.h"
 
 #define MiB (1024.0 * 1024.0)
@@ -45,12 +46,6 @@ static const char usage[] =
     "  text_remap_cost\n"
     "  text_remap_cost --runs 9 --pairs 3\n"
     "  text_remap_cost --object /usr/lib/x86_64-linux-gnu/libLLVM-14.so.1 --no-compile\n";
-
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
 
 static int compare_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -132,9 +127,9 @@ static int child_main(int argc, char **argv) {
   }
   struct hugify_text_opts opts = {.include = include, .flags = HUGIFY_TEXT_NO_IN_PLACE};
   struct hugify_text_report report;
-  double start = now_ms();
+  double start = (1e3 * measure_now());
   int rc = hugify_remap_text(&opts, &report);
-  double ms = now_ms() - start;
+  double ms = (1e3 * measure_now()) - start;
   const char *why = rc != 0 ? report.reason : "";
   for (size_t i = 0; i < report.object_count && !why[0]; i++)
     for (unsigned k = 0; k < report.objects[i].segment_count && k < HUGIFY_TEXT_MAX_SEGMENTS; k++)
@@ -194,9 +189,9 @@ static double copy_floor_ms(size_t bytes) {
       for (size_t i = 0; i < bytes; i += 4096) source[i] = (char)i;
       char *dest = aligned;
       madvise(dest, bytes, MADV_HUGEPAGE);
-      double start = now_ms();
+      double start = (1e3 * measure_now());
       memcpy(dest, source, bytes);
-      ms = now_ms() - start;
+      ms = (1e3 * measure_now()) - start;
     }
     if (write(pipe_fd[1], &ms, sizeof ms) != (ssize_t)sizeof ms) _exit(1);
     _exit(0);
@@ -267,7 +262,7 @@ static const char big_source[] =
 
 /* Run argv with LD_PRELOAD (or without); returns wall ms, or -1. */
 static double run_compile(char *const argv[], const char *preload) {
-  double start = now_ms();
+  double start = (1e3 * measure_now());
   pid_t pid = fork();
   if (pid == 0) {
     if (preload) {
@@ -279,7 +274,7 @@ static double run_compile(char *const argv[], const char *preload) {
   }
   int status;
   waitpid(pid, &status, 0);
-  double ms = now_ms() - start;
+  double ms = (1e3 * measure_now()) - start;
   return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? ms : -1;
 }
 

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "hugify.h"
+#include "measure.h"
 
 static const char usage[] =
     "usage: threaded_heap [--threads T] [--nodes N] [--json]\n"
@@ -83,12 +84,6 @@ static double cpu_now(void) {
          (double)usage.ru_stime.tv_usec / 1e6;
 }
 
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
 int main(int argc, char **argv) {
   int threads = 8, json = 0;
   size_t nodes = 5000000;
@@ -105,19 +100,19 @@ int main(int argc, char **argv) {
   if (!jobs || !ids) return 1;
   pthread_barrier_t built;
   pthread_barrier_init(&built, NULL, (unsigned)threads + 1);
-  double started = now(), cpu_started = cpu_now();
+  double started = measure_now(), cpu_started = cpu_now();
   for (int t = 0; t < threads; t++) {
     jobs[t] = (struct job){(unsigned)t + 1, nodes, 0, &built};
     if (pthread_create(&ids[t], NULL, work, &jobs[t]) != 0) return 1;
   }
   pthread_barrier_wait(&built);
-  double build_end = now(), cpu_build_end = cpu_now();
+  double build_end = measure_now(), cpu_build_end = cpu_now();
   uint64_t checksum = 0;
   for (int t = 0; t < threads; t++) {
     pthread_join(ids[t], NULL);
     checksum += jobs[t].checksum;
   }
-  double end = now(), cpu_end = cpu_now();
+  double end = measure_now(), cpu_end = cpu_now();
   double seconds = end - started, cpu = cpu_end - cpu_started;
   double lookup_seconds = end - build_end, lookup_cpu = cpu_end - cpu_build_end;
   struct rusage usage;

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "measure.h"
 #include "pool_view.h"
 #include "procfs.h"
 #include "status.h"
@@ -505,11 +506,6 @@ static void print_watch_json(FILE *out, const struct status_snapshot *before, co
   json_end(&j);
 }
 
-static double now_seconds(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
 
 /* The changes every `interval` seconds: text on stdout when `text`, JSON documents to `json` when not NULL. */
 static int watch(struct status_snapshot *first, double interval, unsigned long count, bool text, FILE *json) {
@@ -522,11 +518,11 @@ static int watch(struct status_snapshot *first, double interval, unsigned long c
   if (!now) return fail(EXIT_SHORT, "status", "out of memory");
   if (text) printf("\nChanges every %g s (Ctrl-C stops):\n", interval);
   fflush(stdout);
-  double start = now_seconds();
+  double start = measure_now();
   for (unsigned long i = 1; !interrupted && (count == 0 || i <= count); i++) {
     double wake = start + interval * (double)i;
     while (!interrupted) {
-      double left = wake - now_seconds();
+      double left = wake - measure_now();
       if (left <= 0) break;
       struct timespec t = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
       nanosleep(&t, NULL); /* EINTR on Ctrl-C */
@@ -534,7 +530,7 @@ static int watch(struct status_snapshot *first, double interval, unsigned long c
     if (interrupted) break;
     memcpy(now, first, sizeof *now);
     status_refresh(now);
-    double elapsed = now_seconds() - start;
+    double elapsed = measure_now() - start;
     if (json) print_watch_json(json, first, now, (unsigned)i, elapsed);
     if (text) print_watch_text(first, now, (unsigned)i, elapsed);
     memcpy(first, now, sizeof *now);

@@ -32,6 +32,7 @@
 
 #include "elf_image.h"
 #include "internal.h"
+#include "measure.h"
 #include "os.h"
 #include "probe.h"
 #include "procfs.h"
@@ -76,11 +77,6 @@ struct remap {
   char exe[HUGIFY_TEXT_PATH_MAX];
 };
 
-static uint64_t now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
 
 /* Fault injection (tests): the step fails as if its system call had. */
 static bool injected(const struct remap *r, int step) { return r->fail_step == step; }
@@ -364,7 +360,7 @@ static void verify(struct remap *r, struct hugify_text_segment *s) {
 }
 
 static void move_segment(struct remap *r, const struct hugify_text_object *o, struct hugify_text_segment *s) {
-  uint64_t start = now_ns();
+  uint64_t start = measure_now_ns();
   struct window_state state = {0, false};
   char why[HUGIFY_REASON_MAX] = "";
   if (injected(r, HUGIFY_TEXT_STEP_CHECK)) {
@@ -385,7 +381,7 @@ static void move_segment(struct remap *r, const struct hugify_text_object *o, st
     if (!moved && (!hugetlb || r->fail_step == 0)) moved = copy_and_swap(r, o, s, false);
     if (moved) verify(r, s);
   }
-  s->nanoseconds = now_ns() - start;
+  s->nanoseconds = measure_now_ns() - start;
 }
 
 /* ---- walking the loaded objects -------------------------------------------------------------------- */
@@ -442,7 +438,7 @@ static int visit_object(struct dl_phdr_info *info, size_t info_size, void *data)
     report->skipped_segments += o->segment_count;
     return 0;
   }
-  uint64_t start = now_ns();
+  uint64_t start = measure_now_ns();
   for (unsigned i = 0; i < kept; i++) {
     struct hugify_text_segment *s = &o->segments[i];
     if (s->window_end == s->window_start) {
@@ -456,7 +452,7 @@ static int visit_object(struct dl_phdr_info *info, size_t info_size, void *data)
     report->moved_bytes += s->window_end - s->window_start;
     o->huge_bytes += s->huge_bytes;
   }
-  o->nanoseconds = now_ns() - start;
+  o->nanoseconds = measure_now_ns() - start;
   report->huge_bytes += o->huge_bytes;
   return 0;
 }
@@ -547,7 +543,7 @@ int hugify_remap_text(const struct hugify_text_opts *opts, struct hugify_text_re
   }
   r.fail_step = injected_step;
   r.report = report;
-  uint64_t start = now_ns();
+  uint64_t start = measure_now_ns();
   ssize_t n = readlink("/proc/self/exe", r.exe, sizeof r.exe - 1);
   r.exe[n > 0 ? n : 0] = '\0';
 
@@ -556,7 +552,7 @@ int hugify_remap_text(const struct hugify_text_opts *opts, struct hugify_text_re
   if (r.error == 0 && (r.opts.flags & HUGIFY_TEXT_PERF_MAP) && report->moved_segments) write_perf_map(&r);
   pthread_mutex_unlock(&remap_lock);
 
-  report->nanoseconds = now_ns() - start;
+  report->nanoseconds = measure_now_ns() - start;
   if (r.names_unsupported)
     reason_add(report->reason, sizeof report->reason,
                   "moved code is not named: this kernel cannot name anonymous memory (CONFIG_ANON_VMA_NAME); it shows "

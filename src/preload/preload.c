@@ -6,6 +6,8 @@
  * child reports under its own pid); exec starts afresh. */
 #include "preload.h"
 
+#include "measure.h"
+
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -22,11 +24,7 @@ static atomic_uint_fast64_t inside_ns;
 
 const struct hugify_options *preload_options(void) { return &options; }
 
-uint64_t preload_now_ns(void) {
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
-}
+uint64_t preload_now_ns(void) { return measure_now_ns(); }
 void preload_add_ns(uint64_t nanoseconds) { atomic_fetch_add_explicit(&inside_ns, nanoseconds, memory_order_relaxed); }
 uint64_t preload_total_ns(void) { return atomic_load_explicit(&inside_ns, memory_order_relaxed); }
 
