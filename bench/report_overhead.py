@@ -9,7 +9,7 @@ and prints the median CPU time (user + system, the whole process tree) and wall 
 ratios to no-report, and the sampler's own CPU time as the reports give it.
 
   bench/report_overhead.py [--rounds N] [--hugify PATH] -- CMD [ARGS...]
-  default CMD: build/bench/absl_hash_map --allocator std --repeat 1 (the seed's 10 M inserts)
+  default CMD: build/bench/absl_hash_map --allocator std --repeat 1 --in-process (the seed's 10 M inserts, one process)
 """
 import argparse
 import json
@@ -60,7 +60,7 @@ def main():
     parser.add_argument("--hugify", default="build/bin/hugify")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
-    command = [c for c in args.command if c != "--"] or ["build/bench/absl_hash_map", "--allocator", "std", "--repeat", "1"]
+    command = [c for c in args.command if c != "--"] or ["build/bench/absl_hash_map", "--allocator", "std", "--repeat", "1", "--in-process"]
     workdir = tempfile.mkdtemp(prefix="hugify-overhead.")
     report = os.path.join(workdir, "report.json")
     base = [args.hugify, "run", "--heap", "auto"]
