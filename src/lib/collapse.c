@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent_policy.h"
+#include "collapse.h"
 #include "inspect.h"
 #include "internal.h"
 #include "os.h"
@@ -32,7 +34,15 @@ struct collapse_context {
   uint64_t pmd;
   struct hugify_collapse_report *report;
   size_t failure_cap;
+  struct collapse_policy *policy; /* NULL for plain hugify_collapse */
 };
+
+/* The budget's word before a call into the kernel. */
+static bool may_continue(struct collapse_context *c) {
+  if (!c->policy || !c->policy->keep_going || c->policy->keep_going(c->policy->context)) return true;
+  c->policy->stopped = true;
+  return false;
+}
 
 static double clock_seconds(clockid_t clock) {
   struct timespec ts;
@@ -143,6 +153,7 @@ static struct hugify_collapse_mapping *mapping_of(struct hugify_collapse_report 
 static int retry_by_window(struct collapse_context *c, const struct iovec *range) {
   uint64_t start = (uint64_t)(uintptr_t)range->iov_base, end = start + range->iov_len;
   for (uint64_t at = start; at < end; at += c->pmd) {
+    if (!may_continue(c)) return 0;
     struct iovec window = {(void *)(uintptr_t)at, (size_t)c->pmd};
     ssize_t done = advise(c, &window, 1);
     if (done == (ssize_t)c->pmd) continue;
@@ -153,6 +164,18 @@ static int retry_by_window(struct collapse_context *c, const struct iovec *range
     if (m) m->failed += c->pmd;
   }
   return 0;
+}
+
+/* The budget ended the pass: the ranges left were planned but not asked for. */
+static void untried(struct collapse_context *c, const struct iovec *ranges, size_t count) {
+  for (size_t i = 0; i < count; i++) {
+    uint64_t start = (uint64_t)(uintptr_t)ranges[i].iov_base;
+    for (uint64_t at = start; at < start + ranges[i].iov_len; at += c->pmd) {
+      struct hugify_collapse_mapping *m = mapping_of(c->report, at);
+      if (m) m->attempted -= c->pmd;
+    }
+    c->report->attempted -= ranges[i].iov_len;
+  }
 }
 
 /* Advise all ranges, at most chunk bytes and MAX_IOVECS_PER_CALL ranges per call. Ranges are windows or
@@ -167,6 +190,10 @@ static int run_ranges(struct collapse_context *c, const struct iovec *ranges, si
       n++;
     }
     if (n == 0) n = 1, bytes = ranges[next].iov_len; /* cannot happen: ranges are split to <= chunk */
+    if (!may_continue(c)) {
+      untried(c, &ranges[next], count - next);
+      return 0;
+    }
     ssize_t done = advise(c, &ranges[next], n);
     if (done == (ssize_t)bytes) { next += n; continue; }
     if (done == -ESRCH) return -ESRCH;
@@ -305,10 +332,11 @@ static int push_range(struct iovec **ranges, size_t *count, size_t *cap, uint64_
   return 0;
 }
 
-/* Plan the windows of every eligible mapping. With PAGEMAP_SCAN on the target's pagemap: skip windows that
- * are huge already, and windows with more empty pages than khugepaged/max_ptes_none allows (MADV_COLLAPSE
- * ignores that knob and would fill them with zeroes). Without it: every window of a mapping with resident
- * memory. */
+/* Plan the windows of every eligible mapping. With PAGEMAP_SCAN on the target's pagemap (one walk per
+ * mapping): skip windows that are huge already, and windows with fewer present pages than the guard wants
+ * (plain collapse: khugepaged/max_ptes_none, since MADV_COLLAPSE ignores that knob and would fill them
+ * with zeroes; the agent: its --min-present). Without it: every window of a mapping with resident memory.
+ * Windows go in address order, or in the policy's order (agent_plan_windows) across the whole process. */
 static int plan(struct collapse_context *c, const struct smaps_vma *vmas, long count, uint64_t min_size,
                 uint64_t chunk, struct iovec **ranges, size_t *range_count) {
   struct hugify_collapse_report *r = c->report;
@@ -324,10 +352,20 @@ static int plan(struct collapse_context *c, const struct smaps_vma *vmas, long c
   if (pagemap < 0)
     reason_add(r->reason, sizeof r->reason,
                   "PAGEMAP_SCAN unavailable: every window of a mapping with resident memory is tried");
-  uint64_t max_ptes_none = c->pmd / 4096 - 1;
-  if (os_read_u64(OS_SYSFS_THP "/khugepaged/max_ptes_none", &max_ptes_none) != 0) max_ptes_none = c->pmd / 4096 - 1;
   uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-  size_t cap = 0;
+  uint32_t pmd_pages = (uint32_t)(c->pmd / page);
+  uint64_t max_ptes_none = pmd_pages - 1;
+  double min_present;
+  if (c->policy) {
+    min_present = c->policy->min_present;
+  } else {
+    if (os_read_u64(OS_SYSFS_THP "/khugepaged/max_ptes_none", &max_ptes_none) != 0 || max_ptes_none >= pmd_pages)
+      max_ptes_none = pmd_pages - 1;
+    min_present = (double)(pmd_pages - max_ptes_none) / (double)pmd_pages;
+  }
+  struct agent_window *windows = NULL;
+  struct os_resident *scan = NULL;
+  size_t window_count = 0, window_cap = 0, cap = 0;
   int rc = 0;
   for (long i = 0; i < count && rc == 0; i++) {
     const struct smaps_vma *vma = &vmas[i];
@@ -342,21 +380,31 @@ static int plan(struct collapse_context *c, const struct smaps_vma *vmas, long c
     m->resident_before = m->resident_after = vma->rss;
     m->huge_before = m->huge_after = vma->anon_huge;
     uint64_t first = (vma->start + c->pmd - 1) & ~(c->pmd - 1);
-    for (uint64_t w = first; w + c->pmd <= vma->end && rc == 0; w += c->pmd) {
-      struct os_resident resident;
-      if (pagemap >= 0 && os_pagemap_resident_fd(pagemap, w, w + c->pmd, &resident) == 0) {
-        if (resident.huge >= c->pmd) continue;
-        uint64_t present = resident.base + resident.huge;
-        if (present == 0 || (c->pmd - present) / page > max_ptes_none) {
-          m->skipped_empty += c->pmd;
-          continue;
-        }
-      } else if (vma->rss == 0) {
+    size_t n = (size_t)(eligible / c->pmd);
+    if (window_count + n > window_cap) {
+      size_t bigger_cap = (window_count + n) * 2;
+      struct agent_window *bigger = realloc(windows, bigger_cap * sizeof *bigger);
+      struct os_resident *bigger_scan = realloc(scan, bigger_cap * sizeof *bigger_scan);
+      if (bigger) windows = bigger;
+      if (bigger_scan) scan = bigger_scan;
+      if (!bigger || !bigger_scan) { rc = -ENOMEM; break; }
+      window_cap = bigger_cap;
+    }
+    bool scanned = pagemap >= 0 && os_pagemap_windows_fd(pagemap, first, first + eligible, c->pmd, scan) == 0;
+    for (size_t k = 0; k < n; k++) {
+      struct agent_window w = {.start = first + k * c->pmd, .accessed_pages = -1};
+      if (scanned) {
+        if (scan[k].huge >= c->pmd) continue; /* huge already: costs nothing */
+        w.present_pages = (uint32_t)((scan[k].base + scan[k].huge) / page);
+      } else {
+        w.present_pages = vma->rss ? pmd_pages : 0;
+      }
+      if (!agent_window_eligible(&w, pmd_pages, min_present)) {
         m->skipped_empty += c->pmd;
         continue;
       }
       m->attempted += c->pmd;
-      rc = push_range(ranges, range_count, &cap, w, c->pmd, chunk);
+      windows[window_count++] = w;
     }
     r->eligible += m->eligible;
     r->attempted += m->attempted;
@@ -365,6 +413,14 @@ static int plan(struct collapse_context *c, const struct smaps_vma *vmas, long c
     r->huge_before += m->huge_before;
   }
   if (pagemap >= 0) close(pagemap);
+  free(scan);
+  if (rc == 0 && c->policy) {
+    window_count = agent_plan_windows(windows, window_count, pmd_pages, min_present);
+    c->policy->planned = window_count * c->pmd;
+  }
+  for (size_t k = 0; k < window_count && rc == 0; k++)
+    rc = push_range(ranges, range_count, &cap, windows[k].start, c->pmd, chunk);
+  free(windows);
   return rc;
 }
 
@@ -388,6 +444,11 @@ static void measure_after(struct collapse_context *c, const struct smaps_vma *vm
 }
 
 int hugify_collapse(pid_t pid, const struct hugify_collapse_opts *opts, struct hugify_collapse_report *report) {
+  return collapse_with_policy(pid, opts, NULL, report);
+}
+
+int collapse_with_policy(pid_t pid, const struct hugify_collapse_opts *opts, struct collapse_policy *policy,
+                         struct hugify_collapse_report *report) {
   if (!report) return -EINVAL;
   memset(report, 0, sizeof *report);
   struct hugify_collapse_opts defaults = {0};
@@ -398,7 +459,9 @@ int hugify_collapse(pid_t pid, const struct hugify_collapse_opts *opts, struct h
   }
   bool self = pid == 0 || pid == getpid();
   bool dry_run = opts->flags & HUGIFY_COLLAPSE_DRY_RUN;
-  struct collapse_context c = {.opts = opts, .pid = self ? getpid() : pid, .pidfd = -1, .report = report};
+  struct collapse_context c = {.opts = opts, .pid = self ? getpid() : pid, .pidfd = -1, .report = report,
+                               .policy = policy};
+  if (policy) policy->stopped = false, policy->planned = 0;
   c.pmd = page_kind_size(HUGIFY_PAGE_THP);
   report->pid = c.pid;
   report->self = self;

@@ -274,11 +274,11 @@ int os_pagemap_resident(uintptr_t start, uintptr_t end, struct os_resident *out)
   return os_pagemap_resident_fd(pagemap_fd, start, end, out);
 }
 
-/* One PAGEMAP_SCAN walk of [start, end) for the pages that match `filter`'s category masks, adding the
- * bytes of each matching region to bytes[1] when it has category `split`, else to bytes[0]. The scan
- * works on whole pages; a range that starts or ends inside a page counts only its part. */
-static int pagemap_scan(int fd, uintptr_t start, uintptr_t end, const struct os_pm_scan_arg *filter,
-                        uint64_t split, uint64_t bytes[2]) {
+/* One PAGEMAP_SCAN walk of [start, end) for the pages that match `filter`'s category masks: `each` gets
+ * every matching region, clipped to [start, end). The scan works on whole pages. */
+static int pagemap_scan_regions(int fd, uintptr_t start, uintptr_t end, const struct os_pm_scan_arg *filter,
+                                void (*each)(void *context, uint64_t from, uint64_t to, uint64_t categories),
+                                void *context) {
   struct os_page_region regions[256];
   struct os_pm_scan_arg arg;
   uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), at = start & ~(page - 1);
@@ -295,7 +295,7 @@ static int pagemap_scan(int fd, uintptr_t start, uintptr_t end, const struct os_
     for (long i = 0; i < n; i++) {
       uint64_t from = regions[i].start > start ? regions[i].start : start;
       uint64_t to = regions[i].end < end ? regions[i].end : end;
-      if (to > from) bytes[(regions[i].categories & split) != 0] += to - from;
+      if (to > from) each(context, from, to, regions[i].categories);
     }
     if (arg.walk_end <= at) break;
     at = arg.walk_end;
@@ -303,13 +303,53 @@ static int pagemap_scan(int fd, uintptr_t start, uintptr_t end, const struct os_
   return 0;
 }
 
+struct split_sum {
+  uint64_t split;
+  uint64_t *bytes;
+};
+static void add_split(void *context, uint64_t from, uint64_t to, uint64_t categories) {
+  struct split_sum *s = context;
+  s->bytes[(categories & s->split) != 0] += to - from;
+}
+
+/* The bytes of the matching regions, in bytes[1] when they have category `split`, else in bytes[0]. */
+static int pagemap_scan(int fd, uintptr_t start, uintptr_t end, const struct os_pm_scan_arg *filter,
+                        uint64_t split, uint64_t bytes[2]) {
+  struct split_sum sum = {split, bytes};
+  return pagemap_scan_regions(fd, start, end, filter, add_split, &sum);
+}
+
+/* present and not the shared zero page, with "huge" returned */
+static const struct os_pm_scan_arg resident_filter = {.category_mask = OS_PAGE_IS_PRESENT | OS_PAGE_IS_PFNZERO,
+                                                      .category_inverted = OS_PAGE_IS_PFNZERO,
+                                                      .return_mask = OS_PAGE_IS_HUGE};
+
+struct window_sum {
+  uintptr_t start;
+  uint64_t window;
+  struct os_resident *windows;
+};
+static void add_window(void *context, uint64_t from, uint64_t to, uint64_t categories) {
+  struct window_sum *s = context;
+  while (from < to) {
+    size_t index = (size_t)((from - s->start) / s->window);
+    uint64_t window_end = s->start + (index + 1) * s->window, upto = to < window_end ? to : window_end;
+    if (categories & OS_PAGE_IS_HUGE) s->windows[index].huge += upto - from;
+    else s->windows[index].base += upto - from;
+    from = upto;
+  }
+}
+
+int os_pagemap_windows_fd(int fd, uintptr_t start, uintptr_t end, uint64_t window, struct os_resident *windows) {
+  size_t count = (size_t)((end - start + window - 1) / window);
+  memset(windows, 0, count * sizeof *windows);
+  struct window_sum sum = {start, window, windows};
+  return pagemap_scan_regions(fd, start, end, &resident_filter, add_window, &sum);
+}
+
 int os_pagemap_resident_fd(int fd, uintptr_t start, uintptr_t end, struct os_resident *out) {
-  /* present and not the shared zero page, split into huge and not */
-  const struct os_pm_scan_arg filter = {.category_mask = OS_PAGE_IS_PRESENT | OS_PAGE_IS_PFNZERO,
-                                        .category_inverted = OS_PAGE_IS_PFNZERO,
-                                        .return_mask = OS_PAGE_IS_HUGE};
   uint64_t bytes[2] = {0, 0};
-  int rc = pagemap_scan(fd, start, end, &filter, OS_PAGE_IS_HUGE, bytes);
+  int rc = pagemap_scan(fd, start, end, &resident_filter, OS_PAGE_IS_HUGE, bytes);
   out->base = bytes[0];
   out->huge = bytes[1];
   return rc;

@@ -103,6 +103,10 @@ struct os_resident {
 int os_pagemap_resident(uintptr_t start, uintptr_t end, struct os_resident *out);
 /* The same over an open /proc/PID/pagemap (another process's memory; needs PTRACE_MODE_READ to open). */
 int os_pagemap_resident_fd(int pagemap_fd, uintptr_t start, uintptr_t end, struct os_resident *out);
+/* The same per window of `window` bytes from start, in one walk: windows[(end - start + window - 1) /
+ * window] is filled (zeroed first). Returns 0, -ENOTTY or -errno. */
+int os_pagemap_windows_fd(int pagemap_fd, uintptr_t start, uintptr_t end, uint64_t window,
+                          struct os_resident *windows);
 
 
 /* Bytes of [start, end) backed by private anonymous pages, present or swapped: in a file mapping, the
