@@ -13,6 +13,7 @@ static const struct command commands[] = {
     {"run", cmd_run, "run a program with its heap and code on huge pages; report what it got", usage_run},
     {"check", cmd_check, "do huge pages help a program, which way, and by how much", usage_check},
     {"bench", cmd_bench, "what huge pages buy on this machine: the seed experiments, with a chart", usage_bench},
+    {"agent", cmd_agent, "keep long-running processes on huge pages, within a CPU budget, with metrics", usage_agent},
     {"elf", cmd_elf, "what the text remap would cover for a binary; linker flags for aligned text", usage_elf},
 };
 #define COMMAND_COUNT (sizeof commands / sizeof commands[0])
