@@ -3,8 +3,8 @@
 
 HUGIFY_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 HUGIFY_PACKAGES="build-essential cmake ninja-build pkg-config libgtest-dev libabsl-dev libmimalloc-dev
-  libjemalloc-dev libhugetlbfs-bin python3 util-linux libjansson-dev libinih-dev libmicrohttpd-dev clang
-  libfuzzer-14-dev libclang-rt-14-dev"
+  libjemalloc-dev libhugetlbfs-bin python3 python3-prometheus-client util-linux libjansson-dev libinih-dev
+  libmicrohttpd-dev clang libfuzzer-14-dev libclang-rt-14-dev"
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 

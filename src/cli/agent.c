@@ -86,6 +86,7 @@ const char usage_agent[] =
 #define COMMAND "agent"
 #define AGENT_CHUNK (UINT64_C(16) << 20) /* bytes per kernel call: the budget is checked between calls */
 #define BACKOFF_MAX_SECONDS 3600.0
+#define QUIET_PASSES 5 /* an unchanged process is measured again at least every sixth pass */
 #define CAP_SYS_PTRACE_BIT 19
 #define CAP_SYS_NICE_BIT 23
 
@@ -336,6 +337,9 @@ struct process_state {
   struct failure_count failures[FAILURE_KINDS];
   struct agent_backoff backoff;
   uint64_t idle_signature;         /* resident+collapsible when a plan found nothing to do */
+  bool measured;                   /* classes/total hold an inspect */
+  uint64_t measured_rss;           /* VmRSS when they were taken */
+  unsigned quiet_passes;           /* passes since, skipped because nothing changed */
   char last_action[160];
 };
 
@@ -423,8 +427,10 @@ static bool read_process(pid_t pid, const struct agent_selectors *s, struct agen
   if (parse_keyed_text(status, "Uid", field, sizeof field)) out->uid = (uid_t)strtoul(field, NULL, 10);
   if (parse_keyed_text(status, "Name", field, sizeof field)) snprintf(out->comm, sizeof out->comm, "%.15s", field);
   free(status);
-  snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
-  os_read_small(path, out->comm, sizeof out->comm); /* the real comm (status escapes some bytes) */
+  if (strchr(out->comm, '\\')) { /* status escapes some bytes: the real comm */
+    snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
+    os_read_small(path, out->comm, sizeof out->comm);
+  }
   if (s->cgroup_count) {
     snprintf(path, sizeof path, "/proc/%d/cgroup", (int)pid);
     char *text = os_read_file(path, NULL);
@@ -454,9 +460,12 @@ static void count_failures(struct process_state *p, const struct hugify_collapse
   }
 }
 
-static bool inspect_into(struct process_state *p) {
+static bool inspect_into(struct process_state *p, uint64_t rss) {
   struct hugify_inspect_report report;
   int rc = hugify_inspect(p->pid, &report);
+  p->measured = rc == 0;
+  p->measured_rss = rss;
+  p->quiet_passes = 0;
   if (rc == 0) {
     memcpy(p->classes, report.classes, sizeof p->classes);
     p->total = report.total;
@@ -467,8 +476,15 @@ static bool inspect_into(struct process_state *p) {
 }
 
 /* Work on one selected process: measure, and collapse what the policy chooses while the budgets allow. */
-static void serve_process(struct agent *a, struct process_state *p, bool may_collapse, double now) {
-  if (!inspect_into(p)) { p->seen = false; return; } /* gone, or not readable */
+static void serve_process(struct agent *a, struct process_state *p, uint64_t rss, bool may_collapse, double now) {
+  /* A quiet process (same RSS, and nothing left to do last time) costs one status read per pass: its smaps
+   * are read again only every QUIET_PASSES passes, so many idle processes stay cheap. */
+  bool nothing_to_do = p->collapsible == 0 || p->idle_signature != 0 || !may_collapse;
+  if (p->measured && rss == p->measured_rss && nothing_to_do && p->quiet_passes < QUIET_PASSES) {
+    p->quiet_passes++;
+    return;
+  }
+  if (!inspect_into(p, rss)) { p->seen = false; return; } /* gone, or not readable */
   uint64_t signature = p->total.resident ^ (p->collapsible << 1);
   if (!may_collapse || p->collapsible == 0) return;
   if (!agent_backoff_allows(&p->backoff, now)) {
@@ -497,7 +513,7 @@ static void serve_process(struct agent *a, struct process_state *p, bool may_col
     snprintf(p->last_action, sizeof p->last_action, "collapsed %s of %s planned%s%s", made_text, planned_text,
              report.failed ? ", some windows failed" : "", policy.stopped ? ", budget spent" : "");
     p->idle_signature = 0;
-    if (report.attempted) inspect_into(p); /* the figures after, for the metrics */
+    if (report.attempted) inspect_into(p, rss); /* the figures after, for the metrics */
     if (policy.planned == 0 && !policy.stopped) p->idle_signature = p->total.resident ^ (p->collapsible << 1);
   } else if (rc == 0 && report.dry_run) {
     char planned_text[32];
@@ -545,7 +561,8 @@ static void run_pass(struct agent *a, bool collapse) {
     struct process_state *p = state_of(a, process.pid, process.comm);
     if (!p) break;
     p->seen = p->selected = true;
-    serve_process(a, p, collapse && a->memory_open, start);
+    if (!budget_keep_going(a)) continue; /* spent: its figures stay those of the last pass */
+    serve_process(a, p, process.rss, collapse && a->memory_open, start);
   }
   if (proc) closedir(proc);
   /* forget processes that exited (or stopped being selected) */

@@ -1,0 +1,110 @@
+/* agent_target - a child for the hugify agent tests: memory of known shapes on 4 KiB pages, never
+ * madvised, and a heap that grows one step per SIGUSR1.
+ *
+ *   agent_target [--dense SIZE] [--sparse SIZE] [--nohuge SIZE] [--step SIZE] [--thp-disable]
+ *                [--exit-after MS]
+ *
+ * --dense SIZE   a 2 MiB-aligned region, every page written (THP off while filling: 4 KiB pages).
+ * --sparse SIZE  a 2 MiB-aligned region with every tenth page written (10 % present).
+ * --nohuge SIZE  a 2 MiB-aligned region marked MADV_NOHUGEPAGE, every page written.
+ * --step SIZE    on every SIGUSR1, malloc another SIZE (glibc mmaps it) and write every page; prints
+ *                "grown 0xADDRESS SIZE".
+ * --thp-disable  prctl(PR_SET_THP_DISABLE) for good, after filling.
+ * --exit-after MS exit on its own after MS milliseconds (a target that vanishes mid-pass).
+ * On stdout, "NAME 0xADDRESS SIZE" per region, then "ready PID". SIGTERM ends it. */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#define HUGE (UINT64_C(2) << 20)
+#define PAGE 4096
+
+static size_t size_arg(const char *text) {
+  char *end;
+  unsigned long long v = strtoull(text, &end, 10);
+  switch (*end) {
+  case 'k': case 'K': v <<= 10; break;
+  case 'm': case 'M': v <<= 20; break;
+  case 'g': case 'G': v <<= 30; break;
+  default: break;
+  }
+  return (size_t)v;
+}
+
+/* 2 MiB-aligned, between read-only neighbours so it stays one mapping of its own. */
+static char *aligned_map(size_t size) {
+  char *raw = mmap(NULL, size + 2 * HUGE, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) { perror("agent_target: mmap"); exit(2); }
+  char *at = (char *)(((uintptr_t)raw + HUGE + HUGE - 1) & ~(uintptr_t)(HUGE - 1));
+  if (mprotect(at, size, PROT_READ | PROT_WRITE) != 0) { perror("agent_target: mprotect"); exit(2); }
+  return at;
+}
+
+static void touch(char *p, size_t size, size_t every) {
+  for (size_t at = 0; at < size; at += every * PAGE) p[at] = (char)(at / PAGE + 1);
+}
+
+int main(int argc, char **argv) {
+  size_t dense = 0, sparse = 0, nohuge = 0, step = 0;
+  long exit_after = 0;
+  bool thp_disable = false;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "0";
+    if (!strcmp(a, "--dense")) dense = size_arg(v), i++;
+    else if (!strcmp(a, "--sparse")) sparse = size_arg(v), i++;
+    else if (!strcmp(a, "--nohuge")) nohuge = size_arg(v), i++;
+    else if (!strcmp(a, "--step")) step = size_arg(v), i++;
+    else if (!strcmp(a, "--exit-after")) exit_after = atol(v), i++;
+    else if (!strcmp(a, "--thp-disable")) thp_disable = true;
+    else { fprintf(stderr, "agent_target: unknown argument %s\n", a); return 2; }
+  }
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGUSR1);
+  sigaddset(&signals, SIGTERM);
+  sigprocmask(SIG_BLOCK, &signals, NULL);
+
+  prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0); /* 4 KiB pages while filling, whatever the system THP mode */
+  if (dense) {
+    char *p = aligned_map(dense);
+    touch(p, dense, 1);
+    printf("dense %p %zu\n", (void *)p, dense);
+  }
+  if (sparse) {
+    char *p = aligned_map(sparse);
+    touch(p, sparse, 10);
+    printf("sparse %p %zu\n", (void *)p, sparse);
+  }
+  if (nohuge) {
+    char *p = aligned_map(nohuge);
+    madvise(p, nohuge, MADV_NOHUGEPAGE);
+    touch(p, nohuge, 1);
+    printf("nohuge %p %zu\n", (void *)p, nohuge);
+  }
+  if (!thp_disable) prctl(PR_SET_THP_DISABLE, 0, 0, 0, 0);
+  printf("ready %d\n", (int)getpid());
+  fflush(stdout);
+
+  struct timespec limit = {exit_after / 1000, (exit_after % 1000) * 1000000};
+  for (;;) {
+    int signal = exit_after ? sigtimedwait(&signals, NULL, &limit) : sigwaitinfo(&signals, NULL);
+    if (signal != SIGUSR1) return 0; /* SIGTERM, or the time is up */
+    if (!step) continue;
+    /* grow: THP off while writing, so the step lands on 4 KiB pages and only a collapse makes it huge */
+    prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0);
+    char *p = malloc(step);
+    if (!p) return 1;
+    touch(p, step, 1);
+    prctl(PR_SET_THP_DISABLE, 0, 0, 0, 0);
+    printf("grown %p %zu\n", (void *)p, step);
+    fflush(stdout);
+  }
+}

@@ -1,0 +1,465 @@
+// hugify agent against real processes (tests/helpers/agent_target.c): growth followed pass by pass, the
+// processes and regions it must leave alone, the bloat guard, the CPU budget, metrics read back by a real
+// Prometheus parser and compared with `hugify inspect`, reloads, bad configuration, vanishing targets,
+// missing privilege, and the systemd unit. Progress is counted in agent passes (from its metrics), never
+// in seconds, so a loaded machine makes the tests slower, not flaky.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "test_support.hpp"
+
+namespace {
+
+constexpr uint64_t MiB = uint64_t{1} << 20;
+
+double now() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+// A child process with its stdout on a pipe (and stderr to a file when asked); killed when destroyed.
+struct process {
+  pid_t pid = -1;
+  int out = -1;
+  std::string buffered;
+  process() = default;
+  process(const process &) = delete;
+  process &operator=(const process &) = delete;
+  ~process() { stop(SIGKILL); }
+  void start(const std::vector<std::string> &argv, const std::string &stderr_path = "") {
+    int fds[2];
+    ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
+    pid = fork();
+    if (pid == 0) {
+      dup2(fds[1], 1);
+      if (!stderr_path.empty()) {
+        int e = open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (e >= 0) dup2(e, 2);
+      }
+      std::vector<char *> raw;
+      for (auto &a : argv) raw.push_back(const_cast<char *>(a.c_str()));
+      raw.push_back(nullptr);
+      execvp(raw[0], raw.data());
+      _exit(127);
+    }
+    close(fds[1]);
+    out = fds[0];
+  }
+  // The next line of stdout starting with `prefix` (skipping others); "" at EOF.
+  std::string line(const std::string &prefix) {
+    for (;;) {
+      size_t nl;
+      while ((nl = buffered.find('\n')) != std::string::npos) {
+        std::string l = buffered.substr(0, nl);
+        buffered.erase(0, nl + 1);
+        if (l.compare(0, prefix.size(), prefix) == 0) return l;
+      }
+      char buf[4096];
+      ssize_t n = read(out, buf, sizeof buf);
+      if (n <= 0) return "";
+      buffered.append(buf, (size_t)n);
+    }
+  }
+  // Signal and wait: the exit status (128 + signal when killed).
+  int stop(int signal) {
+    if (pid <= 0) return -1;
+    kill(pid, signal);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    pid = -1;
+    if (out >= 0) close(out), out = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  bool alive() const { return pid > 0 && waitpid(pid, nullptr, WNOHANG) == 0; }
+};
+
+struct region {
+  uintptr_t start = 0;
+  size_t size = 0;
+};
+
+// Start agent_target and read its regions until "ready".
+std::map<std::string, region> start_target(process &p, const std::vector<std::string> &args) {
+  std::vector<std::string> argv = {test_support::helper_path("agent_target")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  p.start(argv);
+  std::map<std::string, region> regions;
+  for (std::string l = p.line(""); !l.empty(); l = p.line("")) {
+    if (l.compare(0, 5, "ready") == 0) break;
+    std::istringstream in(l);
+    std::string name, address;
+    size_t size = 0;
+    in >> name >> address >> size;
+    regions[name] = {(uintptr_t)std::stoull(address, nullptr, 16), size};
+  }
+  return regions;
+}
+
+uint64_t huge_bytes(int pid, const region &r) { return test_support::smaps_field(pid, r.start, r.size, "AnonHugePages"); }
+
+std::string temp_dir() {
+  char path[] = "/tmp/hugify-agent-test-XXXXXX";
+  return mkdtemp(path) ? path : "/tmp";
+}
+
+// A sample's value from Prometheus text ("name value" or "name{...} value" with the labels given).
+double metric(const std::string &text, const std::string &name, const std::string &labels = "") {
+  std::istringstream in(text);
+  std::string want = labels.empty() ? name + " " : name + "{" + labels + "} ";
+  for (std::string l; std::getline(in, l);)
+    if (l.compare(0, want.size(), want) == 0) return std::stod(l.substr(want.size()));
+  return -1;
+}
+
+// Wait until the agent's metrics file says it has completed at least `passes` passes (or it died).
+double wait_passes(const process &agent, const std::string &metrics, double passes) {
+  double seen = -1;
+  for (double give_up = now() + 300; now() < give_up && agent.alive(); usleep(20000)) {
+    seen = metric(test_support::read_file(metrics), "hugify_agent_passes_total");
+    if (seen >= passes) break;
+  }
+  return seen;
+}
+
+std::vector<std::string> agent_argv(const std::vector<std::string> &args) {
+  std::vector<std::string> argv = {HUGIFY_CLI_PATH, "agent"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+bool collapse_available(std::string &why) {
+  auto r = test_support::hugify({"status", "--json"});
+  if (r.out.find("\"madv_collapse\": \"yes\"") == std::string::npos &&
+      r.out.find("\"madv_collapse\":\"yes\"") == std::string::npos && geteuid() != 0) {
+    why = "MADV_COLLAPSE or root missing";
+    return false;
+  }
+  if (geteuid() != 0) {
+    why = "needs root (CAP_SYS_NICE for process_madvise)";
+    return false;
+  }
+  return true;
+}
+
+#define REQUIRE_COLLAPSE()                                      \
+  do {                                                          \
+    std::string why;                                            \
+    if (!collapse_available(why)) GTEST_SKIP() << why;          \
+  } while (0)
+
+// A python3 that has prometheus_client (Debian's python3-prometheus-client), or "".
+std::string python_with_prometheus() {
+  for (const char *python : {"/usr/bin/python3", "python3"}) {
+    auto r = test_support::run({python, "-c", "import prometheus_client"});
+    if (r.status == 0) return python;
+  }
+  return "";
+}
+
+// Parse Prometheus text with prometheus_client's own parser; "name{label=value,...} value" per sample,
+// sorted labels, one per line (or the parser's error).
+test_support::command_result parse_with_prometheus_client(const std::string &python, const std::string &path) {
+  const char *script =
+      "import sys\n"
+      "from prometheus_client.parser import text_string_to_metric_families\n"
+      "for family in text_string_to_metric_families(open(sys.argv[1]).read()):\n"
+      "    for s in family.samples:\n"
+      "        labels = ','.join('%s=%s' % kv for kv in sorted(s.labels.items()))\n"
+      "        print('%s{%s} %r' % (s.name, labels, s.value))\n";
+  return test_support::run({python, "-c", script, path});
+}
+
+TEST(Agent, FollowsAGrowingHeapPassByPass) {
+  REQUIRE_COLLAPSE();
+  process target;
+  start_target(target, {"--step", "32M"});
+  std::string dir = temp_dir(), metrics = dir + "/agent.prom";
+  process agent;
+  agent.start(agent_argv({"--pid", std::to_string(target.pid), "--min-rss", "0", "--interval", "0.3",
+                          "--cpu-budget", "100", "--metrics-file", metrics}),
+              dir + "/agent.err");
+  ASSERT_GE(wait_passes(agent, metrics, 1), 1) << test_support::read_file(dir + "/agent.err");
+  std::vector<region> steps;
+  for (int step = 0; step < 5; step++) {
+    kill(target.pid, SIGUSR1);
+    std::string grown = target.line("grown");
+    ASSERT_FALSE(grown.empty());
+    std::istringstream in(grown.substr(6));
+    std::string address;
+    size_t size;
+    in >> address >> size;
+    steps.push_back({(uintptr_t)std::stoull(address, nullptr, 16), size});
+    // The pass running now may have started before the step; two full passes after it must have made it huge.
+    double at = metric(test_support::read_file(metrics), "hugify_agent_passes_total");
+    ASSERT_GE(wait_passes(agent, metrics, at + 2), at + 2);
+    uint64_t huge = 0, total = 0;
+    for (auto &r : steps) huge += huge_bytes(target.pid, r), total += r.size;
+    EXPECT_GE((double)huge, 0.9 * (double)total) << "after step " << step + 1 << ": " << huge / MiB << " of "
+                                                 << total / MiB << " MiB huge";
+  }
+  EXPECT_EQ(agent.stop(SIGTERM), 0);
+}
+
+TEST(Agent, LeavesThpDisabledAndNoHugepageMemoryAlone) {
+  REQUIRE_COLLAPSE();
+  process disabled, marked;
+  auto d = start_target(disabled, {"--dense", "16M", "--thp-disable"});
+  auto m = start_target(marked, {"--nohuge", "16M", "--dense", "8M"});
+  auto r = test_support::hugify({"agent", "--once", "--pid", std::to_string(disabled.pid), "--pid",
+                                 std::to_string(marked.pid), "--min-rss", "0", "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(huge_bytes(disabled.pid, d["dense"]), 0u);
+  EXPECT_EQ(huge_bytes(marked.pid, m["nohuge"]), 0u);
+  EXPECT_EQ(huge_bytes(marked.pid, m["dense"]), m["dense"].size) << "the agent did run on the other region";
+  // the process that disabled THP is not even selected
+  EXPECT_EQ(r.out.find("\"pid\": " + std::to_string(disabled.pid)), std::string::npos) << r.out;
+}
+
+TEST(Agent, BloatGuardKeepsSparseRegionsSmall) {
+  REQUIRE_COLLAPSE();
+  process target;
+  auto regions = start_target(target, {"--sparse", "16M", "--dense", "8M"});
+  auto r = test_support::hugify({"agent", "--once", "--pid", std::to_string(target.pid), "--min-rss", "0"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(huge_bytes(target.pid, regions["sparse"]), 0u) << "10 % present: below the default guard of 50 %";
+  EXPECT_EQ(huge_bytes(target.pid, regions["dense"]), regions["dense"].size);
+  // the guard is what kept it small: at 5 % the same region is collapsed
+  r = test_support::hugify({"agent", "--once", "--pid", std::to_string(target.pid), "--min-rss", "0",
+                            "--min-present", "5"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(huge_bytes(target.pid, regions["sparse"]), regions["sparse"].size);
+}
+
+// utime + stime of a process, in seconds.
+double cpu_of(pid_t pid) {
+  std::string stat = test_support::read_file("/proc/" + std::to_string(pid) + "/stat");
+  std::istringstream in(stat.substr(stat.rfind(')') + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && in >> field; i++)
+    if (i == 14 || i == 15) ticks += std::stod(field);
+  return ticks / (double)sysconf(_SC_CLK_TCK);
+}
+
+TEST(Agent, StaysWithinItsCpuBudget) {
+  REQUIRE_COLLAPSE();
+  process target;
+  start_target(target, {"--dense", "512M"});
+  std::string dir = temp_dir(), metrics = dir + "/agent.prom";
+  const double budget = 0.10, interval = 0.5;
+  process agent;
+  double started = now();
+  agent.start(agent_argv({"--pid", std::to_string(target.pid), "--min-rss", "0", "--interval", "0.5",
+                          "--cpu-budget", "10", "--metrics-file", metrics}),
+              dir + "/agent.err");
+  ASSERT_GE(wait_passes(agent, metrics, 8), 8) << test_support::read_file(dir + "/agent.err");
+  double cpu = cpu_of(agent.pid), elapsed = now() - started;
+  std::string text = test_support::read_file(metrics);
+  EXPECT_EQ(agent.stop(SIGTERM), 0);
+  // The bucket starts with one interval's worth and fills at the budget; a call in flight (16 MiB) and the
+  // program's start may overshoot a little.
+  double allowed = budget * (elapsed + interval) + 0.25;
+  std::printf("agent CPU %.3f s over %.2f s (allowed %.3f s), collapsed %.0f MiB\n", cpu, elapsed, allowed,
+              metric(text, "hugify_agent_collapsed_bytes_total") / MiB);
+  EXPECT_LE(cpu, allowed) << "agent CPU " << cpu << " s over " << elapsed << " s; collapsed "
+                          << metric(text, "hugify_agent_collapsed_bytes_total") / MiB << " MiB";
+  EXPECT_GT(metric(text, "hugify_agent_collapsed_bytes_total"), 0) << "the budget allows some work";
+}
+
+TEST(Agent, MetricsParseAndMatchInspect) {
+  REQUIRE_COLLAPSE();
+  std::string python = python_with_prometheus();
+  if (python.empty()) GTEST_SKIP() << "no python3 with prometheus_client (apt-get install python3-prometheus-client)";
+  process target;
+  start_target(target, {"--dense", "8M", "--sparse", "8M"});
+  std::string dir = temp_dir(), metrics = dir + "/agent.prom", pid = std::to_string(target.pid);
+  auto r = test_support::hugify({"agent", "--once", "--pid", pid, "--min-rss", "0", "--metrics-file", metrics});
+  ASSERT_EQ(r.status, 0) << r.err;
+  struct stat st;
+  ASSERT_EQ(stat(metrics.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0644u);
+  auto parsed = parse_with_prometheus_client(python, metrics);
+  ASSERT_EQ(parsed.status, 0) << parsed.err;
+  auto inspect = test_support::hugify({"inspect", pid, "--json"});
+  ASSERT_EQ(inspect.status, 0) << inspect.err;
+  // the heap and anon classes as inspect gives them, against the parsed samples
+  for (const std::string klass : {"heap", "anon", "stack", "shm"}) {
+    size_t at = inspect.out.find("\"" + klass + "\": {");
+    ASSERT_NE(at, std::string::npos) << inspect.out;
+    std::string object = inspect.out.substr(at, inspect.out.find('}', at) - at);
+    auto number = [&](const std::string &key) { // "resident_bytes" (hugify.inspect/2) or "resident" (/1)
+      for (const std::string &name : {key + "_bytes", key}) {
+        size_t k = object.find("\"" + name + "\": ");
+        if (k != std::string::npos) return std::stod(object.substr(k + name.size() + 4));
+      }
+      ADD_FAILURE() << "no " << key << " in " << object;
+      return -1.0;
+    };
+    std::string labels = "class=" + klass + ",comm=agent_target,pid=" + pid;
+    EXPECT_EQ(metric(parsed.out, "hugify_agent_process_resident_bytes", labels), number("resident")) << klass;
+    EXPECT_EQ(metric(parsed.out, "hugify_agent_process_huge_bytes", labels), number("huge")) << klass;
+  }
+  EXPECT_GE(metric(parsed.out, "hugify_agent_process_collapsed_bytes_total", "comm=agent_target,pid=" + pid),
+            (double)(8 * MiB));
+  EXPECT_GE(metric(parsed.out, "hugify_agent_cpu_seconds_total{}"), 0);
+
+  // The same over HTTP, from a daemon bound to localhost.
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  ASSERT_EQ(bind(s, (sockaddr *)&address, sizeof address), 0);
+  getsockname(s, (sockaddr *)&address, &length);
+  std::string port = std::to_string(ntohs(address.sin_port));
+  close(s);
+  process agent;
+  agent.start(agent_argv({"--pid", pid, "--min-rss", "0", "--interval", "0.2", "--metrics-file", metrics,
+                          "--listen", port}),
+              dir + "/agent.err");
+  ASSERT_GE(wait_passes(agent, metrics, 1), 1) << test_support::read_file(dir + "/agent.err");
+  const char *fetch =
+      "import sys, urllib.request\n"
+      "from prometheus_client.parser import text_string_to_metric_families\n"
+      "with urllib.request.urlopen('http://127.0.0.1:%s/metrics' % sys.argv[1], timeout=30) as r:\n"
+      "    assert r.headers['Content-Type'].startswith('text/plain; version=0.0.4'), r.headers['Content-Type']\n"
+      "    names = {f.name for f in text_string_to_metric_families(r.read().decode())}\n"
+      "print(sorted(names))\n";
+  auto http = test_support::run({python, "-c", fetch, port});
+  EXPECT_EQ(http.status, 0) << http.err;
+  EXPECT_NE(http.out.find("hugify_agent_process_huge_bytes"), std::string::npos) << http.out;
+  EXPECT_EQ(agent.stop(SIGTERM), 0);
+}
+
+TEST(Agent, BadConfigurationExitsTwoAndCollapsesNothing) {
+  process target;
+  auto regions = start_target(target, {"--dense", "8M"});
+  std::string dir = temp_dir(), pid = std::to_string(target.pid);
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"cpu-budget = lots\n", "cpu-budget"},
+      {"pid = " + pid + "\nfrobnicate = 1\n", "unknown setting 'frobnicate'"},
+      {"[elsewhere]\npid = " + pid + "\n", "unknown section"},
+      {"pid = " + pid + "\nthis is not ini\n", ":2:"},
+      {"min-present = 150\n", "min-present"},
+  };
+  for (auto &[text, message] : bad) {
+    std::ofstream(dir + "/bad.conf") << text;
+    auto r = test_support::hugify({"agent", "--once", "--config", dir + "/bad.conf", "--pid", pid, "--min-rss", "0"});
+    EXPECT_EQ(r.status, 2) << text;
+    EXPECT_NE(r.err.find(message), std::string::npos) << text << " -> " << r.err;
+    EXPECT_NE(r.err.find("bad.conf"), std::string::npos) << r.err;
+  }
+  auto r = test_support::hugify({"agent", "--once", "--config", dir + "/missing.conf"});
+  EXPECT_EQ(r.status, 2) << r.err;
+  r = test_support::hugify({"agent", "--once", "--interval", "soon"});
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(huge_bytes(target.pid, regions["dense"]), 0u);
+}
+
+TEST(Agent, ReloadsOnSighupAndKeepsGoingOnABadReload) {
+  REQUIRE_COLLAPSE();
+  process first, second;
+  start_target(first, {"--dense", "8M"});
+  auto regions = start_target(second, {"--dense", "8M"});
+  std::string dir = temp_dir(), config = dir + "/agent.conf", metrics = dir + "/agent.prom";
+  std::ofstream(config) << "# test\n[agent]\npid = " << first.pid << "\nmin_rss = 0\ninterval = 0.2\ncpu-budget = 100\n"
+                        << "metrics-file = " << metrics << "\n";
+  process agent;
+  agent.start(agent_argv({"--config", config}), dir + "/agent.err");
+  ASSERT_GE(wait_passes(agent, metrics, 2), 2) << test_support::read_file(dir + "/agent.err");
+  EXPECT_EQ(huge_bytes(second.pid, regions["dense"]), 0u) << "not selected yet";
+  std::ofstream(config) << "pid = " << second.pid << "\nmin-rss = 0\ninterval = 0.2\ncpu-budget = 100\n"
+                        << "metrics-file = " << metrics << "\n";
+  kill(agent.pid, SIGHUP);
+  double passes = metric(test_support::read_file(metrics), "hugify_agent_passes_total");
+  ASSERT_GE(wait_passes(agent, metrics, passes + 2), passes + 2);
+  EXPECT_EQ(huge_bytes(second.pid, regions["dense"]), regions["dense"].size) << test_support::read_file(dir + "/agent.err");
+  std::ofstream(config) << "interval = never\n";
+  kill(agent.pid, SIGHUP);
+  passes = metric(test_support::read_file(metrics), "hugify_agent_passes_total");
+  ASSERT_GE(wait_passes(agent, metrics, passes + 2), passes + 2) << "still running on the old settings";
+  EXPECT_EQ(agent.stop(SIGTERM), 0);
+  std::string err = test_support::read_file(dir + "/agent.err");
+  EXPECT_NE(err.find("configuration reloaded"), std::string::npos) << err;
+  EXPECT_NE(err.find("reload failed"), std::string::npos) << err;
+}
+
+TEST(Agent, SurvivesTargetsThatExitMidPass) {
+  REQUIRE_COLLAPSE();
+  std::string dir = temp_dir(), metrics = dir + "/agent.prom";
+  process agent;
+  agent.start(agent_argv({"--comm", "agent_target", "--min-rss", "0", "--interval", "0.05", "--cpu-budget", "100",
+                          "--metrics-file", metrics}),
+              dir + "/agent.err");
+  ASSERT_GE(wait_passes(agent, metrics, 1), 1) << test_support::read_file(dir + "/agent.err");
+  for (int round = 0; round < 30; round++) {
+    process t;
+    std::vector<std::string> argv = {test_support::helper_path("agent_target"), "--dense", "16M", "--exit-after",
+                                     std::to_string(5 + round % 7 * 10)};
+    t.start(argv);
+    t.line("ready");
+    int status = 0;
+    waitpid(t.pid, &status, 0); // it exits by itself, maybe while the agent collapses it
+    t.pid = -1;
+  }
+  double passes = metric(test_support::read_file(metrics), "hugify_agent_passes_total");
+  EXPECT_GE(wait_passes(agent, metrics, passes + 1), passes + 1);
+  EXPECT_TRUE(agent.alive());
+  EXPECT_EQ(agent.stop(SIGTERM), 0) << test_support::read_file(dir + "/agent.err");
+}
+
+TEST(Agent, MissingCapSysNiceExitsThree) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to drop a capability with setpriv";
+  if (test_support::run({"setpriv", "--version"}).status != 0) GTEST_SKIP() << "no setpriv (util-linux)";
+  auto r = test_support::run({"setpriv", "--inh-caps=-sys_nice", "--bounding-set=-sys_nice", "--", HUGIFY_CLI_PATH,
+                              "agent", "--once", "--pid", std::to_string(getpid())});
+  EXPECT_EQ(r.status, 3) << r.err;
+  EXPECT_NE(r.err.find("CAP_SYS_NICE"), std::string::npos) << r.err;
+  r = test_support::run({"setpriv", "--inh-caps=-sys_ptrace", "--bounding-set=-sys_ptrace", "--", HUGIFY_CLI_PATH,
+                         "agent", "--status", "--comm", "init"});
+  EXPECT_EQ(r.status, 3) << r.err;
+  EXPECT_NE(r.err.find("CAP_SYS_PTRACE"), std::string::npos) << r.err;
+}
+
+TEST(Agent, SystemdUnitVerifies) {
+  std::string unit = std::string(HUGIFY_BUILD_DIR) + "/hugify-agent.service";
+  std::string text = test_support::read_file(unit);
+  ASSERT_FALSE(text.empty()) << unit;
+  EXPECT_NE(text.find("ProtectSystem=strict"), std::string::npos);
+  EXPECT_NE(text.find("CapabilityBoundingSet=CAP_SYS_NICE CAP_SYS_PTRACE"), std::string::npos);
+  if (test_support::run({"systemd-analyze", "--version"}).status != 0) GTEST_SKIP() << "no systemd-analyze";
+  // verify resolves ExecStart= against the file system: point it at the built binary.
+  std::string dir = temp_dir(), copy = dir + "/hugify-agent.service";
+  std::string fixed = text;
+  size_t at = fixed.find("ExecStart=");
+  size_t end = fixed.find(' ', at);
+  fixed.replace(at, end - at, std::string("ExecStart=") + HUGIFY_CLI_PATH);
+  std::ofstream(copy) << fixed;
+  auto r = test_support::run({"systemd-analyze", "verify", copy});
+  std::string all = r.out + r.err;
+  if (all.find("System has not been booted with systemd") != std::string::npos ||
+      all.find("Failed to connect") != std::string::npos)
+    GTEST_SKIP() << "systemd-analyze cannot run here: " << all;
+  EXPECT_EQ(r.status, 0) << all;
+  EXPECT_EQ(all.find("hugify-agent.service:"), std::string::npos) << all;
+}
+
+}  // namespace
