@@ -584,54 +584,47 @@ static double own_cpu_seconds(void) {
          (double)u.ru_stime.tv_usec * 1e-6;
 }
 
+enum process_metric { RESIDENT, HUGE, COLLAPSIBLE, COLLAPSED, FAILURES };
+
+/* One family of per-process samples, labelled pid and comm (and class or reason). */
+static void process_family(const struct agent *a, FILE *out, enum process_metric which, const char *name,
+                           const char *type, const char *help) {
+  prometheus_family(out, name, type, help);
+  for (size_t i = 0; i < a->process_count; i++) {
+    const struct process_state *p = &a->processes[i];
+    char pid[16];
+    snprintf(pid, sizeof pid, "%d", (int)p->pid);
+    const char *labels[] = {"pid", pid, "comm", p->comm, NULL, NULL, NULL};
+    if (which == COLLAPSIBLE || which == COLLAPSED) {
+      prometheus_sample(out, name, labels, (double)(which == COLLAPSIBLE ? p->collapsible : p->collapsed_bytes));
+    } else if (which == FAILURES) {
+      labels[4] = "reason";
+      for (size_t k = 0; k < FAILURE_KINDS && p->failures[k].reason[0]; k++) {
+        labels[5] = p->failures[k].reason;
+        prometheus_sample(out, name, labels, (double)p->failures[k].windows);
+      }
+    } else {
+      labels[4] = "class";
+      for (int k = 0; k < HUGIFY_CLASS_COUNT; k++) {
+        labels[5] = hugify_memory_class_name(k);
+        const struct hugify_usage *u = &p->classes[k];
+        prometheus_sample(out, name, labels, (double)(which == RESIDENT ? u->resident : hugify_usage_huge(u)));
+      }
+    }
+  }
+}
+
 static void render_metrics(struct agent *a, FILE *out) {
-  char pid[16];
-  prometheus_family(out, "hugify_agent_process_resident_bytes", "gauge",
-                    "Resident memory of a selected process by class (smaps; hugetlb included).");
-  for (size_t i = 0; i < a->process_count; i++) {
-    struct process_state *p = &a->processes[i];
-    snprintf(pid, sizeof pid, "%d", (int)p->pid);
-    for (int k = 0; k < HUGIFY_CLASS_COUNT; k++) {
-      const char *labels[] = {"pid", pid, "comm", p->comm, "class", hugify_memory_class_name(k), NULL};
-      prometheus_sample(out, "hugify_agent_process_resident_bytes", labels, (double)p->classes[k].resident);
-    }
-  }
-  prometheus_family(out, "hugify_agent_process_huge_bytes", "gauge",
-                    "Memory of a selected process on huge pages (THP and hugetlb) by class.");
-  for (size_t i = 0; i < a->process_count; i++) {
-    struct process_state *p = &a->processes[i];
-    snprintf(pid, sizeof pid, "%d", (int)p->pid);
-    for (int k = 0; k < HUGIFY_CLASS_COUNT; k++) {
-      const char *labels[] = {"pid", pid, "comm", p->comm, "class", hugify_memory_class_name(k), NULL};
-      prometheus_sample(out, "hugify_agent_process_huge_bytes", labels, (double)hugify_usage_huge(&p->classes[k]));
-    }
-  }
-  prometheus_family(out, "hugify_agent_process_collapsible_bytes", "gauge",
-                    "Resident memory of a selected process that is not huge but could be collapsed.");
-  for (size_t i = 0; i < a->process_count; i++) {
-    struct process_state *p = &a->processes[i];
-    snprintf(pid, sizeof pid, "%d", (int)p->pid);
-    const char *labels[] = {"pid", pid, "comm", p->comm, NULL};
-    prometheus_sample(out, "hugify_agent_process_collapsible_bytes", labels, (double)p->collapsible);
-  }
-  prometheus_family(out, "hugify_agent_process_collapsed_bytes_total", "counter",
-                    "Bytes the agent put on huge pages in a process (windows collapsed).");
-  for (size_t i = 0; i < a->process_count; i++) {
-    struct process_state *p = &a->processes[i];
-    snprintf(pid, sizeof pid, "%d", (int)p->pid);
-    const char *labels[] = {"pid", pid, "comm", p->comm, NULL};
-    prometheus_sample(out, "hugify_agent_process_collapsed_bytes_total", labels, (double)p->collapsed_bytes);
-  }
-  prometheus_family(out, "hugify_agent_process_collapse_failures_total", "counter",
-                    "2 MiB windows the kernel refused to collapse, by errno.");
-  for (size_t i = 0; i < a->process_count; i++) {
-    struct process_state *p = &a->processes[i];
-    snprintf(pid, sizeof pid, "%d", (int)p->pid);
-    for (size_t k = 0; k < FAILURE_KINDS && p->failures[k].reason[0]; k++) {
-      const char *labels[] = {"pid", pid, "comm", p->comm, "reason", p->failures[k].reason, NULL};
-      prometheus_sample(out, "hugify_agent_process_collapse_failures_total", labels, (double)p->failures[k].windows);
-    }
-  }
+  process_family(a, out, RESIDENT, "hugify_agent_process_resident_bytes", "gauge",
+                 "Resident memory of a selected process by class (smaps; hugetlb included).");
+  process_family(a, out, HUGE, "hugify_agent_process_huge_bytes", "gauge",
+                 "Memory of a selected process on huge pages (THP and hugetlb) by class.");
+  process_family(a, out, COLLAPSIBLE, "hugify_agent_process_collapsible_bytes", "gauge",
+                 "Resident memory of a selected process that is not huge but could be collapsed.");
+  process_family(a, out, COLLAPSED, "hugify_agent_process_collapsed_bytes_total", "counter",
+                 "Bytes the agent put on huge pages in a process (windows collapsed).");
+  process_family(a, out, FAILURES, "hugify_agent_process_collapse_failures_total", "counter",
+                 "2 MiB windows the kernel refused to collapse, by errno.");
   prometheus_family(out, "hugify_agent_selected_processes", "gauge", "Processes selected in the last pass.");
   prometheus_sample(out, "hugify_agent_selected_processes", NULL, (double)a->process_count);
   prometheus_family(out, "hugify_agent_collapsed_bytes_total", "counter", "Bytes the agent put on huge pages.");

@@ -24,19 +24,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "units.h"
+
 #define HUGE (UINT64_C(2) << 20)
 #define PAGE 4096
 
 static size_t size_arg(const char *text) {
-  char *end;
-  unsigned long long v = strtoull(text, &end, 10);
-  switch (*end) {
-  case 'k': case 'K': v <<= 10; break;
-  case 'm': case 'M': v <<= 20; break;
-  case 'g': case 'G': v <<= 30; break;
-  default: break;
-  }
-  return (size_t)v;
+  uint64_t bytes = 0;
+  if (!parse_size(text, &bytes)) { fprintf(stderr, "agent_target: bad size %s\n", text); exit(2); }
+  return (size_t)bytes;
 }
 
 /* 2 MiB-aligned, between read-only neighbours so it stays one mapping of its own. */
