@@ -64,7 +64,10 @@ static void grow(uint64_t size, double seconds, int advise, int ready_fd) {
   for (uint64_t i = 0; i < steps; i++) {
     char *p = malloc(step);
     if (!p) _exit(1);
-    if (advise) madvise((void *)(((uintptr_t)p + 4095) & ~(uintptr_t)4095), step - 4096, MADV_HUGEPAGE);
+    if (advise) { /* the whole mapping glibc made for the block, so that the advised mappings merge */
+      uintptr_t from = (uintptr_t)p & ~(uintptr_t)4095, to = ((uintptr_t)p + step + 4095) & ~(uintptr_t)4095;
+      madvise((void *)from, to - from, MADV_HUGEPAGE);
+    }
     for (uint64_t at = 0; at < step; at += 4096) p[at] = (char)at;
     double next = start + (double)(i + 1) / STEPS_PER_SECOND, left = next - now();
     if (left > 0) usleep((useconds_t)(left * 1e6));
