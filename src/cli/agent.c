@@ -23,6 +23,7 @@
 #include "agent_policy.h"
 #include "cli.h"
 #include "collapse.h"
+#include "format.h"
 #include "hugify.h"
 #include "os.h"
 #include "procfs.h"
@@ -235,8 +236,7 @@ static int config_read_file(struct agent_config *c, const char *path) {
 struct command_line {
   const char *config_path;
   bool status;
-  bool json;
-  const char *json_path; /* --json=FILE; NULL: stdout */
+  struct json_output json;
   int argc;
   char **argv;
 };
@@ -281,12 +281,8 @@ static int parse_command_line(int argc, char **argv, struct command_line *cl) {
       cl->config_path = argv[i] + 9;
     } else if (!strcmp(argv[i], "--status")) {
       cl->status = true;
-    } else if (!strcmp(argv[i], "--json")) {
-      cl->json = true;
-    } else if (!strncmp(argv[i], "--json=", 7)) {
-      cl->json = true;
-      cl->json_path = strcmp(argv[i] + 7, "-") ? argv[i] + 7 : NULL;
-      if (cl->json_path && !cl->json_path[0]) return usage_error(COMMAND, "--json= needs a file (or -)");
+    } else if (json_output_option(COMMAND, argv[i], &cl->json) < 0) {
+      return EXIT_USAGE;
     }
   }
   return 0;
@@ -815,52 +811,51 @@ static void print_table(const struct agent *a, bool status) {
 }
 
 static void print_json(const struct agent *a, FILE *out, const char *mode) {
-  struct json j;
+  struct json_writer j;
   json_begin(&j, out);
-  json_string(&j, "schema", "hugify.agent/1");
-  json_string(&j, "mode", mode);
-  json_bool(&j, "dry_run", a->config.dry_run);
-  json_double(&j, "interval_seconds", a->config.interval);
-  json_double(&j, "cpu_budget_fraction", a->config.cpu_budget);
-  json_double(&j, "min_present_fraction", a->config.min_present);
-  json_object(&j, "memory");
-  json_bool(&j, "allows_collapse", a->memory_open);
-  if (a->available == UINT64_MAX) json_null(&j, "available_bytes");
-  else json_u64(&j, "available_bytes", a->available);
-  json_u64(&j, "free_floor_bytes", a->config.free_floor);
-  if (a->pressure.present) json_double(&j, "pressure_some_avg10_fraction", a->pressure.some_avg10 / 100);
-  else json_null(&j, "pressure_some_avg10_fraction");
-  json_double(&j, "max_pressure_fraction", a->config.max_pressure / 100);
-  json_string(&j, "reason", a->memory_open ? NULL : a->memory_reason);
+  json_put_string(&j, "schema", "hugify.agent/1");
+  json_put_string(&j, "mode", mode);
+  json_put_bool(&j, "dry_run", a->config.dry_run);
+  json_put_double(&j, "interval_seconds", a->config.interval);
+  json_put_double(&j, "cpu_budget_fraction", a->config.cpu_budget);
+  json_put_double(&j, "min_present_fraction", a->config.min_present);
+  json_open_object(&j, "memory");
+  json_put_bool(&j, "allows_collapse", a->memory_open);
+  if (a->available == UINT64_MAX) json_put_null(&j, "available_bytes");
+  else json_put_u64(&j, "available_bytes", a->available);
+  json_put_u64(&j, "free_floor_bytes", a->config.free_floor);
+  if (a->pressure.present) json_put_double(&j, "pressure_some_avg10_fraction", a->pressure.some_avg10 / 100);
+  else json_put_null(&j, "pressure_some_avg10_fraction");
+  json_put_double(&j, "max_pressure_fraction", a->config.max_pressure / 100);
+  json_put_string(&j, "reason", a->memory_open ? NULL : a->memory_reason);
   json_close(&j);
-  json_double(&j, "cpu_seconds", own_cpu_seconds());
-  json_u64(&j, "collapsed_bytes", a->collapsed_bytes);
-  json_u64(&j, "budget_stops", a->budget_stops);
-  json_array(&j, "processes");
+  json_put_double(&j, "cpu_seconds", own_cpu_seconds());
+  json_put_u64(&j, "collapsed_bytes", a->collapsed_bytes);
+  json_put_u64(&j, "budget_stops", a->budget_stops);
+  json_open_array(&j, "processes");
   for (size_t i = 0; i < a->process_count; i++) {
     const struct process_state *p = &a->processes[i];
-    json_object(&j, NULL);
-    json_i64(&j, "pid", p->pid);
-    json_string(&j, "comm", p->comm);
-    json_u64(&j, "resident_bytes", p->total.resident);
-    json_u64(&j, "huge_bytes", hugify_usage_huge(&p->total));
-    if (p->total.resident) json_double(&j, "huge_fraction", (double)hugify_usage_huge(&p->total) / (double)p->total.resident);
-    else json_null(&j, "huge_fraction");
-    json_object(&j, "classes");
+    json_open_object(&j, NULL);
+    json_put_i64(&j, "pid", p->pid);
+    json_put_string(&j, "comm", p->comm);
+    json_put_u64(&j, "resident_bytes", p->total.resident);
+    json_put_u64(&j, "huge_bytes", hugify_usage_huge(&p->total));
+    json_put_fraction(&j, "huge_fraction", hugify_usage_huge(&p->total), p->total.resident);
+    json_open_object(&j, "classes");
     for (int k = 0; k < HUGIFY_CLASS_COUNT; k++) {
-      json_object(&j, hugify_memory_class_name(k));
-      json_u64(&j, "resident_bytes", p->classes[k].resident);
-      json_u64(&j, "huge_bytes", hugify_usage_huge(&p->classes[k]));
+      json_open_object(&j, hugify_memory_class_name(k));
+      json_put_u64(&j, "resident_bytes", p->classes[k].resident);
+      json_put_u64(&j, "huge_bytes", hugify_usage_huge(&p->classes[k]));
       json_close(&j);
     }
     json_close(&j);
-    json_u64(&j, "collapsible_bytes", p->collapsible);
-    json_u64(&j, "collapsed_bytes", p->collapsed_bytes);
-    json_object(&j, "failed_windows");
+    json_put_u64(&j, "collapsible_bytes", p->collapsible);
+    json_put_u64(&j, "collapsed_bytes", p->collapsed_bytes);
+    json_open_object(&j, "failed_windows");
     for (size_t k = 0; k < FAILURE_KINDS && p->failures[k].reason[0]; k++)
-      json_u64(&j, p->failures[k].reason, p->failures[k].windows);
+      json_put_u64(&j, p->failures[k].reason, p->failures[k].windows);
     json_close(&j);
-    json_string(&j, "last_action", p->last_action[0] ? p->last_action : NULL);
+    json_put_string(&j, "last_action", p->last_action[0] ? p->last_action : NULL);
     json_close(&j);
   }
   json_close(&j);
@@ -892,18 +887,6 @@ static int check_privileges(const struct agent_config *c, bool observe_only) {
   return 0;
 }
 
-static int write_json(const struct agent *a, const struct command_line *cl, const char *mode) {
-  FILE *out = stdout;
-  if (cl->json_path) {
-    out = fopen(cl->json_path, "w");
-    if (!out) return fail(EXIT_USAGE, COMMAND, "cannot write %s: %s", cl->json_path, strerror(errno));
-  }
-  print_json(a, out, mode);
-  if (out != stdout && fclose(out) != 0) return fail(EXIT_SHORT, COMMAND, "cannot write %s", cl->json_path);
-  fflush(stdout);
-  return 0;
-}
-
 static bool any_failures(const struct agent *a) {
   for (size_t i = 0; i < a->process_count; i++)
     if (a->processes[i].failures[0].reason[0]) return true;
@@ -924,11 +907,16 @@ int cmd_agent(int argc, char **argv) {
   a->cpu_mark = agent_cpu_seconds();
   agent_budget_init(&a->budget, c->cpu_budget, 60, c->interval, clock_seconds(CLOCK_MONOTONIC));
 
+  FILE *json = NULL;
+  if (a->cl.json.wanted && !(json = json_output_open(&a->cl.json, COMMAND))) return EXIT_USAGE;
   if (status || c->once) {
     run_pass(a, !status);
     if (!status) publish_metrics(a);
-    if (!a->cl.json || a->cl.json_path) print_table(a, status);
-    if (a->cl.json && (rc = write_json(a, &a->cl, status ? "status" : "once")) != 0) return rc;
+    if (json_output_text(&a->cl.json)) print_table(a, status);
+    if (json) {
+      print_json(a, json, status ? "status" : "once");
+      if (!json_output_close(json, &a->cl.json, COMMAND)) return EXIT_SHORT;
+    }
     return !status && any_failures(a) ? EXIT_SHORT : EXIT_DONE;
   }
 
@@ -955,7 +943,7 @@ int cmd_agent(int argc, char **argv) {
       }
     }
     publish_metrics(a);
-    if (a->cl.json) print_json(a, stdout, "pass"), fflush(stdout);
+    if (json) print_json(a, json, "pass"), fflush(json);
     double deadline = clock_seconds(CLOCK_MONOTONIC) + c->interval;
     for (;;) {
       double left = deadline - clock_seconds(CLOCK_MONOTONIC);
@@ -982,6 +970,7 @@ int cmd_agent(int argc, char **argv) {
   }
   if (a->http) MHD_stop_daemon(a->http);
   publish_metrics(a);
+  if (json && !json_output_close(json, &a->cl.json, COMMAND)) return EXIT_SHORT;
   fprintf(stderr, "hugify agent: stopped after %llu passes, %.3f s CPU\n", (unsigned long long)a->passes,
           own_cpu_seconds());
   free(a->processes);
