@@ -1,5 +1,5 @@
 // The agent's pure decisions (src/lib/agent_policy.c) on constructed snapshots and captured PSI text, and
-// the Prometheus text writer (src/format/prometheus.c).
+// the Prometheus text writer is tested with the format layer (format_layer.cpp).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -10,7 +10,6 @@
 
 extern "C" {
 #include "agent_policy.h"
-#include "prometheus.h"
 }
 #include "test_support.hpp"
 
@@ -166,35 +165,6 @@ TEST(AgentBackoff, DoublesAfterFailedPassesAndResetsOnProgress) {
   agent_backoff_record(&b, false, true, 2000, 10, 3600);
   agent_backoff_record(&b, true, true, 2010, 10, 3600); // progress resets
   EXPECT_EQ(b.failures, 0u);
-}
-
-std::string render(void (*write)(FILE *)) {
-  char *text = nullptr;
-  size_t length = 0;
-  FILE *out = open_memstream(&text, &length);
-  write(out);
-  fclose(out);
-  std::string s(text, length);
-  free(text);
-  return s;
-}
-
-TEST(Prometheus, EscapesLabelsAndHelpAndPrintsNumbersExactly) {
-  std::string text = render([](FILE *out) {
-    prometheus_family(out, "m_bytes", "gauge", "line one\nback\\slash");
-    const char *labels[] = {"comm", "we\"ird\\na\nme", "pid", "7", nullptr};
-    prometheus_sample(out, "m_bytes", labels, 9007199254740991.0);
-    prometheus_sample(out, "m_bytes", nullptr, 0.25);
-    prometheus_sample(out, "m_bytes", nullptr, 0.0 / 0.0);
-    prometheus_sample(out, "m_bytes", nullptr, -1.0 / 0.0);
-  });
-  EXPECT_EQ(text,
-            "# HELP m_bytes line one\\nback\\\\slash\n"
-            "# TYPE m_bytes gauge\n"
-            "m_bytes{comm=\"we\\\"ird\\\\na\\nme\",pid=\"7\"} 9007199254740991\n"
-            "m_bytes 0.25\n"
-            "m_bytes NaN\n"
-            "m_bytes -Inf\n");
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 
 extern "C" {
 #include "format.h"
+#include "prometheus.h"
 #include "hugify.h"
 }
 
@@ -223,6 +224,26 @@ TEST(Numbers, PercentOfAWhole) {
   EXPECT_STREQ(text, "0.0%");
   format_percent(1, 0, text, sizeof text);
   EXPECT_STREQ(text, "-");
+}
+
+// ---- Prometheus text format (hugify agent's metrics) ----
+
+TEST(Prometheus, EscapesLabelsAndHelpAndPrintsNumbersExactly) {
+  std::string text = capture([](FILE *out) {
+    prometheus_family(out, "m_bytes", "gauge", "line one\nback\\slash");
+    const char *labels[] = {"comm", "we\"ird\\na\nme", "pid", "7", nullptr};
+    prometheus_sample(out, "m_bytes", labels, 9007199254740991.0);
+    prometheus_sample(out, "m_bytes", nullptr, 0.25);
+    prometheus_sample(out, "m_bytes", nullptr, 0.0 / 0.0);
+    prometheus_sample(out, "m_bytes", nullptr, -1.0 / 0.0);
+  });
+  EXPECT_EQ(text,
+            "# HELP m_bytes line one\\nback\\\\slash\n"
+            "# TYPE m_bytes gauge\n"
+            "m_bytes{comm=\"we\\\"ird\\\\na\\nme\",pid=\"7\"} 9007199254740991\n"
+            "m_bytes 0.25\n"
+            "m_bytes NaN\n"
+            "m_bytes -Inf\n");
 }
 
 }  // namespace
