@@ -28,6 +28,7 @@
 #include "os.h"
 #include "procfs.h"
 #include "prometheus.h"
+#include "safe_file.h"
 #include "units.h"
 
 const char usage_agent[] =
@@ -222,11 +223,17 @@ static int ini_setting(void *user, const char *section, const char *name, const 
 /* Read the config file into c (over its defaults). Returns 0 or -1 with c->error "FILE:LINE: ...". */
 static int config_read_file(struct agent_config *c, const char *path) {
   struct ini_state state = {c, 0, 0};
-  int rc = ini_parse(path, ini_setting, &state);
+  /* a regular file only: a FIFO or device named by mistake must not hang or flood the reader */
+  int fd = safe_file_open_read(path, true);
+  FILE *file = fd >= 0 ? fdopen(fd, "r") : NULL;
+  if (fd >= 0 && !file) close(fd);
+  int open_error = fd < 0 ? -fd : file ? 0 : errno;
+  int rc = file ? ini_parse_file(file, ini_setting, &state) : -1;
+  if (file) fclose(file);
   if (rc == 0 && !c->error[0]) return 0;
   char detail[400];
   snprintf(detail, sizeof detail, "%.399s", c->error);
-  if (rc == -1) snprintf(c->error, sizeof c->error, "%.300s: %s", path, strerror(errno ? errno : ENOENT));
+  if (rc == -1) snprintf(c->error, sizeof c->error, "%.300s: %s", path, open_error == EINVAL ? "not a regular file" : strerror(open_error ? open_error : EIO));
   else if (rc == -2) snprintf(c->error, sizeof c->error, "%.300s: out of memory", path);
   else if (detail[0]) snprintf(c->error, sizeof c->error, "%.90s:%d: %s", path, rc, detail);
   else snprintf(c->error, sizeof c->error, "%.300s:%d: not 'name = value' or '[section]'", path, rc);
@@ -644,43 +651,6 @@ static void render_metrics(struct agent *a, FILE *out) {
   prometheus_sample(out, "hugify_agent_last_pass_timestamp_seconds", NULL, a->last_pass_end);
 }
 
-/* Replace `path` atomically: a new file created O_EXCL|O_NOFOLLOW (0600) in the same directory, written,
- * given mode 0644, then renamed over the target; a symbolic link at `path` is refused. */
-static int replace_file(const char *path, const char *data, size_t length, char *reason, size_t cap) {
-  struct stat st;
-  if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-    snprintf(reason, cap, "%s is not a regular file (a link or device is never replaced)", path);
-    return -EINVAL;
-  }
-  char temp[PATH_MAX + 32];
-  int fd = -1;
-  for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    snprintf(temp, sizeof temp, "%s.%d.%lx.tmp", path, (int)getpid(), (unsigned long)(ts.tv_nsec ^ attempt));
-    fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0 && errno != EEXIST) break;
-  }
-  if (fd < 0) {
-    snprintf(reason, cap, "cannot create a file next to %s: %s", path, strerror(errno));
-    return -errno;
-  }
-  int rc = 0;
-  for (size_t done = 0; done < length && rc == 0;) {
-    ssize_t n = write(fd, data + done, length - done);
-    if (n > 0) done += (size_t)n;
-    else if (n < 0 && errno != EINTR) rc = -errno;
-  }
-  if (rc == 0 && fchmod(fd, 0644) != 0) rc = -errno;
-  if (close(fd) != 0 && rc == 0) rc = -errno;
-  if (rc == 0 && rename(temp, path) != 0) rc = -errno;
-  if (rc != 0) {
-    snprintf(reason, cap, "cannot write %s: %s", path, strerror(-rc));
-    unlink(temp);
-  }
-  return rc;
-}
-
 static void publish_metrics(struct agent *a) {
   char *text = NULL;
   size_t length = 0;
@@ -690,7 +660,8 @@ static void publish_metrics(struct agent *a) {
   fclose(out);
   if (a->config.metrics_file[0]) {
     char reason[512];
-    if (replace_file(a->config.metrics_file, text, length, reason, sizeof reason) != 0)
+    /* a new file (O_EXCL|O_NOFOLLOW, 0600) in the same directory, then renamed over: readers see whole files */
+    if (safe_file_replace(a->config.metrics_file, text, length, 0644, 0, reason, sizeof reason) != 0)
       fprintf(stderr, "hugify agent: metrics: %s\n", reason);
   }
   pthread_mutex_lock(&a->metrics_lock);

@@ -349,6 +349,18 @@ TEST(Agent, MetricsParseAndMatchInspect) {
   EXPECT_EQ(agent.stop(SIGTERM), 0);
 }
 
+TEST(Agent, MetricsFileIsNeverWrittenThroughALink) {
+  std::string dir = temp_dir(), metrics = dir + "/agent.prom", elsewhere = dir + "/elsewhere";
+  ASSERT_EQ(symlink(elsewhere.c_str(), metrics.c_str()), 0);
+  auto r = test_support::hugify({"agent", "--once", "--dry-run", "--pid", std::to_string(getpid()), "--min-rss", "0",
+                                 "--metrics-file", metrics});
+  EXPECT_NE(r.err.find("metrics"), std::string::npos) << r.err;
+  struct stat st;
+  EXPECT_NE(stat(elsewhere.c_str(), &st), 0) << "the link was followed";
+  EXPECT_EQ(lstat(metrics.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode)) << "the link was replaced";
+}
+
 TEST(Agent, BadConfigurationExitsTwoAndCollapsesNothing) {
   process target;
   auto regions = start_target(target, {"--dense", "8M"});
