@@ -115,9 +115,19 @@ std::map<std::string, region> start_target(process &p, const std::vector<std::st
 
 uint64_t huge_bytes(int pid, const region &r) { return test_support::smaps_field(pid, r.start, r.size, "AnonHugePages"); }
 
+// Directories made by temp_dir(), removed when the test program exits.
+struct temp_dirs {
+  std::vector<std::string> paths;
+  ~temp_dirs() {
+    for (auto &p : paths) test_support::run({"rm", "-rf", "--", p});
+  }
+} made_dirs;
+
 std::string temp_dir() {
   char path[] = "/tmp/hugify-agent-test-XXXXXX";
-  return mkdtemp(path) ? path : "/tmp";
+  if (!mkdtemp(path)) return "/tmp";
+  made_dirs.paths.push_back(path);
+  return path;
 }
 
 // A sample's value from Prometheus text ("name value" or "name{...} value" with the labels given).
