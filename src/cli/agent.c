@@ -26,6 +26,7 @@
 #include "format.h"
 #include "hugify.h"
 #include "os.h"
+#include "probe.h"
 #include "procfs.h"
 #include "prometheus.h"
 #include "safe_file.h"
@@ -306,10 +307,16 @@ static int load_config(struct agent_config *c, const struct command_line *cl, bo
   return config_apply_arguments(c, cl); /* valid at start, so valid at a reload too */
 }
 
+/* A /proc file's text (malloc'd), or NULL when it cannot be read (the process is gone). */
+static char *read_text(const char *path) {
+  char *text = NULL;
+  return os_read_file(path, &text, NULL) == 0 ? text : NULL;
+}
+
 /* ---- privileges --------------------------------------------------------------------------------- */
 
 static bool has_capability(int bit) {
-  char *text = os_read_file("/proc/self/status", NULL);
+  char *text = read_text("/proc/self/status");
   if (!text) return false;
   char value[64] = "";
   bool found = parse_keyed_text(text, "CapEff", value, sizeof value);
@@ -420,7 +427,7 @@ static bool read_process(pid_t pid, const struct agent_selectors *s, struct agen
   out->pid = pid;
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-  char *status = os_read_file(path, NULL);
+  char *status = read_text(path);
   if (!status) return false;
   char field[64];
   uint64_t rss = 0, thp = 1;
@@ -436,7 +443,7 @@ static bool read_process(pid_t pid, const struct agent_selectors *s, struct agen
   }
   if (s->cgroup_count) {
     snprintf(path, sizeof path, "/proc/%d/cgroup", (int)pid);
-    char *text = os_read_file(path, NULL);
+    char *text = read_text(path);
     if (text && !parse_cgroup_v2_path(text, out->cgroup, sizeof out->cgroup)) out->cgroup[0] = '\0';
     free(text);
   }
@@ -535,11 +542,11 @@ static void serve_process(struct agent *a, struct process_state *p, uint64_t rss
 }
 
 static void read_memory_state(struct agent *a) {
-  char *meminfo = os_read_file("/proc/meminfo", NULL);
+  char *meminfo = read_text("/proc/meminfo");
   a->available = UINT64_MAX;
   if (meminfo) parse_keyed_value(meminfo, "MemAvailable", &a->available);
   free(meminfo);
-  char *pressure = os_read_file("/proc/pressure/memory", NULL);
+  char *pressure = read_text("/proc/pressure/memory");
   if (!pressure || !agent_parse_pressure(pressure, &a->pressure)) memset(&a->pressure, 0, sizeof a->pressure);
   free(pressure);
   struct agent_memory_limits limits = {a->config.free_floor, a->config.max_pressure};
@@ -836,7 +843,7 @@ static void print_json(const struct agent *a, FILE *out, const char *mode) {
 /* ---- the command -------------------------------------------------------------------------------- */
 
 static int check_privileges(const struct agent_config *c, bool observe_only) {
-  if (os_probe_madv_collapse(NULL, 0) == HUGIFY_FEATURE_NO && !observe_only)
+  if (probe_madv_collapse(NULL, 0) == HUGIFY_FEATURE_NO && !observe_only)
     return fail(EXIT_PRIVILEGE, COMMAND, "this kernel lacks MADV_COLLAPSE (needs Linux 6.1+)");
   if (!observe_only && !c->dry_run && !has_capability(CAP_SYS_NICE_BIT))
     return fail(EXIT_PRIVILEGE, COMMAND,
