@@ -97,10 +97,15 @@ int os_write_file(const char *path, const char *text) {
 
 /* ---- /proc readers: the file read here, its text parsed by procfs.c --------------------------- */
 
+/* /proc/PID/LEAF, or /proc/self/LEAF for pid 0. */
+static void proc_path(char *out, size_t cap, int pid, const char *leaf) {
+  if (pid > 0) snprintf(out, cap, "/proc/%d/%s", pid, leaf);
+  else snprintf(out, cap, "/proc/self/%s", leaf);
+}
+
 long os_read_smaps(int pid, struct smaps_vma **out) {
   char path[64];
-  if (pid > 0) snprintf(path, sizeof path, "/proc/%d/smaps", pid);
-  else snprintf(path, sizeof path, "/proc/self/smaps");
+  proc_path(path, sizeof path, pid, "smaps");
   char *text;
   int rc = os_read_file(path, &text, NULL);
   if (rc) return rc;
@@ -112,8 +117,7 @@ long os_read_smaps(int pid, struct smaps_vma **out) {
 
 long os_read_stack_pointers(int pid, uint64_t **out) {
   char dir_path[64];
-  if (pid > 0) snprintf(dir_path, sizeof dir_path, "/proc/%d/task", pid);
-  else snprintf(dir_path, sizeof dir_path, "/proc/self/task");
+  proc_path(dir_path, sizeof dir_path, pid, "task");
   DIR *dir = opendir(dir_path);
   if (!dir) return -errno;
   size_t count = 0, cap = 0;
@@ -146,8 +150,7 @@ long os_read_stack_pointers(int pid, uint64_t **out) {
 
 int os_read_thp_enabled(int pid) {
   char path[64];
-  if (pid > 0) snprintf(path, sizeof path, "/proc/%d/status", pid);
-  else snprintf(path, sizeof path, "/proc/self/status");
+  proc_path(path, sizeof path, pid, "status");
   char *text;
   int rc = os_read_file(path, &text, NULL);
   if (rc) return rc;
