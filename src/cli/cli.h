@@ -33,9 +33,10 @@ int cmd_check(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_elf(int argc, char **argv);
 int cmd_agent(int argc, char **argv);
+int cmd_env(int argc, char **argv);
 
 extern const char usage_status[], usage_pool[], usage_inspect[], usage_collapse[], usage_run[], usage_check[],
-    usage_bench[], usage_elf[], usage_agent[];
+    usage_bench[], usage_elf[], usage_agent[], usage_env[];
 
 /* ---- output.c: messages ---- */
 /* "hugify CMD: message" on stderr; returns `code` so callers can `return fail(EXIT_USAGE, ...)`. */

@@ -11,6 +11,7 @@ static const struct command commands[] = {
     {"inspect", cmd_inspect, "how much of a process is on huge pages, by class and page kind", usage_inspect},
     {"collapse", cmd_collapse, "put a running process's anonymous memory on huge pages now", usage_collapse},
     {"run", cmd_run, "run a program with its heap and code on huge pages; report what it got", usage_run},
+    {"env", cmd_env, "the environment of `run`, for systemd units, containers and scripts", usage_env},
     {"check", cmd_check, "do huge pages help a program, which way, and by how much", usage_check},
     {"bench", cmd_bench, "what huge pages buy on this machine: the seed experiments, with a chart", usage_bench},
     {"agent", cmd_agent, "keep long-running processes on huge pages, within a CPU budget, with metrics", usage_agent},

@@ -92,6 +92,15 @@ __attribute__((constructor)) static void hugify_preload_start(void) {
   /* One warning, from the process hugify run started (its children inherit the same environment). */
   if (bad > 0 && preload_is_top_level()) dprintf(STDERR_FILENO, "hugify: %s\n", warnings);
   if (bad > 0) preload_fallback_quiet("options", "%s", warnings); /* warned once above, also with HUGIFY_VERBOSE */
+  /* Started without `hugify run` (hugify env: systemd, a container, a script): the first process that
+   * loads the preload is the top-level one, as the program `hugify run` execs would be; its forks keep
+   * this pid and its exec'd children inherit it, so they report to FILE.<pid> as under `hugify run`. */
+  if (options.run_pid == 0) {
+    char pid[24];
+    options.run_pid = (int)getpid();
+    snprintf(pid, sizeof pid, "%d", options.run_pid);
+    setenv("HUGIFY_RUN_PID", pid, 1);
+  }
 
   preload_heap_start(&options);
   preload_peak_start(&options);

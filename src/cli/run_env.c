@@ -1,0 +1,278 @@
+/* run_env.c - the environment `hugify run` gives a program (run_env.h): the preload, the heap mode's
+ * allocator settings, and the HUGIFY_* variables the preload reads. Built as a list first, so `run` can set
+ * it and `env` can print it in the forms services use, from the same code. */
+#include "run_env.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "os.h"
+
+#define PRELOAD_NAME "libhugify-preload.so"
+
+/* glibc tunables for the THP heap: hugetlb=1 makes malloc madvise the main arena and its mmap'd chunks;
+ * glibc 2.36 does not advise thread arenas (it advises a new heap only when its first size is >= 2 MiB, and
+ * never the mprotect'ed growth), so top_pad=64 MiB makes every new arena heap whole at creation, and
+ * advised whole; top_pad turns off the dynamic mmap threshold, so mmap_threshold=32 MiB (the dynamic
+ * maximum) keeps mid-size blocks in those heaps instead of in unaligned mmaps. Measured: docs/run.md. */
+static const char *const thp_tunables[][2] = {
+    {"glibc.malloc.hugetlb", "1"},
+    {"glibc.malloc.top_pad", "67108864"},
+    {"glibc.malloc.mmap_threshold", "33554432"},
+};
+static const char *const hugetlb_tunables[][2] = {{"glibc.malloc.hugetlb", "2"}};
+static const char *const jemalloc_conf[][2] = {{"thp", "always"}, {"metadata_thp", "always"}};
+
+void run_settings_default(struct run_settings *settings) {
+  *settings = (struct run_settings){.text = true, .heap = HEAP_AUTO};
+}
+
+int run_settings_option(const char *command, int argc, char **argv, int *index, struct run_settings *settings) {
+  const char *option = argv[*index], *value = *index + 1 < argc ? argv[*index + 1] : NULL;
+  if (strcmp(option, "--verbose") == 0 || strcmp(option, "-v") == 0) {
+    settings->verbose = true;
+    return 1;
+  }
+  if (strcmp(option, "--text") == 0) {
+    if (!value || (strcmp(value, "on") != 0 && strcmp(value, "off") != 0))
+      return usage_error(command, "--text takes on or off");
+    settings->text = strcmp(value, "on") == 0;
+  } else if (strcmp(option, "--heap") == 0) {
+    if (!value || !options_parse_heap(value, &settings->heap))
+      return usage_error(command, "--heap takes auto, thp, hugetlb, off, mimalloc or jemalloc");
+  } else if (strcmp(option, "--report") == 0) {
+    if (!value || !value[0]) return usage_error(command, "--report takes a file name or -");
+    settings->report = value;
+  } else {
+    return 0;
+  }
+  (*index)++;
+  return 1;
+}
+
+/* ---- finding things --------------------------------------------------------------------------- */
+
+static bool is_file(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* libhugify-preload.so: HUGIFY_PRELOAD_PATH, else next to the binary (installed: PREFIX/bin/../LIBDIR,
+ * build tree: build/bin/../lib). */
+static bool find_preload(const struct hugify_options *options, char *out, size_t cap) {
+  if (options->preload_path[0]) return realpath(options->preload_path, out) && is_file(out);
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return false;
+  self[n] = '\0';
+  char *slash = strrchr(self, '/');
+  if (!slash) return false;
+  *slash = '\0';
+  const char *relative[] = {HUGIFY_PRELOAD_RELATIVE, "../lib/" PRELOAD_NAME, "../lib64/" PRELOAD_NAME};
+  for (size_t i = 0; i < sizeof relative / sizeof relative[0]; i++) {
+    char candidate[PATH_MAX * 2];
+    snprintf(candidate, sizeof candidate, "%s/%s", self, relative[i]);
+    if (is_file(candidate) && realpath(candidate, out) && strlen(out) < cap) return true;
+  }
+  return false;
+}
+
+/* The allocator library of --heap mimalloc|jemalloc in the usual Debian and other library directories. */
+static bool find_allocator(const char *file, char *out, size_t cap) {
+  static const char *const dirs[] = {
+#if defined(__x86_64__)
+      "/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu",
+#elif defined(__aarch64__)
+      "/usr/lib/aarch64-linux-gnu", "/lib/aarch64-linux-gnu",
+#endif
+      "/usr/local/lib", "/usr/lib64", "/usr/lib", "/lib64", "/lib",
+  };
+  for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+    snprintf(out, cap, "%s/%s", dirs[i], file);
+    if (is_file(out)) return true;
+  }
+  return false;
+}
+
+/* ---- the heap mode on this machine -------------------------------------------------------------- */
+
+static uint64_t free_2m_pages(void) {
+  struct hugify_hugetlb_size pool;
+  if (os_hugetlb_read(OS_HUGE_2M, &pool) != 0) return 0;
+  return pool.free > pool.reserved ? pool.free - pool.reserved : 0;
+}
+
+/* The heap mode as it will run, after what this machine offers: THP 'never' and the pool. */
+static enum heap_mode settle_heap_mode(const char *command, enum heap_mode heap) {
+  if (heap != HEAP_AUTO && heap != HEAP_THP && heap != HEAP_HUGETLB) return heap;
+  char thp[16];
+  os_thp_setting("enabled", thp, sizeof thp);
+  bool thp_usable = thp[0] && strcmp(thp, "never") != 0;
+  uint64_t pool = free_2m_pages();
+  if (heap == HEAP_HUGETLB) {
+    if (pool == 0)
+      fail(EXIT_SHORT, command,
+           "--heap hugetlb: the 2 MiB hugetlb pool has no free pages, so malloc will use normal pages; reserve "
+           "some first (hugify pool, or: echo N > " OS_SYSFS_HUGEPAGES "/hugepages-2048kB/nr_hugepages)");
+    return heap;
+  }
+  if (thp_usable) return heap;
+  const char *fix = "change with: echo madvise > " OS_SYSFS_THP "/enabled (or boot with transparent_hugepage=madvise)";
+  if (heap == HEAP_AUTO && pool > 0) {
+    fail(EXIT_SHORT, command, "transparent huge pages are %s on this machine; using the hugetlb pool for the heap "
+         "(%llu free 2 MiB pages) instead; %s", thp[0] ? "'never'" : "not built in", (unsigned long long)pool, fix);
+    return HEAP_HUGETLB;
+  }
+  fail(EXIT_SHORT, command, "transparent huge pages are %s on this machine, so the heap stays on normal pages; %s",
+       thp[0] ? "'never'" : "not built in", fix);
+  return heap == HEAP_AUTO ? HEAP_OFF : heap;
+}
+
+/* ---- the variables ------------------------------------------------------------------------------ */
+
+/* Old-style variables glibc reads as the same tunables: when the user set one, theirs stays. */
+static const char *tunable_alias(const char *key) {
+  if (strcmp(key, "glibc.malloc.top_pad") == 0) return "MALLOC_TOP_PAD_";
+  if (strcmp(key, "glibc.malloc.mmap_threshold") == 0) return "MALLOC_MMAP_THRESHOLD_";
+  return NULL;
+}
+
+/* The item "key=..." of a separator-separated list: its start and length, or NULL. */
+static const char *find_setting(const char *list, char separator, char assign, const char *key, size_t *length) {
+  size_t key_length = strlen(key);
+  for (const char *p = list; *p;) {
+    const char *next = strchr(p, separator);
+    size_t item = next ? (size_t)(next - p) : strlen(p);
+    if (item > key_length && strncmp(p, key, key_length) == 0 && p[key_length] == assign) {
+      *length = item;
+      return p;
+    }
+    if (!next) break;
+    p = next + 1;
+  }
+  return NULL;
+}
+
+static char *add_variable(struct run_environment *environment, const char *name) {
+  if (environment->count == RUN_ENV_MAX_VARIABLES) abort(); /* a programming error: the table is fixed */
+  environment->variables[environment->count].name = name;
+  return environment->variables[environment->count++].value;
+}
+
+/* variable = its current value with key<assign>value appended for each pair the user did not set (in the
+ * list or as an old-style alias): what the user set always wins. GLIBC_TUNABLES is "k=v:k=v",
+ * MALLOC_CONF "k:v,k:v". */
+static void merge_variable(const char *command, struct run_environment *environment, const char *variable,
+                           char separator, char assign, const char *const pairs[][2], size_t count, bool verbose) {
+  char *list = add_variable(environment, variable);
+  const char *existing = getenv(variable);
+  snprintf(list, RUN_ENV_VALUE_MAX, "%s", existing ? existing : "");
+  for (size_t i = 0; i < count; i++) {
+    const char *key = pairs[i][0], *value = pairs[i][1], *alias = tunable_alias(key);
+    size_t length;
+    const char *theirs = find_setting(list, separator, assign, key, &length);
+    if (theirs || (alias && getenv(alias))) {
+      if (verbose && theirs)
+        fprintf(stderr, "hugify %s: %s already sets %.*s; kept (hugify would set %s%c%s)\n", command, variable,
+                (int)length, theirs, key, assign, value);
+      else if (verbose)
+        fprintf(stderr, "hugify %s: %s is set; kept (hugify would set %s=%s)\n", command, alias, key, value);
+      continue;
+    }
+    size_t used = strlen(list);
+    snprintf(list + used, RUN_ENV_VALUE_MAX - used, "%s%s%c%s", used ? (char[]){separator, 0} : "", key, assign, value);
+  }
+}
+
+/* A variable the user's value of wins over hugify's default. */
+static void default_variable(struct run_environment *environment, const char *variable, const char *value) {
+  const char *theirs = getenv(variable);
+  snprintf(add_variable(environment, variable), RUN_ENV_VALUE_MAX, "%s", theirs ? theirs : value);
+}
+
+/* LD_PRELOAD: the allocator first (its malloc must win), then what was there, then the preload. */
+static void preload_variable(struct run_environment *environment) {
+  char *list = add_variable(environment, "LD_PRELOAD");
+  const char *existing = getenv("LD_PRELOAD");
+  snprintf(list, RUN_ENV_VALUE_MAX, "%s", environment->allocator);
+  if (existing && existing[0]) {
+    size_t used = strlen(list);
+    snprintf(list + used, RUN_ENV_VALUE_MAX - used, "%s%s", used ? ":" : "", existing);
+  }
+  if (!existing || !strstr(existing, environment->preload)) {
+    size_t used = strlen(list);
+    snprintf(list + used, RUN_ENV_VALUE_MAX - used, "%s%s", used ? ":" : "", environment->preload);
+  }
+}
+
+int run_environment_build(const char *command, const struct run_settings *settings, struct run_environment *out) {
+  memset(out, 0, sizeof *out);
+  struct hugify_options options;
+  char warnings[1024] = "";
+  options_from_environment(&options, warnings, sizeof warnings); /* the preload warns about bad values */
+  if (!find_preload(&options, out->preload, sizeof out->preload))
+    return fail(EXIT_PRIVILEGE, command,
+                "cannot find %s (looked at HUGIFY_PRELOAD_PATH, then next to this hugify binary: %s); reinstall "
+                "hugify or set HUGIFY_PRELOAD_PATH", PRELOAD_NAME, HUGIFY_PRELOAD_RELATIVE);
+  if (strpbrk(out->preload, ": "))
+    return fail(EXIT_PRIVILEGE, command,
+                "%s: LD_PRELOAD cannot hold a path with ':' or spaces; install hugify elsewhere", out->preload);
+
+  out->heap = settle_heap_mode(command, settings->heap);
+  if (out->heap == HEAP_MIMALLOC || out->heap == HEAP_JEMALLOC) {
+    bool mimalloc = out->heap == HEAP_MIMALLOC;
+    const char *file = mimalloc ? "libmimalloc.so.2" : "libjemalloc.so.2";
+    if (!find_allocator(file, out->allocator, sizeof out->allocator))
+      return fail(EXIT_PRIVILEGE, command, "--heap %s: %s is not installed; install it with: apt-get install %s",
+                  options_heap_name(out->heap), file, mimalloc ? "libmimalloc2.0" : "libjemalloc2");
+  }
+
+  preload_variable(out);
+  if (out->heap == HEAP_AUTO || out->heap == HEAP_THP)
+    merge_variable(command, out, "GLIBC_TUNABLES", ':', '=', thp_tunables, sizeof thp_tunables / sizeof thp_tunables[0],
+                   settings->verbose);
+  else if (out->heap == HEAP_HUGETLB)
+    merge_variable(command, out, "GLIBC_TUNABLES", ':', '=', hugetlb_tunables, 1, settings->verbose);
+  else if (out->heap == HEAP_MIMALLOC) {
+    /* Large OS pages alone left the first segments of each thread (eager_commit_delay) unadvised:
+     * 46% of a 2-thread heap on huge pages here; with the delay off, 99.9%. */
+    default_variable(out, "MIMALLOC_LARGE_OS_PAGES", "1");
+    default_variable(out, "MIMALLOC_EAGER_COMMIT_DELAY", "0");
+  } else if (out->heap == HEAP_JEMALLOC) {
+    merge_variable(command, out, "MALLOC_CONF", ',', ':', jemalloc_conf, 2, settings->verbose);
+  }
+  snprintf(add_variable(out, "HUGIFY_HEAP"), RUN_ENV_VALUE_MAX, "%s", options_heap_name(out->heap));
+  snprintf(add_variable(out, "HUGIFY_TEXT"), RUN_ENV_VALUE_MAX, "%s", settings->text ? "1" : "0");
+  if (settings->verbose) snprintf(add_variable(out, "HUGIFY_VERBOSE"), RUN_ENV_VALUE_MAX, "1");
+  if (!settings->report) {
+    out->unset[out->unset_count++] = "HUGIFY_REPORT";
+    return EXIT_DONE;
+  }
+  char *report = add_variable(out, "HUGIFY_REPORT");
+  if (strcmp(settings->report, "-") == 0 || settings->report[0] == '/') {
+    if (strlen(settings->report) >= RUN_ENV_VALUE_MAX || strlen(settings->report) >= sizeof options.report)
+      return usage_error(command, "--report: the path is too long");
+    snprintf(report, RUN_ENV_VALUE_MAX, "%s", settings->report);
+  } else {
+    /* Relative to where hugify was started: the program (or the service) may run elsewhere. */
+    char cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof cwd))
+      return fail(EXIT_USAGE, command, "cannot resolve --report %s: %s", settings->report, strerror(errno));
+    if (strlen(cwd) + 1 + strlen(settings->report) >= sizeof options.report)
+      return usage_error(command, "--report: the path is too long");
+    snprintf(report, RUN_ENV_VALUE_MAX, "%s/%s", cwd, settings->report);
+  }
+  snprintf(add_variable(out, "HUGIFY_REPORT_JSON"), RUN_ENV_VALUE_MAX, "%s", settings->report_json ? "1" : "0");
+  return EXIT_DONE;
+}
+
+void run_environment_apply(const struct run_environment *environment) {
+  for (unsigned i = 0; i < environment->count; i++)
+    setenv(environment->variables[i].name, environment->variables[i].value, 1);
+  for (unsigned i = 0; i < environment->unset_count; i++) unsetenv(environment->unset[i]);
+}
