@@ -5,14 +5,17 @@ HUGIFY_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 HUGIFY_PACKAGES="build-essential cmake ninja-build pkg-config libgtest-dev libabsl-dev libmimalloc-dev
   libjemalloc-dev libhugetlbfs-bin python3 python3-prometheus-client util-linux libjansson-dev libinih-dev
   libmicrohttpd-dev clang libfuzzer-14-dev libclang-rt-14-dev"
+# The servers the server tests and recipes use (tests/integration/servers.cpp, docs/servers.md), with their
+# load tools: redis-benchmark (redis-tools), pgbench (postgresql-15), memcaslap (libmemcached-tools).
+HUGIFY_SERVER_PACKAGES="redis-server redis-tools postgresql memcached libmemcached-tools python3-yaml"
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
 # install_dependencies [PACKAGES]: install the Debian packages hugify needs (default: all of
-# HUGIFY_PACKAGES), when something is missing and we may.
+# HUGIFY_PACKAGES and HUGIFY_SERVER_PACKAGES), when something is missing and we may.
 install_dependencies() {
   local missing=() package
-  for package in ${1:-$HUGIFY_PACKAGES}; do
+  for package in ${1:-$HUGIFY_PACKAGES $HUGIFY_SERVER_PACKAGES}; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
@@ -22,7 +25,16 @@ install_dependencies() {
   fi
   say "installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # Where systemd runs, Debian starts a server's service when it is installed (redis on 6379, postgres on
+  # 5432, memcached on 11211): a policy-rc.d that says no (101) keeps them stopped; the tests start their
+  # own instances on 127.0.0.1 with temporary directories. Ours is removed afterwards, a present one kept.
+  local policy=/usr/sbin/policy-rc.d ours=0 status=0
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\n# hugify: no service starts while packages install\nexit 101\n' > "$policy" && chmod 755 "$policy" && ours=1
+  fi
+  apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || status=$?
+  [ "$ours" = 1 ] && rm -f "$policy"
+  return $status
 }
 
 # build DIR [cmake args...]: configure (once) and build.
