@@ -6,7 +6,16 @@
  * What this file adds is the rest of the process: every anonymous private mapping of 2 MiB or more made
  * through mmap() — by other allocators, language runtimes, the program itself — is placed at a 2 MiB
  * boundary (the kernel only does that for lengths that are multiples of 2 MiB) and advised
- * MADV_HUGEPAGE, unless the process disabled THP with prctl or asked for a stack. */
+ * MADV_HUGEPAGE, unless the process disabled THP with prctl or asked for a stack.
+ *
+ * Shared memory is memory too: shared anonymous mappings (mmap MAP_SHARED|MAP_ANONYMOUS) and SysV segments
+ * (shmat) of 2 MiB or more are placed so that their offset 0 sits on a 2 MiB boundary and advised. The
+ * placement matters more than the advice: a shmem page can only be PMD-mapped where the address and the
+ * file offset agree modulo 2 MiB, and the kernel aligns shared mappings itself only while shmem_enabled
+ * allows huge pages. Measured on 6.18: a shared mapping made under 'never' got an unaligned address and
+ * MADV_COLLAPSE failed with EINVAL, even after shmem_enabled was changed to 'advise'; an aligned one
+ * collapses under 'never' too. So under 'never' the pages are not huge at fault time, but `hugify collapse`
+ * can still make them huge later; the report says so, once. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdatomic.h>
@@ -15,6 +24,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/shm.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -35,6 +45,9 @@ typedef void *(*mmap_function)(void *, size_t, int, int, int, off_t);
 static mmap_function next_mmap;   /* the mmap after ours (libc's), resolved in the constructor */
 static atomic_int cover_active;   /* 1: auto/thp mode and THP usable in this process */
 static atomic_int cover_warned;   /* one fallback line for a failing madvise */
+static atomic_int shared_active;  /* 1: auto/thp mode and THP not disabled by prctl: cover shared memory */
+static atomic_int shared_noted;   /* the one fallback line about shmem_enabled */
+static char shmem_mode[16];       /* shmem_enabled as it applies to 2 MiB pages, read at start */
 static uint64_t pool_free_at_start, pool_total_at_start; /* --heap hugetlb: the 2 MiB pool at start */
 
 static void *call_next_mmap(void *addr, size_t length, int prot, int flags, int fd, off_t offset) {
@@ -61,6 +74,109 @@ static bool wants_cover(size_t length, int flags) {
   return !(flags & (MAP_STACK | MAP_GROWSDOWN | MAP_32BIT | MAP_HUGETLB));
 }
 
+/* ---- shared memory --------------------------------------------------------------------------------- */
+
+/* The shmem_enabled value for 2 MiB pages: the per-size knob when it does not say "inherit". */
+static void read_shmem_mode(void) {
+  char size_mode[16];
+  os_thp_setting("hugepages-2048kB/shmem_enabled", size_mode, sizeof size_mode);
+  if (size_mode[0] && strcmp(size_mode, "inherit") != 0) snprintf(shmem_mode, sizeof shmem_mode, "%s", size_mode);
+  else os_thp_setting("shmem_enabled", shmem_mode, sizeof shmem_mode);
+}
+
+static bool wants_shared_cover(size_t length, int flags) {
+  if (!atomic_load_explicit(&shared_active, memory_order_relaxed) || length < COVER_MIN) return false;
+  if (!(flags & MAP_ANONYMOUS) || (flags & MAP_TYPE) != MAP_SHARED) return false;
+  return !(flags & (MAP_STACK | MAP_GROWSDOWN | MAP_32BIT | MAP_HUGETLB));
+}
+
+/* Advise shared memory we placed; say once what shmem_enabled does to it. */
+static void advise_shared(void *start, size_t length, const char *how) {
+  if (thp_disabled_by_prctl()) return;
+  madvise(start, length, MADV_HUGEPAGE); /* EINVAL on hugetlb segments: those are huge already */
+  bool at_fault = strcmp(shmem_mode, "advise") == 0 || strcmp(shmem_mode, "always") == 0 ||
+                  strcmp(shmem_mode, "within_size") == 0 || strcmp(shmem_mode, "force") == 0;
+  if (at_fault || atomic_exchange(&shared_noted, 1)) return;
+  char what[64];
+  snprintf(what, sizeof what, "shared memory (%s)", how);
+  if (strcmp(shmem_mode, "deny") == 0)
+    preload_fallback(what, "shmem_enabled is 'deny': it stays on 4 KiB pages and cannot be collapsed; fix: echo "
+                     "advise > " OS_SYSFS_THP "/shmem_enabled, then restart the program");
+  else
+    preload_fallback(what, "shmem_enabled is '%s': it stays on 4 KiB pages when touched (placed 2 MiB-aligned, so "
+                     "`hugify collapse PID` can move it); fix: echo advise > " OS_SYSFS_THP "/shmem_enabled, then "
+                     "restart the program", shmem_mode[0] ? shmem_mode : "absent");
+}
+
+/* A reservation of length + 2 MiB, inaccessible: the aligned address inside it, *base and *size of it. */
+static char *reserve_aligned(size_t length, char **base, size_t *size) {
+  size_t rounded = (length + 4095) & ~(size_t)4095;
+  *size = rounded + COVER_MIN;
+  if (*size < rounded) return NULL;
+  *base = call_next_mmap(NULL, *size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (*base == MAP_FAILED) return NULL;
+  return (char *)(((uintptr_t)*base + COVER_MIN - 1) & ~(uintptr_t)(COVER_MIN - 1));
+}
+
+/* Give back the parts of a reservation around [used, used + length). */
+static void release_around(char *base, size_t size, char *used, size_t length) {
+  size_t rounded = (length + 4095) & ~(size_t)4095;
+  if (used > base) munmap(base, (size_t)(used - base));
+  char *end = used + rounded;
+  if (end < base + size) munmap(end, (size_t)(base + size - end));
+}
+
+/* A shared anonymous mapping whose offset 0 is 2 MiB-aligned: mapped with MAP_FIXED over our own
+ * reservation (never over anything of the program's). */
+static void *map_shared_aligned(size_t length, int prot, int flags, off_t offset) {
+  char *base;
+  size_t size;
+  char *aligned = reserve_aligned(length, &base, &size);
+  if (!aligned) return call_next_mmap(NULL, length, prot, flags, -1, offset);
+  void *result = call_next_mmap(aligned, length, prot, flags | MAP_FIXED, -1, offset);
+  if (result == MAP_FAILED) {
+    int error = errno;
+    munmap(base, size);
+    errno = error;
+    return MAP_FAILED;
+  }
+  release_around(base, size, aligned, length);
+  advise_shared(result, length, "mmap MAP_SHARED|MAP_ANONYMOUS");
+  return result;
+}
+
+typedef void *(*shmat_function)(int, const void *, int);
+static shmat_function next_shmat;
+
+/* shmat: a segment of 2 MiB or more attached where the program lets the kernel choose goes to a 2 MiB
+ * boundary (SHM_REMAP over our reservation), and is advised. */
+__attribute__((visibility("default"))) void *shmat(int id, const void *address, int flags) {
+  if (!next_shmat) next_shmat = (shmat_function)dlsym(RTLD_NEXT, "shmat");
+  if (!next_shmat) { errno = ENOSYS; return (void *)-1; }
+  struct shmid_ds segment;
+  if (address || !atomic_load_explicit(&shared_active, memory_order_relaxed) || shmctl(id, IPC_STAT, &segment) != 0 ||
+      segment.shm_segsz < COVER_MIN)
+    return next_shmat(id, address, flags);
+  uint64_t started = preload_now_ns();
+  int saved = errno;
+  char *base;
+  size_t size;
+  char *aligned = reserve_aligned(segment.shm_segsz, &base, &size);
+  void *result = aligned ? next_shmat(id, aligned, flags | SHM_REMAP) : (void *)-1;
+  if (result == (void *)-1) {
+    if (aligned) munmap(base, size);
+    result = next_shmat(id, NULL, flags); /* as the program asked, with the kernel's own errno */
+  } else {
+    release_around(base, size, aligned, segment.shm_segsz);
+    advise_shared(result, segment.shm_segsz, "shmat");
+    errno = saved;
+  }
+  preload_add_ns(preload_now_ns() - started);
+  return result;
+}
+
+/* ---- private anonymous memory ------------------------------------------------------------------------- */
+
 /* A 2 MiB-aligned mapping of `length` bytes: map 2 MiB more, unmap the ends. */
 static void *map_aligned(size_t length, int prot, int flags, int fd, off_t offset) {
   size_t rounded = (length + 4095) & ~(size_t)4095, reserve = rounded + COVER_MIN - 4096;
@@ -79,6 +195,20 @@ static void *map_aligned(size_t length, int prot, int flags, int fd, off_t offse
 
 __attribute__((visibility("default"))) void *mmap(void *addr, size_t length, int prot, int flags, int fd,
                                                   off_t offset) {
+  if (wants_shared_cover(length, flags)) {
+    uint64_t started = preload_now_ns();
+    int saved = errno;
+    void *result;
+    if (addr || (flags & (MAP_FIXED | MAP_FIXED_NOREPLACE))) {
+      result = call_next_mmap(addr, length, prot, flags, fd, offset);
+      if (result != MAP_FAILED) advise_shared(result, length, "mmap MAP_SHARED|MAP_ANONYMOUS");
+    } else {
+      result = map_shared_aligned(length, prot, flags, offset);
+    }
+    if (result != MAP_FAILED) errno = saved;
+    preload_add_ns(preload_now_ns() - started);
+    return result;
+  }
   if (!wants_cover(length, flags)) return call_next_mmap(addr, length, prot, flags, fd, offset);
   uint64_t started = preload_now_ns();
   int saved = errno;
@@ -152,6 +282,9 @@ void preload_heap_start(const struct hugify_options *options) {
   case HEAP_OFF: return;
   case HEAP_AUTO:
   case HEAP_THP:
+    /* Shared memory follows shmem_enabled, not enabled: covered whatever the THP mode. */
+    read_shmem_mode();
+    if (!thp_disabled_by_prctl()) atomic_store(&shared_active, 1);
     check_thp_usable(options_heap_name(options->heap));
     if (glibc && !tunable_is("glibc.malloc.hugetlb", "1"))
       preload_fallback("heap glibc malloc", "GLIBC_TUNABLES lacks glibc.malloc.hugetlb=1 (start the program with "

@@ -192,7 +192,5 @@ int main(int argc, char **argv) {
     if (quit) break;
   }
   close(listener);
-  if (sysv.words) shmdt(sysv.words);
-  free(heap.words);
-  return 0;
+  return 0; /* the regions stay mapped to the end, so an exit report measures them */
 }
