@@ -1,0 +1,208 @@
+// servers.cpp - servers and their shared memory: the bundled test server (tests/helpers/run_shm_server.c,
+// a shared anonymous region, a SysV segment and a private heap) under `hugify run` with shmem_enabled
+// 'advise' and 'never'. shmem_enabled is changed only inside a guard that puts it back (also when an
+// assertion fails) and at exit; every server started here is stopped by its owner object.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "test_support.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+const char kShmemEnabled[] = "/sys/kernel/mm/transparent_hugepage/shmem_enabled";
+
+std::string bracketed(const std::string &text) {
+  size_t open = text.find('['), close = text.find(']');
+  return open == std::string::npos || close == std::string::npos ? "" : text.substr(open + 1, close - open - 1);
+}
+
+std::string shmem_enabled() { return bracketed(test_support::read_file(kShmemEnabled)); }
+
+bool write_setting(const char *path, const std::string &value) {
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool ok = write(fd, value.c_str(), value.size()) == (ssize_t)value.size();
+  close(fd);
+  return ok;
+}
+
+// The value shmem_enabled had when this program first changed it; put back at exit whatever happened.
+std::string original_shmem_enabled;
+void restore_shmem_enabled() {
+  if (!original_shmem_enabled.empty()) write_setting(kShmemEnabled, original_shmem_enabled);
+}
+
+// Sets shmem_enabled for one test and restores it when the test ends (passed, failed or skipped).
+class shmem_setting {
+ public:
+  explicit shmem_setting(const std::string &value) {
+    std::string now = shmem_enabled();
+    if (now.empty()) { reason_ = "this kernel has no shmem THP (no shmem_enabled)"; return; }
+    if (original_shmem_enabled.empty()) {
+      original_shmem_enabled = now;
+      std::atexit(restore_shmem_enabled);
+    }
+    previous_ = now;
+    if (!write_setting(kShmemEnabled, value)) reason_ = "cannot write shmem_enabled (needs root): " + std::string(std::strerror(errno));
+  }
+  ~shmem_setting() {
+    if (!previous_.empty()) write_setting(kShmemEnabled, previous_);
+  }
+  const std::string &skip_reason() const { return reason_; }
+
+ private:
+  std::string previous_, reason_;
+};
+
+struct scratch_dir {
+  std::string path;
+  scratch_dir() {
+    char name[] = "/tmp/hugify-servers-test-XXXXXX";
+    path = mkdtemp(name) ? name : "";
+  }
+  ~scratch_dir() {
+    std::error_code ignored;
+    if (!path.empty()) fs::remove_all(path, ignored);
+  }
+};
+
+// A server started in the background (stdout and stderr to LOG): stopped with SIGTERM, then SIGKILL, when
+// the object goes away.
+class server_process {
+ public:
+  server_process(const std::vector<std::string> &argv, const std::string &log) {
+    pid_ = fork();
+    if (pid_ == 0) {
+      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      std::vector<char *> args;
+      for (const auto &arg : argv) args.push_back(const_cast<char *>(arg.c_str()));
+      args.push_back(nullptr);
+      execvp(args[0], args.data());
+      _exit(127);
+    }
+  }
+  ~server_process() { stop(); }
+  pid_t pid() const { return pid_; }
+  // SIGTERM, up to 10 s, then SIGKILL. Returns the wait status (or -1 when already reaped).
+  int stop() {
+    if (pid_ <= 0) return -1;
+    kill(pid_, SIGTERM);
+    int status = 0;
+    for (int i = 0; i < 1000; i++) {
+      if (waitpid(pid_, &status, WNOHANG) == pid_) { pid_ = -1; return status; }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    kill(pid_, SIGKILL);
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+  bool alive() const { return pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == 0; }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+// Waits (bounded: 60 s) for the server's port file.
+int wait_for_port(const std::string &port_file, const server_process &server) {
+  for (int i = 0; i < 6000; i++) {
+    std::ifstream in(port_file);
+    int port = 0;
+    if (in >> port && port > 0) return port;
+    if (!server.alive()) return -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return -1;
+}
+
+struct regions {
+  uintptr_t shared = 0, heap = 0, sysv = 0;
+  size_t shared_size = 0, heap_size = 0, sysv_size = 0;
+};
+
+// Asks the server where its regions are (the MAPS request), through server_load's sibling: a tiny client.
+regions ask_regions(int port) {
+  regions r;
+  std::string command = "exec 3<>/dev/tcp/127.0.0.1/" + std::to_string(port) + " && echo MAPS >&3 && head -1 <&3";
+  auto answer = test_support::run({"bash", "-c", command});
+  char shared[32], heap[32], sysv[32];
+  if (std::sscanf(answer.out.c_str(), "SHARED %31s %zu HEAP %31s %zu SYSV %31s %zu", shared, &r.shared_size, heap,
+                  &r.heap_size, sysv, &r.sysv_size) == 6) {
+    r.shared = std::strtoull(shared, nullptr, 16);
+    r.heap = std::strtoull(heap, nullptr, 16);
+    r.sysv = std::strtoull(sysv, nullptr, 16);
+  }
+  return r;
+}
+
+double fraction(uint64_t part, uint64_t whole) { return whole ? (double)part / (double)whole : 0.0; }
+
+TEST(ShmServer, SharedMemoryAndHeapHugeUnderRunWithAdvise) {
+  shmem_setting setting("advise");
+  if (!setting.skip_reason().empty()) GTEST_SKIP() << setting.skip_reason();
+  scratch_dir dir;
+  std::string port_file = dir.path + "/port", report = dir.path + "/report.json";
+  server_process server({HUGIFY_CLI_PATH, "run", "--report", report, "--", test_support::helper_path("run_shm_server"),
+                         "--port-file", port_file, "--shared", "128M", "--heap", "128M", "--sysv", "64M"},
+                        dir.path + "/server.log");
+  int port = wait_for_port(port_file, server);
+  ASSERT_GT(port, 0) << test_support::read_file(dir.path + "/server.log");
+  regions r = ask_regions(port);
+  ASSERT_EQ(r.shared_size, 128u << 20);
+  EXPECT_EQ(r.shared % (2u << 20), 0u) << "the preload places shared memory on a 2 MiB boundary";
+  EXPECT_EQ(r.sysv % (2u << 20), 0u) << "... and SysV segments";
+  int pid = server.pid();
+  double shared = fraction(test_support::smaps_field(pid, r.shared, r.shared_size, "ShmemPmdMapped"), r.shared_size);
+  double sysv = fraction(test_support::smaps_field(pid, r.sysv, r.sysv_size, "ShmemPmdMapped"), r.sysv_size);
+  double heap = fraction(test_support::smaps_field(pid, r.heap, r.heap_size, "AnonHugePages"), r.heap_size);
+  EXPECT_GE(shared, 0.90) << "shared anonymous region on huge pages";
+  EXPECT_GE(sysv, 0.90) << "SysV segment on huge pages";
+  EXPECT_GE(heap, 0.90) << "private heap on huge pages";
+  int status = server.stop();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  std::string text = test_support::read_file(report);
+  EXPECT_EQ(text.find("shmem_enabled"), std::string::npos) << "no shared-memory fallback expected:\n" << text;
+}
+
+TEST(ShmServer, NeverIsExplainedWithTheFix) {
+  shmem_setting setting("never");
+  if (!setting.skip_reason().empty()) GTEST_SKIP() << setting.skip_reason();
+  scratch_dir dir;
+  std::string port_file = dir.path + "/port", report = dir.path + "/report.json";
+  server_process server({HUGIFY_CLI_PATH, "run", "--report", report, "--", test_support::helper_path("run_shm_server"),
+                         "--port-file", port_file, "--shared", "64M", "--heap", "16M"},
+                        dir.path + "/server.log");
+  int port = wait_for_port(port_file, server);
+  ASSERT_GT(port, 0) << test_support::read_file(dir.path + "/server.log");
+  regions r = ask_regions(port);
+  EXPECT_EQ(r.shared % (2u << 20), 0u) << "aligned under 'never' too, so a later collapse can work";
+  auto inspect = test_support::hugify({"inspect", std::to_string(server.pid())});
+  EXPECT_NE(inspect.out.find("shmem_enabled"), std::string::npos) << inspect.out;
+  int status = server.stop();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  std::string text = test_support::read_file(report);
+  EXPECT_NE(text.find("shmem_enabled is 'never'"), std::string::npos) << text;
+  EXPECT_NE(text.find("echo advise > /sys/kernel/mm/transparent_hugepage/shmem_enabled"), std::string::npos) << text;
+  size_t first = text.find("shmem_enabled is"), again = text.find("shmem_enabled is", first + 1);
+  EXPECT_EQ(again, std::string::npos) << "said once, not per mapping";
+}
+
+}  // namespace
