@@ -1,0 +1,53 @@
+/* check_load.h - `hugify check --load`: how one measured run of a server happens. check.c runs the rounds,
+ * the configurations and the verdict as for any command; in load mode each run is: start the server
+ * (through `hugify run` for a configuration), wait until it is ready, run the load command, take its score,
+ * stop the server (SIGTERM, then SIGKILL), and measure the server's CPU time. */
+#ifndef HUGIFY_CHECK_LOAD_H
+#define HUGIFY_CHECK_LOAD_H
+
+#include <regex.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+struct load_options {
+  const char *load_command;   /* --load: run with /bin/sh -c; NULL: not load mode */
+  int ready_port;             /* --ready-port PORT (127.0.0.1), 0: not given */
+  const char *ready_command;  /* --ready CMD (sh -c, exit 0 = ready) */
+  const char *score_pattern;  /* --score REGEX (POSIX extended; the first group, else the match, is the number) */
+  double ready_timeout;       /* --ready-timeout SECONDS (default 60) */
+  double stop_timeout;        /* --stop-timeout SECONDS before SIGKILL (default 10) */
+  regex_t score;              /* compiled score_pattern */
+  bool score_compiled;
+};
+
+/* Defaults. */
+void load_options_init(struct load_options *options);
+/* `option` (with `value`, the next argument, or NULL) when it is one of the load options: 2 when it took
+ * the value too, 1 when only itself, 0 when it is not a load option; EXIT_USAGE (printed) when bad. */
+int load_option(struct load_options *options, const char *option, const char *value);
+/* After all options: the combination is valid (--load needs --ready-port or --ready; the others need
+ * --load), the score pattern compiles. EXIT_DONE or EXIT_USAGE (printed). */
+int load_options_check(struct load_options *options);
+void load_options_free(struct load_options *options);
+
+struct load_result {
+  double seconds;         /* what the verdict compares, lower is better: 1 / score, or the load's wall time */
+  double score;           /* the number --score took from the load's output; NaN without --score */
+  double load_seconds;    /* wall time of the load command */
+  double ready_seconds;   /* from the server's start until it was ready */
+  double server_cpu_seconds, server_system_seconds; /* the server's user + system, and system alone */
+  bool server_killed;     /* SIGTERM was not enough */
+};
+
+/* One run: server_argv (NULL-terminated, the whole command line, `hugify run ... --` included for a
+ * configuration) with its output appended to server_log_fd; the load's output to load_log_fd. 0 done, or
+ * EXIT_SHORT with `failure` saying what happened and the end of the server's log (server not ready, died
+ * during the load, load failed, no score), or 130 when hugify was interrupted. The server is stopped in
+ * every case. */
+int load_round(const struct load_options *options, const char *const *server_argv, int server_log_fd,
+               int load_log_fd, struct load_result *result, char *failure, size_t cap);
+
+/* SIGINT, SIGTERM and SIGHUP stop every server and load first (then hugify exits 130). */
+void load_install_signal_handlers(void);
+
+#endif
