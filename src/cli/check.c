@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "check_load.h"
 #include "cli.h"
 #include "hugify.h"
 #include "json_read.h"
@@ -34,6 +35,8 @@
 const char usage_check[] =
     "usage: hugify check [--configs LIST] [--runs N | --budget SECONDS] [--warmup N] [--metric cpu|wall]\n"
     "                    [--json | --json=FILE] [--size SIZE] [--] [CMD [ARGS...]]\n"
+    "       hugify check (--ready-port PORT | --ready CMD) --load 'LOAD CMD' [--score REGEX]\n"
+    "                    [--ready-timeout S] [--stop-timeout S] [OPTIONS] -- SERVER [ARGS...]\n"
     "\n"
     "Do huge pages help CMD, which way, and by how much? Runs CMD plain and through `hugify run` in each\n"
     "configuration, interleaved (A B C, B A C, ...), and compares the times: median and 95 % confidence\n"
@@ -57,6 +60,21 @@ const char usage_check[] =
     "  --json=FILE      the text on stdout and the JSON to FILE (--json=- is stdout)\n"
     "  --size SIZE      working set of the bundled workload (default 64M; 64K fits every TLB)\n"
     "\n"
+    "Servers (--load): each run starts SERVER (plain, or through `hugify run` for a configuration) in a\n"
+    "process group of its own, waits until it is ready, runs the load command (sh -c) against it, then stops\n"
+    "the server: SIGTERM, and SIGKILL to its whole group after --stop-timeout (default 10 s). It never leaves a\n"
+    "server running, also on Ctrl-C or failure. A server that does not get ready, or dies during the load, or a\n"
+    "load that fails, ends the check with exit 1 and the end of the server's output.\n"
+    "  --ready-port PORT  ready when 127.0.0.1:PORT accepts a connection\n"
+    "  --ready CMD        ready when CMD (sh -c) exits 0; polled every 100 ms\n"
+    "  --ready-timeout S  give up after S seconds (default 60)\n"
+    "  --load CMD         the load; its wall time is what is compared, unless --score\n"
+    "  --score REGEX      the number REGEX (POSIX extended; its first group, else the match) takes from the\n"
+    "                     load's output, last match, higher is better (requests per second, tps)\n"
+    "  --metric cpu       judge by the server's CPU time per round instead (steadier on a busy machine when the\n"
+    "                     load does a fixed amount of work: redis-benchmark -n, not pgbench -T)\n"
+    "The server's CPU time (user + system, with the children it reaped) is shown for every round.\n"
+    "\n"
     "Where the machine has a PMU, dTLB/iTLB miss rates of plain and the chosen configuration are shown with\n"
     "the rule of thumb (huge pages help above ~5-10 % dTLB misses and a few MiB of working set).\n"
     "\n"
@@ -70,7 +88,9 @@ const char usage_check[] =
     "  hugify check\n"
     "  hugify check -- ./bench --iterations 1000000\n"
     "  hugify check --configs heap,heap+text --runs 10 --json=result.json -- ./server --selftest\n"
-    "  hugify check --size 64K\n";
+    "  hugify check --size 64K\n"
+    "  hugify check --ready-port 6379 --load 'redis-benchmark -t get -n 2000000 -P 32 -q' \\\n"
+    "               --score 'GET: ([0-9.]+) requests per second' -- redis-server --save ''\n";
 
 #define CHECK_CONFIDENCE 0.95
 #define CHECK_PRECISION 0.02   /* adaptive: stop when every interval is within +-2 % of its estimate */
@@ -116,6 +136,8 @@ struct config {
   double wall[CHECK_MAX_ROUNDS], cpu[CHECK_MAX_ROUNDS], system[CHECK_MAX_ROUNDS];
   double max_rss[CHECK_MAX_ROUNDS], minor_faults[CHECK_MAX_ROUNDS];
   double peak_memory[CHECK_MAX_ROUNDS]; /* RSS + hugetlb pages (the report's), else max RSS (plain: wait4's) */
+  double score[CHECK_MAX_ROUNDS];   /* --load: the score (or the load's wall time), per round */
+  double ready[CHECK_MAX_ROUNDS];   /* --load: seconds from the server's start until it was ready */
   struct coverage coverage;  /* from the last run's report */
   unsigned reports;          /* runs that wrote a report */
   struct hugify_counter_values counters; /* summed over the measured runs */
@@ -146,6 +168,8 @@ struct check {
   char skipped[CONFIG_COUNT][HUGIFY_REASON_MAX];
   bool fixed_runs;
   bool metric_wall;                           /* --metric wall: judge by wall time instead of CPU time */
+  bool metric_given;                          /* --metric was on the command line */
+  struct load_options load;                   /* --load: CMD is a server, each run is a round of load */
   size_t runs, warmup;
   double budget, elapsed, started;
   size_t rounds;
@@ -403,6 +427,39 @@ static void record(struct check *c, struct config *config, const struct run_resu
   }
 }
 
+/* One round of load against the server: the compared time is the load's (1 / score, or its wall time)
+ * unless --metric cpu, then the server's CPU time. */
+static int run_one_server(struct check *c, struct config *config, const char *const *argv, size_t round, bool warmup,
+                          double *seconds, double *system) {
+  struct load_result load;
+  char failure[8192];
+  int status = load_round(&c->load, argv, c->log_fd, c->log_fd, &load, failure, sizeof failure);
+  if (status != EXIT_DONE) {
+    c->failure = (struct failure){.failed = true, .config = (int)config->id, .round = (int)round + 1,
+                                  .status = status, .warmup = warmup, .output = strdup(failure)};
+    return -1;
+  }
+  if (!warmup) {
+    size_t i = config->runs++;
+    config->wall[i] = load.seconds;
+    config->cpu[i] = load.server_cpu_seconds;
+    config->system[i] = load.server_system_seconds;
+    config->score[i] = isnan(load.score) ? load.load_seconds : load.score;
+    config->ready[i] = load.ready_seconds;
+    if (config->id != CONFIG_PLAIN) {
+      struct coverage coverage;
+      read_report(c->report_path, &coverage);
+      if (coverage.present) {
+        config->coverage = coverage;
+        config->reports++;
+      }
+    }
+  }
+  *seconds = c->metric_wall ? load.seconds : load.server_cpu_seconds;
+  *system = load.server_system_seconds;
+  return 0;
+}
+
 /* measure_run_fn: one run of configs[index]. Non-zero when CMD failed (c->failure says how). */
 static int run_one(void *context, int index, size_t round, bool warmup, double *seconds, double *system) {
   struct check *c = context;
@@ -418,6 +475,11 @@ static int run_one(void *context, int index, size_t round, bool warmup, double *
   dprintf(c->log_fd, "==== %s round %zu, %s: %s\n", warmup ? "warm-up" : "measured", round + 1, config->kind->name, line);
   off_t offset = lseek(c->log_fd, 0, SEEK_END);
   unlink(c->report_path);
+  if (c->load.load_command) {
+    int rc = run_one_server(c, config, argv, round, warmup, seconds, system);
+    free(argv);
+    return rc;
+  }
   struct run_result r;
   int rc = run_measured(c, argv, c->log_fd, !warmup, &r);
   free(argv);
@@ -624,12 +686,19 @@ static void print_human(const struct check *c, const struct verdict *v, FILE *ou
   fprintf(out, "%zu rounds of %d configurations, interleaved, after %zu warm-up round%s: %.1f s; stopped: %s\n\n",
           c->rounds, c->config_count, c->warmup, c->warmup == 1 ? "" : "s", c->elapsed, why);
 
+  bool load = c->load.load_command != NULL, scored = c->load.score_pattern != NULL;
   const char *metric = c->metric_wall ? "wall" : "cpu", *other = c->metric_wall ? "cpu" : "wall";
+  if (load) {
+    const char *measured = scored ? "score" : "load time";
+    metric = c->metric_wall ? measured : "server CPU";
+    other = c->metric_wall ? "server CPU" : measured;
+  }
   char metric_header[32], other_header[32];
   snprintf(metric_header, sizeof metric_header, "%s vs plain", metric);
   snprintf(other_header, sizeof other_header, "%s vs plain", other);
-  const char *const headers[] = {"config", "wall", "cpu", metric_header, "95 % CI", other_header, "peak memory",
-                                 "minor faults", "data huge", "text huge"};
+  const char *const headers[] = {"config", load ? (scored ? "score" : "load time") : "wall", load ? "server CPU" : "cpu",
+                                 metric_header, "95 % CI", other_header, load ? "other CI" : "peak memory",
+                                 load ? "ready" : "minor faults", "data huge", "text huge"};
   static const bool right[] = {false, true, true, true, true, true, true, true, true, true};
   struct table t;
   table_init(&t, 10, headers, right);
@@ -637,7 +706,9 @@ static void print_human(const struct check *c, const struct verdict *v, FILE *ou
     const struct config *config = c->configs[i];
     char wall[32], cpu[32], ratio[32] = "1.00x", ci[48] = "", other_ratio[32] = "1.00x", rss[32], faults[32],
         data[16] = "-", text[16] = "-";
-    snprintf(wall, sizeof wall, "%.3f s", stats_median(config->wall, config->runs));
+    if (load && scored) snprintf(wall, sizeof wall, "%.6g", stats_median(config->score, config->runs));
+    else if (load) snprintf(wall, sizeof wall, "%.3f s", stats_median(config->score, config->runs));
+    else snprintf(wall, sizeof wall, "%.3f s", stats_median(config->wall, config->runs));
     snprintf(cpu, sizeof cpu, "%.3f s", stats_median(config->cpu, config->runs));
     if (i > 0 && config->ratio_rc == 0) {
       snprintf(ratio, sizeof ratio, "%.2fx", config->ratio.estimate);
@@ -648,6 +719,11 @@ static void print_human(const struct check *c, const struct verdict *v, FILE *ou
       snprintf(other_ratio, sizeof other_ratio, "%.2fx", second->estimate);
     format_bytes((uint64_t)stats_median(config->peak_memory, config->runs), rss, sizeof rss);
     snprintf(faults, sizeof faults, "%.0f", stats_median(config->minor_faults, config->runs));
+    if (load) { /* no RSS or faults of a server that hugify does not wait for: the other metric's interval */
+      rss[0] = '\0';
+      if (i > 0 && (c->metric_wall ? config->cpu_ratio_rc : config->wall_ratio_rc) == 0) format_interval(second, rss, sizeof rss);
+      snprintf(faults, sizeof faults, "%.1f s", stats_median(config->ready, config->runs));
+    }
     if (config->coverage.present) {
       /* Data: the heap and the other anonymous memory (glibc serves big blocks with mmap: "anon"), at the peak. */
       format_fraction(config->coverage.data_huge, config->coverage.data_resident, data, sizeof data);
@@ -677,16 +753,18 @@ static void print_human(const struct check *c, const struct verdict *v, FILE *ou
   if (v->chosen >= 0) {
     const struct config *chosen = c->configs[v->chosen];
     command_line(c, chosen, line, sizeof line);
-    fprintf(out, "\nVerdict: %s (%s) - %.2fx faster than plain in %s time (95 %% CI %.2f-%.2f; %s time %.2fx). "
+    fprintf(out, "\nVerdict: %s (%s) - %.2fx better than plain in %s%s (95 %% CI %.2f-%.2f; %s%s %.2fx). "
                  "Run it with:\n  %s\n",
-            chosen->kind->name, chosen->kind->what, chosen->ratio.estimate, metric, chosen->ratio.low,
-            chosen->ratio.high, other, c->metric_wall ? chosen->cpu_ratio.estimate : chosen->wall_ratio.estimate, line);
+            chosen->kind->name, chosen->kind->what, chosen->ratio.estimate, metric, load ? "" : " time",
+            chosen->ratio.low, chosen->ratio.high, other, load ? "" : " time",
+            c->metric_wall ? chosen->cpu_ratio.estimate : chosen->wall_ratio.estimate, line);
   } else if (v->best > 0) {
     const struct config *best = c->configs[v->best];
     fprintf(out, "\nVerdict: no measurable gain - nothing beat plain beyond noise by %.0f %% or more "
-                 "in %s time (best: %s %.2fx, 95 %% CI %.2f-%.2f). Huge pages are not worth it "
+                 "in %s%s (best: %s %.2fx, 95 %% CI %.2f-%.2f). Huge pages are not worth it "
                  "for this command.\n",
-            100.0 * CHECK_MIN_GAIN, metric, best->kind->name, best->ratio.estimate, best->ratio.low, best->ratio.high);
+            100.0 * CHECK_MIN_GAIN, metric, load ? "" : " time", best->kind->name, best->ratio.estimate, best->ratio.low,
+            best->ratio.high);
   }
   if (c->noise[0]) fprintf(out, "Intervals wider than +-2 %%; likely cause: %s.\n", c->noise);
 }
@@ -743,7 +821,22 @@ static void json_header(struct json_writer *j, const struct check *c) {
   json_put_bool(j, "bundled_workload", c->bundled);
   json_put_string(j, "log_path", c->log_path);
   json_put_string(j, "method", "per-round paired ratio plain/config, median, sign-test interval");
-  json_put_string(j, "metric", c->metric_wall ? "wall" : "cpu");
+  bool load = c->load.load_command != NULL;
+  json_put_string(j, "metric", load ? (c->metric_wall ? (c->load.score_pattern ? "score" : "load_wall") : "server_cpu")
+                                    : c->metric_wall ? "wall" : "cpu");
+  if (load) {
+    json_open_object(j, "load");
+    json_put_string(j, "command", c->load.load_command);
+    if (c->load.ready_port) json_put_i64(j, "ready_port", c->load.ready_port);
+    else json_put_null(j, "ready_port");
+    json_put_string(j, "ready_command", c->load.ready_command);
+    json_put_string(j, "score_pattern", c->load.score_pattern);
+    json_put_double(j, "ready_timeout_seconds", c->load.ready_timeout);
+    json_put_double(j, "stop_timeout_seconds", c->load.stop_timeout);
+    json_close(j);
+  } else {
+    json_put_null(j, "load");
+  }
   json_put_double(j, "confidence", CHECK_CONFIDENCE);
   json_put_double(j, "precision_fraction", CHECK_PRECISION);
   json_put_double(j, "min_gain_fraction", CHECK_MIN_GAIN);
@@ -802,6 +895,11 @@ static void json_config(struct json_writer *j, const struct check *c, int i) {
   json_series(j, "wall_seconds_per_round", config->wall, config->runs);
   json_series(j, "cpu_seconds_per_round", config->cpu, config->runs);
   json_series(j, "system_seconds_per_round", config->system, config->runs);
+  if (c->load.load_command) { /* --load: wall_seconds = 1 / score (or the load's time); cpu_seconds = the server's */
+    json_put_double(j, "score", stats_median(config->score, config->runs));
+    json_series(j, "score_per_round", config->score, config->runs);
+    json_series(j, "ready_seconds_per_round", config->ready, config->runs);
+  }
   json_close(j);
 }
 
@@ -1016,6 +1114,7 @@ static int parse_option(struct check *c, struct check_options *o, const char *a,
     if (strcmp(value, "wall") != 0 && strcmp(value, "cpu") != 0)
       return usage_error("check", "--metric '%s': expected cpu or wall", value);
     c->metric_wall = strcmp(value, "wall") == 0;
+    c->metric_given = true;
   } else { /* --size */
     uint64_t bytes;
     if (!parse_size(value, &bytes) || bytes < 4096)
@@ -1037,6 +1136,9 @@ static int parse_options(struct check *c, struct check_options *o, int argc, cha
     int json = json_output_option("check", a, &c->json);
     if (json < 0) return EXIT_USAGE;
     if (json > 0) continue;
+    int load = load_option(&c->load, a, i + 1 < argc ? argv[i + 1] : NULL);
+    if (load == 2) { i++; continue; }
+    if (load != 0) return load;
     bool takes_value = strcmp(a, "--configs") == 0 || strcmp(a, "--runs") == 0 || strcmp(a, "--budget") == 0 ||
                        strcmp(a, "--warmup") == 0 || strcmp(a, "--size") == 0 || strcmp(a, "--metric") == 0;
     if (!takes_value) return usage_error("check", "unknown option '%s'", a);
@@ -1045,6 +1147,13 @@ static int parse_options(struct check *c, struct check_options *o, int argc, cha
     if (status != EXIT_DONE) return status;
   }
   if (c->fixed_runs && o->budget_given) return usage_error("check", "--runs and --budget exclude each other");
+  int status = load_options_check(&c->load);
+  if (status != EXIT_DONE) return status;
+  if (c->load.load_command) {
+    if (i >= argc) return usage_error("check", "--load needs the server's command after --");
+    if (!c->metric_given) c->metric_wall = true; /* the load's score or time, unless --metric cpu */
+    load_install_signal_handlers();
+  }
   o->first_word = i;
   return EXIT_DONE;
 }
@@ -1120,6 +1229,12 @@ static int choose_configs(struct check *c, struct check_options *o) {
 
 static void print_failure(const struct check *c) {
   const struct failure *f = &c->failure;
+  if (c->load.load_command) { /* a server round: check_load.c said what happened, with the server's output */
+    if (f->warmup) fprintf(stderr, "hugify check: in the warm-up round (%s): ", config_kinds[f->config].name);
+    else fprintf(stderr, "hugify check: in round %d (%s): ", f->round, config_kinds[f->config].name);
+    fprintf(stderr, "%s(all of the output: %s)\n", f->output ? f->output : "", c->log_path);
+    return;
+  }
   if (f->warmup) fprintf(stderr, "hugify check: CMD failed in the warm-up round (%s): ", config_kinds[f->config].name);
   else fprintf(stderr, "hugify check: CMD failed in round %d (%s): ", f->round, config_kinds[f->config].name);
   if (f->signal) fprintf(stderr, "killed by signal %d (%s)", f->signal, strsignal(f->signal));
@@ -1133,7 +1248,9 @@ static void print_failure(const struct check *c) {
 
 /* The one way out: the failure, the JSON when a check ran (or failed while running), the scratch files. */
 static int finish(struct check *c, int status, bool ran) {
-  if (status == EXIT_SHORT && c->failure.failed) print_failure(c);
+  if (c->load.load_command && c->failure.failed) status = c->failure.status; /* 1, or 130 when interrupted */
+  if (status == 130) fprintf(stderr, "hugify check: interrupted; the server and the load were stopped\n");
+  else if (status == EXIT_SHORT && c->failure.failed) print_failure(c);
   if (c->json_out) {
     if (ran) {
       struct verdict v;
@@ -1144,6 +1261,7 @@ static int finish(struct check *c, int status, bool ran) {
     if (c->json.path && !ran) unlink(c->json.path); /* nothing ran: no empty file left behind */
   }
   remove_scratch(c);
+  load_options_free(&c->load);
   for (int i = 0; i < c->config_count; i++) free(c->configs[i]);
   free(c->failure.output);
   if (c->log_fd >= 0) close(c->log_fd);
@@ -1155,6 +1273,7 @@ int cmd_check(int argc, char **argv) {
   struct check *c = calloc(1, sizeof *c);
   if (!c) return fail(EXIT_SHORT, "check", "out of memory");
   c->log_fd = -1;
+  load_options_init(&c->load);
   c->budget = CHECK_DEFAULT_BUDGET;
   c->warmup = 1;
   c->pmu = HUGIFY_FEATURE_UNKNOWN;

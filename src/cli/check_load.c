@@ -187,7 +187,10 @@ int load_round(const struct load_options *options, const char *const *server_arg
   double load_started = now_seconds();
   rc = group_wait(&load, -1);
   result->load_seconds = now_seconds() - load_started;
-  bool server_died = group_exited(&server);
+  bool load_failed = rc != 0 || !WIFEXITED(load.status) || WEXITSTATUS(load.status) != 0;
+  /* A load that failed because the server died sees the connection close before the server is reaped
+   * (the kernel frees its memory in between): give it a moment, so the cause is named right. */
+  bool server_died = load_failed && !group_interrupted() ? group_wait(&server, 2.0) == 0 : group_exited(&server);
   int server_status = server.status;
   if (rc == -EINTR || group_interrupted()) {
     group_stop(&load, 1.0);

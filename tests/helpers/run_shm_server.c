@@ -10,7 +10,7 @@
  * --shared SIZE     mmap(MAP_SHARED|MAP_ANONYMOUS) region, filled (default 64M)
  * --heap SIZE       malloc'd region, filled (default 64M)
  * --sysv SIZE       a SysV segment (shmget + shmat), filled, removed at exit (default none)
- * --die-after N     abort() while answering the Nth request (a server that dies mid-round)
+ * --die-after N     SIGKILL itself while answering the Nth request (a server that dies mid-round; no core)
  *
  * Requests, one per line, answered with one line:
  *   PING        -> PONG
@@ -175,7 +175,7 @@ int main(int argc, char **argv) {
     char line[256], answer[256];
     bool quit = false;
     while (!stopping && read_line(client, line, sizeof line)) {
-      if (die_after && ++requests >= die_after) abort();
+      if (die_after && ++requests >= die_after) raise(SIGKILL);
       unsigned long long steps;
       if (strcmp(line, "PING") == 0) snprintf(answer, sizeof answer, "PONG\n");
       else if (sscanf(line, "WALK %llu", &steps) == 1)

@@ -1,0 +1,233 @@
+// check_load.cpp - `hugify check --load` on real servers: the bundled test server (run_shm_server, driven
+// by server_load) and Redis when it is installed. Each test checks that no process it caused is left:
+// every server is started with a marker (a path in the test's own scratch directory) on its command line,
+// and /proc is searched for it afterwards.
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "test_support.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using test_support::command_result;
+
+struct scratch_dir {
+  std::string path;
+  scratch_dir() {
+    char name[] = "/tmp/hugify-check-load-XXXXXX";
+    path = mkdtemp(name) ? name : "";
+  }
+  ~scratch_dir() {
+    std::error_code ignored;
+    if (!path.empty()) fs::remove_all(path, ignored);
+  }
+};
+
+// A TCP port on 127.0.0.1 that was free a moment ago.
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  bind(fd, (sockaddr *)&address, sizeof address);
+  getsockname(fd, (sockaddr *)&address, &length);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+// Processes whose command line mentions `marker` (other than this test program).
+std::vector<int> processes_mentioning(const std::string &marker) {
+  std::vector<int> found;
+  DIR *proc = opendir("/proc");
+  if (!proc) return found;
+  while (dirent *entry = readdir(proc)) {
+    int pid = std::atoi(entry->d_name);
+    if (pid <= 0 || pid == getpid()) continue;
+    std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline");
+    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (cmdline.find(marker) != std::string::npos) found.push_back(pid);
+  }
+  closedir(proc);
+  return found;
+}
+
+// The server command of the bundled test server, marked with the scratch directory.
+std::vector<std::string> test_server(const scratch_dir &dir, int port, const std::vector<std::string> &extra = {}) {
+  std::vector<std::string> argv = {test_support::helper_path("run_shm_server"), "--port", std::to_string(port),
+                                   "--port-file", dir.path + "/port", "--shared", "32M", "--heap", "32M"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return argv;
+}
+
+std::string load_command(int port, int requests = 40) {
+  return test_support::helper_path("server_load") + " --port " + std::to_string(port) + " --requests " +
+         std::to_string(requests) + " --steps 2000";
+}
+
+std::vector<std::string> check_args(const std::vector<std::string> &options, const std::vector<std::string> &server) {
+  std::vector<std::string> args = {"check"};
+  args.insert(args.end(), options.begin(), options.end());
+  args.push_back("--");
+  args.insert(args.end(), server.begin(), server.end());
+  return args;
+}
+
+TEST(CheckLoad, TestServerGetsAVerdictAndNothingIsLeft) {
+  scratch_dir dir;
+  int port = free_port();
+  auto result = test_support::hugify(check_args({"--runs", "6", "--configs", "heap", "--ready-port", std::to_string(port),
+                                                 "--load", load_command(port), "--score", "requests per second ([0-9.]+)"},
+                                                test_server(dir, port)));
+  EXPECT_EQ(result.status, 0) << result.out << result.err;
+  EXPECT_NE(result.out.find("plain"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("heap"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("server CPU"), std::string::npos) << "the server's CPU time per round is shown\n" << result.out;
+  EXPECT_TRUE(result.out.find("no measurable gain") != std::string::npos || result.out.find("faster") != std::string::npos ||
+              result.out.find("slower") != std::string::npos)
+      << "a verdict\n" << result.out;
+  EXPECT_TRUE(processes_mentioning(dir.path).empty());
+}
+
+TEST(CheckLoad, WallTimeOfTheLoadWithoutScore) {
+  scratch_dir dir;
+  int port = free_port();
+  auto result = test_support::hugify(check_args({"--runs", "6", "--configs", "heap", "--ready",
+                                                 "bash -c 'exec 3<>/dev/tcp/127.0.0.1/" + std::to_string(port) + "'",
+                                                 "--load", load_command(port, 20)},
+                                                test_server(dir, port)));
+  EXPECT_EQ(result.status, 0) << result.out << result.err;
+  EXPECT_TRUE(processes_mentioning(dir.path).empty());
+}
+
+TEST(CheckLoad, FailingLoadEndsTheCheckWithItsOutput) {
+  scratch_dir dir;
+  int port = free_port();
+  auto result = test_support::hugify(check_args({"--runs", "6", "--ready-port", std::to_string(port), "--load",
+                                                 "echo the load broke; exit 4"},
+                                                test_server(dir, port)));
+  EXPECT_EQ(result.status, 1) << result.out << result.err;
+  EXPECT_NE(result.err.find("the load command failed (exit status 4)"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("the load broke"), std::string::npos) << result.err;
+  EXPECT_TRUE(processes_mentioning(dir.path).empty());
+}
+
+TEST(CheckLoad, ServerThatDiesEndsTheCheckWithItsLog) {
+  scratch_dir dir;
+  int port = free_port();
+  auto result = test_support::hugify(check_args({"--runs", "6", "--ready-port", std::to_string(port), "--load",
+                                                 load_command(port)},
+                                                test_server(dir, port, {"--die-after", "5"})));
+  EXPECT_EQ(result.status, 1) << result.out << result.err;
+  EXPECT_NE(result.err.find("the server ended during the load"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("listening"), std::string::npos) << "the server's own output is shown\n" << result.err;
+  EXPECT_TRUE(processes_mentioning(dir.path).empty());
+}
+
+TEST(CheckLoad, ServerNeverReadyIsBounded) {
+  scratch_dir dir;
+  int port = free_port();
+  auto result = test_support::hugify(check_args({"--runs", "6", "--ready", "false", "--ready-timeout", "2", "--load", "true"},
+                                                test_server(dir, port)));
+  EXPECT_EQ(result.status, 1) << result.out << result.err;
+  EXPECT_NE(result.err.find("did not succeed within 2 s"), std::string::npos) << result.err;
+  EXPECT_TRUE(processes_mentioning(dir.path).empty());
+}
+
+TEST(CheckLoad, ServerIgnoringSigtermIsKilled) {
+  scratch_dir dir;
+  int port = free_port();
+  // The shell ignores SIGTERM, and so does the sleep it starts after the server: only SIGKILL ends them.
+  std::string server = "trap '' TERM; " + test_support::helper_path("run_shm_server") + " --port " + std::to_string(port) +
+                       " --shared 8M --heap 8M; sleep 300 # " + dir.path;
+  auto result = test_support::hugify(check_args({"--runs", "6", "--configs", "heap", "--ready-port", std::to_string(port),
+                                                 "--stop-timeout", "1", "--load", load_command(port, 5)},
+                                                {"sh", "-c", server}));
+  EXPECT_EQ(result.status, 0) << result.out << result.err;
+  EXPECT_TRUE(processes_mentioning(dir.path).empty());
+}
+
+TEST(CheckLoad, InterruptedCheckStopsTheServer) {
+  scratch_dir dir;
+  int port = free_port();
+  auto args = check_args({"--runs", "6", "--ready-port", std::to_string(port), "--load", "sleep 300 # " + dir.path},
+                         test_server(dir, port));
+  pid_t pid = fork();
+  if (pid == 0) {
+    int null = open("/dev/null", O_RDWR);
+    dup2(null, 0), dup2(null, 1), dup2(null, 2);
+    std::vector<char *> argv = {const_cast<char *>(HUGIFY_CLI_PATH)};
+    for (auto &arg : args) argv.push_back(const_cast<char *>(arg.c_str()));
+    argv.push_back(nullptr);
+    execv(HUGIFY_CLI_PATH, argv.data());
+    _exit(127);
+  }
+  // Wait (bounded) until the load runs: the server is up then.
+  bool loading = false;
+  for (int i = 0; i < 6000 && !loading; i++) {
+    for (int found : processes_mentioning(dir.path))
+      if (test_support::read_file("/proc/" + std::to_string(found) + "/cmdline").find("sleep") != std::string::npos)
+        loading = true;
+    if (!loading) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(loading) << "the load never started";
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 130) << "status " << status;
+  EXPECT_TRUE(processes_mentioning(dir.path).empty());
+}
+
+TEST(CheckLoad, LoadOptionsNeedEachOther) {
+  for (const std::vector<std::string> &args : std::vector<std::vector<std::string>>{
+           {"check", "--load", "true", "--", "true"},
+           {"check", "--ready-port", "80", "--", "true"},
+           {"check", "--load", "true", "--ready-port", "80", "--ready", "true", "--", "true"},
+           {"check", "--load", "true", "--ready-port", "99999", "--", "true"},
+           {"check", "--load", "true", "--ready", "true", "--score", "([", "--", "true"},
+       }) {
+    auto result = test_support::hugify(args);
+    EXPECT_EQ(result.status, 2) << args[1] << ": " << result.err;
+  }
+}
+
+bool installed(const std::string &program) {
+  return test_support::run({"sh", "-c", "command -v " + program}).status == 0;
+}
+
+// Redis, when installed: a real server checked end to end (a small key space: this asserts behaviour, not
+// a speed-up; docs/servers.md has the measured figures).
+TEST(CheckLoad, RedisCheckCompletes) {
+  if (!installed("redis-server") || !installed("redis-benchmark"))
+    GTEST_SKIP() << "redis-server / redis-benchmark are not installed (Debian: redis-server, redis-tools)";
+  scratch_dir dir;
+  int port = free_port();
+  std::string p = std::to_string(port);
+  std::string load = "redis-benchmark -p " + p + " -t set,get -r 100000 -n 100000 -P 16 -q";
+  auto result = test_support::hugify(check_args(
+      {"--runs", "6", "--configs", "heap", "--ready", "redis-cli -p " + p + " ping | grep -q PONG", "--load", load,
+       "--score", "GET: ([0-9.]+) requests per second"},
+      {"redis-server", "--port", p, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir.path}));
+  EXPECT_EQ(result.status, 0) << result.out << result.err;
+  EXPECT_TRUE(processes_mentioning(":" + p).empty());
+}
+
+}  // namespace
