@@ -433,13 +433,21 @@ struct hugify_collapse_report {
   size_t failure_count;
   struct hugify_collapse_failure *failures; /* malloc'd */
   char reason[HUGIFY_REASON_MAX];
-  uint64_t reserved[4];           /* zero: room to grow without an ABI break */
+  /* Shared memory (shared anonymous, SysV, memfd, tmpfs files) is collapsed like anonymous memory where
+   * the kernel allows it; these are the resident bytes of shmem mappings it cannot put on huge pages. They
+   * take the room that was reserved here (32 bytes): the layout is unchanged. */
+  uint64_t shmem_unaligned; /* mapped where address and file offset disagree modulo 2 MiB (mapped while
+                               shmem_enabled was never): only a restart of the program can fix it */
+  uint64_t shmem_denied;    /* shmem_enabled is deny */
+  char shmem_mode[16];      /* shmem_enabled as it applies to 2 MiB pages, read at the start */
 };
 
 /** Put the existing anonymous memory of process `pid` (0 = the caller) on transparent huge pages now,
  *  with MADV_COLLAPSE: madvise for the caller, process_madvise(pidfd, ranges, MADV_COLLAPSE) for another
  *  process. Eligible mappings: private anonymous, writable, not MADV_NOHUGEPAGE, not hugetlb, with at least
- *  one 2 MiB-aligned window (and min_size bytes of them). Windows already huge are skipped, and so are
+ *  one 2 MiB-aligned window (and min_size bytes of them); and shared memory (shmem: shared anonymous, SysV,
+ *  memfd, tmpfs files) whose address agrees with its file offset modulo 2 MiB, unless shmem_enabled is deny
+ *  (the rest is counted in shmem_unaligned / shmem_denied). Windows already huge are skipped, and so are
  *  windows with more empty pages than khugepaged/max_ptes_none allows (MADV_COLLAPSE would fill them).
  *  opts may be NULL. Returns 0 when the pass ran (failed ranges and an exit of the target mid-way are in
  *  the report), or -EINVAL (bad arguments), -ESRCH (no such process), -EPERM (not permitted: process_madvise

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "os.h"
 #include "hugify.h"
 #include "procfs.h"
 #include "units.h"
@@ -75,7 +76,9 @@ static void print_text(const struct hugify_collapse_report *r) {
   }
   coverage("before:", r->huge_before, r->resident_before);
   if (!r->dry_run && !r->exited) coverage("after:", r->huge_after, r->resident_after);
-  if (r->mapping_count == 0) printf("  nothing eligible (private anonymous, writable, >= one aligned 2 MiB window)\n");
+  if (r->mapping_count == 0)
+    printf("  nothing eligible (private anonymous writable memory, or shared memory placed on a 2 MiB boundary, "
+           "with >= one aligned 2 MiB window)\n");
 
   if (r->mapping_count) {
     static const char *const headers[] = {"mapping", "eligible", "tried", "empty", "failed", "before", "after", "path"};
@@ -112,6 +115,26 @@ static void print_text(const struct hugify_collapse_report *r) {
   if (r->reason[0]) printf("  note: %s\n", r->reason);
 }
 
+/* What stands between the shared memory and huge pages, and the exact change that removes it. */
+static void explain_shmem(const struct hugify_collapse_report *r, FILE *out) {
+  char bytes[32];
+  if (r->shmem_denied) {
+    format_bytes(r->shmem_denied, bytes, sizeof bytes);
+    fprintf(out, "hugify collapse: %s of shared memory cannot go on huge pages: shmem_enabled is 'deny'. Fix: echo "
+            "advise > " OS_SYSFS_THP "/shmem_enabled, then restart the program (under `hugify run` its shared memory "
+            "is huge from the start)\n", bytes);
+  }
+  if (r->shmem_unaligned) {
+    format_bytes(r->shmem_unaligned, bytes, sizeof bytes);
+    bool never = strcmp(r->shmem_mode, "never") == 0;
+    fprintf(out, "hugify collapse: %s of shared memory cannot go on huge pages, now or later: it was mapped %s, so "
+            "the kernel did not place it on a 2 MiB boundary. Fix: %srestart the program (the kernel then places "
+            "it so that it can be huge), or restart it under `hugify run`, which places it so whatever the setting\n",
+            bytes, never ? "while shmem_enabled is 'never'" : "before shmem_enabled allowed huge pages",
+            never ? "echo advise > " OS_SYSFS_THP "/shmem_enabled, then " : "");
+  }
+}
+
 static void print_json(FILE *out, const struct hugify_collapse_report *r) {
   struct json_writer j;
   json_begin(&j, out);
@@ -125,6 +148,9 @@ static void print_json(FILE *out, const struct hugify_collapse_report *r) {
   json_put_double(&j, "seconds", r->seconds);
   json_put_double(&j, "cpu_seconds", r->cpu_seconds);
   json_put_double(&j, "longest_call_seconds", r->longest_call);
+  json_put_string(&j, "shmem_enabled", r->shmem_mode[0] ? r->shmem_mode : NULL);
+  json_put_u64(&j, "shmem_unaligned_bytes", r->shmem_unaligned);
+  json_put_u64(&j, "shmem_denied_bytes", r->shmem_denied);
   json_put_u64(&j, "calls", r->calls);
   json_put_u64(&j, "chunk_bytes", r->chunk_size);
   json_open_object(&j, "total");
@@ -222,6 +248,7 @@ int cmd_collapse(int argc, char **argv) {
     return code;
   }
   if (text) print_text(&report);
+  explain_shmem(&report, stderr);
   int status = EXIT_DONE;
   if (out) {
     print_json(out, &report);
@@ -229,6 +256,8 @@ int cmd_collapse(int argc, char **argv) {
   }
   if (report.exited) status = fail(EXIT_SHORT, "collapse", "process %d exited during the collapse", (int)pid);
   else if (report.failed) status = EXIT_SHORT;
+  else if (report.attempted == 0 && report.shmem_unaligned + report.shmem_denied > 0)
+    status = EXIT_PRIVILEGE; /* nothing could be done, for lack of a setting (said above) */
   hugify_collapse_report_free(&report);
   return status;
 }

@@ -208,21 +208,16 @@ static int run_ranges(struct collapse_context *c, const struct iovec *ranges, si
   return 0;
 }
 
-/* Sum Rss and AnonHugePages of the vmas overlapping [start, end), prorated where they overlap partly. */
+/* Sum Rss and AnonHugePages (ShmemPmdMapped for shared memory) of the vmas overlapping [start, end), prorated where they overlap partly. */
 static void measure(const struct smaps_vma *vmas, long count, uint64_t start, uint64_t end, uint64_t *resident,
                     uint64_t *huge) {
   double rss = 0, thp = 0;
   for (long i = 0; i < count; i++) {
     uint64_t lo = vmas[i].start > start ? vmas[i].start : start, hi = vmas[i].end < end ? vmas[i].end : end;
     if (lo >= hi || vmas[i].size == 0) continue;
-    if (lo == vmas[i].start && hi == vmas[i].end) {
-      rss += (double)vmas[i].rss;
-      thp += (double)vmas[i].anon_huge;
-      continue;
-    }
-    double share = (double)(hi - lo) / (double)vmas[i].size;
+    double share = lo == vmas[i].start && hi == vmas[i].end ? 1.0 : (double)(hi - lo) / (double)vmas[i].size;
     rss += share * (double)vmas[i].rss;
-    thp += share * (double)vmas[i].anon_huge;
+    thp += share * (double)(vmas[i].anon_huge + vmas[i].shmem_pmd_mapped); /* one of them is 0 */
   }
   *resident = (uint64_t)rss;
   *huge = (uint64_t)thp;
@@ -369,7 +364,17 @@ static int plan(struct collapse_context *c, const struct smaps_vma *vmas, long c
   int rc = 0;
   for (long i = 0; i < count && rc == 0; i++) {
     const struct smaps_vma *vma = &vmas[i];
-    if (!vma_collapse_eligible(vma, c->pmd)) continue;
+    bool shmem = vma_is_shmem(vma);
+    if (shmem && vma->rss > 0 && !(vma->vm_flags & SMAPS_VM_NOHUGEPAGE)) {
+      /* Shared memory: collapsible where its address agrees with its offset, unless shmem_enabled is deny
+       * (then the kernel refuses with EINVAL, and a misaligned mapping cannot hold a huge page at all). */
+      uint64_t not_huge = vma->rss > vma->shmem_pmd_mapped ? vma->rss - vma->shmem_pmd_mapped : 0;
+      if (strcmp(r->shmem_mode, "deny") == 0) { r->shmem_denied += not_huge; continue; }
+      if (!vma_shmem_aligned(vma, c->pmd)) { r->shmem_unaligned += not_huge; continue; }
+    } else if (!vma_collapse_eligible(vma, c->pmd)) {
+      continue;
+    }
+    if (shmem && aligned_window_bytes(vma->start, vma->end, c->pmd) < c->pmd) continue;
     uint64_t eligible = aligned_window_bytes(vma->start, vma->end, c->pmd);
     if (eligible < min_size) continue;
     struct hugify_collapse_mapping *m = &r->mappings[r->mapping_count++];
@@ -378,7 +383,7 @@ static int plan(struct collapse_context *c, const struct smaps_vma *vmas, long c
     snprintf(m->path, sizeof m->path, "%s", vma->path);
     m->eligible = eligible;
     m->resident_before = m->resident_after = vma->rss;
-    m->huge_before = m->huge_after = vma->anon_huge;
+    m->huge_before = m->huge_after = vma->anon_huge + vma->shmem_pmd_mapped;
     uint64_t first = (vma->start + c->pmd - 1) & ~(c->pmd - 1);
     size_t n = (size_t)(eligible / c->pmd);
     if (window_count + n > window_cap) {
@@ -491,6 +496,7 @@ int collapse_with_policy(pid_t pid, const struct hugify_collapse_opts *opts, str
                   "process %d disabled THP (prctl PR_SET_THP_DISABLE): the kernel refuses MADV_COLLAPSE for it",
                   (int)c.pid);
 
+  inspect_shmem_mode(report->shmem_mode, sizeof report->shmem_mode);
   struct smaps_vma *vmas = NULL;
   long count = read_smaps_of(c.pid, self, &vmas, report);
   if (count < 0) { rc = (int)count; goto out; }

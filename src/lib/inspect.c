@@ -81,6 +81,25 @@ static bool vma_is_special(const struct smaps_vma *vma) {
   return vma->path[0] == '[' && !vma_is_private_anonymous(vma) && !starts_with(vma->path, "[anon_shmem:");
 }
 
+bool vma_is_shmem(const struct smaps_vma *vma) {
+  if (vma->perms[3] != 's' || smaps_vma_is_hugetlb(vma)) return false;
+  static const char *const prefixes[] = {"/dev/shm/", "/SYSV", "/memfd:", "/dev/zero", "[anon_shmem:"};
+  for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+    if (starts_with(vma->path, prefixes[i])) return true;
+  return false;
+}
+
+bool vma_shmem_aligned(const struct smaps_vma *vma, uint64_t pmd_size) {
+  return ((vma->start - vma->offset) & (pmd_size - 1)) == 0;
+}
+
+void inspect_shmem_mode(char *out, size_t cap) {
+  char size_mode[24];
+  os_thp_setting("hugepages-2048kB/shmem_enabled", size_mode, sizeof size_mode);
+  if (size_mode[0] && strcmp(size_mode, "inherit") != 0) snprintf(out, cap, "%s", size_mode);
+  else os_thp_setting("shmem_enabled", out, cap);
+}
+
 static bool vma_is_shm(const struct smaps_vma *vma) {
   if (vma->perms[3] != 's') return false;
   static const char *const prefixes[] = {"/dev/shm/", "/SYSV", "/memfd:", "/dev/zero", "/anon_hugepage",

@@ -43,6 +43,12 @@ bool vma_is_private_anonymous(const struct smaps_vma *vma);
 /* Whether MADV_COLLAPSE may be asked for this mapping: private anonymous, writable, not MADV_NOHUGEPAGE,
  * not hugetlb, at least one aligned window of pmd_size. */
 bool vma_collapse_eligible(const struct smaps_vma *vma, uint64_t pmd_size);
+/* Shared memory (shmem): shared anonymous, SysV, memfd, tmpfs files; hugetlb excluded. */
+bool vma_is_shmem(const struct smaps_vma *vma);
+/* A shmem mapping can be PMD-mapped only where its address and its file offset agree modulo the PMD size. */
+bool vma_shmem_aligned(const struct smaps_vma *vma, uint64_t pmd_size);
+/* shmem_enabled as it applies to PMD-sized pages: the per-size knob unless it says "inherit". */
+void inspect_shmem_mode(char *out, size_t cap);
 
 /* ---- every process, ranked (hugify inspect --all) ---- */
 

@@ -28,6 +28,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "inspect.h"
 #include "os.h"
 #include "probe.h"
 #include "preload.h"
@@ -47,7 +48,7 @@ static atomic_int cover_active;   /* 1: auto/thp mode and THP usable in this pro
 static atomic_int cover_warned;   /* one fallback line for a failing madvise */
 static atomic_int shared_active;  /* 1: auto/thp mode and THP not disabled by prctl: cover shared memory */
 static atomic_int shared_noted;   /* the one fallback line about shmem_enabled */
-static char shmem_mode[16];       /* shmem_enabled as it applies to 2 MiB pages, read at start */
+static char shmem_mode[24];       /* shmem_enabled as it applies to 2 MiB pages, read at start */
 static uint64_t pool_free_at_start, pool_total_at_start; /* --heap hugetlb: the 2 MiB pool at start */
 
 static void *call_next_mmap(void *addr, size_t length, int prot, int flags, int fd, off_t offset) {
@@ -75,14 +76,6 @@ static bool wants_cover(size_t length, int flags) {
 }
 
 /* ---- shared memory --------------------------------------------------------------------------------- */
-
-/* The shmem_enabled value for 2 MiB pages: the per-size knob when it does not say "inherit". */
-static void read_shmem_mode(void) {
-  char size_mode[16];
-  os_thp_setting("hugepages-2048kB/shmem_enabled", size_mode, sizeof size_mode);
-  if (size_mode[0] && strcmp(size_mode, "inherit") != 0) snprintf(shmem_mode, sizeof shmem_mode, "%s", size_mode);
-  else os_thp_setting("shmem_enabled", shmem_mode, sizeof shmem_mode);
-}
 
 static bool wants_shared_cover(size_t length, int flags) {
   if (!atomic_load_explicit(&shared_active, memory_order_relaxed) || length < COVER_MIN) return false;
@@ -283,7 +276,7 @@ void preload_heap_start(const struct hugify_options *options) {
   case HEAP_AUTO:
   case HEAP_THP:
     /* Shared memory follows shmem_enabled, not enabled: covered whatever the THP mode. */
-    read_shmem_mode();
+    inspect_shmem_mode(shmem_mode, sizeof shmem_mode);
     if (!thp_disabled_by_prctl()) atomic_store(&shared_active, 1);
     check_thp_usable(options_heap_name(options->heap));
     if (glibc && !tunable_is("glibc.malloc.hugetlb", "1"))

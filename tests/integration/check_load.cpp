@@ -91,10 +91,15 @@ std::vector<std::string> check_args(const std::vector<std::string> &options, con
   return args;
 }
 
+// `hugify check ARGS` with its scratch directory (and the log it keeps) inside the test's own.
+command_result check(const scratch_dir &dir, const std::vector<std::string> &args) {
+  return test_support::hugify(args, {{"TMPDIR", dir.path}});
+}
+
 TEST(CheckLoad, TestServerGetsAVerdictAndNothingIsLeft) {
   scratch_dir dir;
   int port = free_port();
-  auto result = test_support::hugify(check_args({"--runs", "6", "--configs", "heap", "--ready-port", std::to_string(port),
+  auto result = check(dir, check_args({"--runs", "6", "--configs", "heap", "--ready-port", std::to_string(port),
                                                  "--load", load_command(port), "--score", "requests per second ([0-9.]+)"},
                                                 test_server(dir, port)));
   EXPECT_EQ(result.status, 0) << result.out << result.err;
@@ -110,7 +115,7 @@ TEST(CheckLoad, TestServerGetsAVerdictAndNothingIsLeft) {
 TEST(CheckLoad, WallTimeOfTheLoadWithoutScore) {
   scratch_dir dir;
   int port = free_port();
-  auto result = test_support::hugify(check_args({"--runs", "6", "--configs", "heap", "--ready",
+  auto result = check(dir, check_args({"--runs", "6", "--configs", "heap", "--ready",
                                                  "bash -c 'exec 3<>/dev/tcp/127.0.0.1/" + std::to_string(port) + "'",
                                                  "--load", load_command(port, 20)},
                                                 test_server(dir, port)));
@@ -121,7 +126,7 @@ TEST(CheckLoad, WallTimeOfTheLoadWithoutScore) {
 TEST(CheckLoad, FailingLoadEndsTheCheckWithItsOutput) {
   scratch_dir dir;
   int port = free_port();
-  auto result = test_support::hugify(check_args({"--runs", "6", "--ready-port", std::to_string(port), "--load",
+  auto result = check(dir, check_args({"--runs", "6", "--ready-port", std::to_string(port), "--load",
                                                  "echo the load broke; exit 4"},
                                                 test_server(dir, port)));
   EXPECT_EQ(result.status, 1) << result.out << result.err;
@@ -133,7 +138,7 @@ TEST(CheckLoad, FailingLoadEndsTheCheckWithItsOutput) {
 TEST(CheckLoad, ServerThatDiesEndsTheCheckWithItsLog) {
   scratch_dir dir;
   int port = free_port();
-  auto result = test_support::hugify(check_args({"--runs", "6", "--ready-port", std::to_string(port), "--load",
+  auto result = check(dir, check_args({"--runs", "6", "--ready-port", std::to_string(port), "--load",
                                                  load_command(port)},
                                                 test_server(dir, port, {"--die-after", "5"})));
   EXPECT_EQ(result.status, 1) << result.out << result.err;
@@ -145,7 +150,7 @@ TEST(CheckLoad, ServerThatDiesEndsTheCheckWithItsLog) {
 TEST(CheckLoad, ServerNeverReadyIsBounded) {
   scratch_dir dir;
   int port = free_port();
-  auto result = test_support::hugify(check_args({"--runs", "6", "--ready", "false", "--ready-timeout", "2", "--load", "true"},
+  auto result = check(dir, check_args({"--runs", "6", "--ready", "false", "--ready-timeout", "2", "--load", "true"},
                                                 test_server(dir, port)));
   EXPECT_EQ(result.status, 1) << result.out << result.err;
   EXPECT_NE(result.err.find("did not succeed within 2 s"), std::string::npos) << result.err;
@@ -158,7 +163,7 @@ TEST(CheckLoad, ServerIgnoringSigtermIsKilled) {
   // The shell ignores SIGTERM, and so does the sleep it starts after the server: only SIGKILL ends them.
   std::string server = "trap '' TERM; " + test_support::helper_path("run_shm_server") + " --port " + std::to_string(port) +
                        " --shared 8M --heap 8M; sleep 300 # " + dir.path;
-  auto result = test_support::hugify(check_args({"--runs", "6", "--configs", "heap", "--ready-port", std::to_string(port),
+  auto result = check(dir, check_args({"--runs", "6", "--configs", "heap", "--ready-port", std::to_string(port),
                                                  "--stop-timeout", "1", "--load", load_command(port, 5)},
                                                 {"sh", "-c", server}));
   EXPECT_EQ(result.status, 0) << result.out << result.err;
@@ -222,7 +227,7 @@ TEST(CheckLoad, RedisCheckCompletes) {
   int port = free_port();
   std::string p = std::to_string(port);
   std::string load = "redis-benchmark -p " + p + " -t set,get -r 100000 -n 100000 -P 16 -q";
-  auto result = test_support::hugify(check_args(
+  auto result = check(dir, check_args(
       {"--runs", "6", "--configs", "heap", "--ready", "redis-cli -p " + p + " ping | grep -q PONG", "--load", load,
        "--score", "GET: ([0-9.]+) requests per second"},
       {"redis-server", "--port", p, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir.path}));

@@ -205,4 +205,52 @@ TEST(ShmServer, NeverIsExplainedWithTheFix) {
   EXPECT_EQ(again, std::string::npos) << "said once, not per mapping";
 }
 
+// A live process's 512 MiB shared mapping, placed by `hugify run` under 'never' (so its pages are 4 KiB at
+// first touch), goes to huge pages with `hugify collapse`.
+TEST(ShmServer, CollapseOfALiveSharedMapping) {
+  shmem_setting setting("never");
+  if (!setting.skip_reason().empty()) GTEST_SKIP() << setting.skip_reason();
+  scratch_dir dir;
+  std::string port_file = dir.path + "/port";
+  server_process server({HUGIFY_CLI_PATH, "run", "--", test_support::helper_path("run_shm_server"), "--port-file",
+                         port_file, "--shared", "512M", "--heap", "0"},
+                        dir.path + "/server.log");
+  int port = wait_for_port(port_file, server);
+  ASSERT_GT(port, 0) << test_support::read_file(dir.path + "/server.log");
+  regions r = ask_regions(port);
+  ASSERT_EQ(r.shared_size, 512u << 20);
+  int pid = server.pid();
+  EXPECT_LT(fraction(test_support::smaps_field(pid, r.shared, r.shared_size, "ShmemPmdMapped"), r.shared_size), 0.1)
+      << "under 'never' the pages start small";
+  auto collapse = test_support::hugify({"collapse", std::to_string(pid)});
+  if (collapse.status == 3) GTEST_SKIP() << "collapse not possible here: " << collapse.err;
+  EXPECT_EQ(collapse.status, 0) << collapse.out << collapse.err;
+  double shared = fraction(test_support::smaps_field(pid, r.shared, r.shared_size, "ShmemPmdMapped"), r.shared_size);
+  EXPECT_GE(shared, 0.90) << collapse.out;
+  int status = server.stop();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the server survived the collapse: status " << status;
+}
+
+// Mapped by the kernel under 'never', shared memory is misaligned for good: collapse says why and what to
+// change, and exits 3 when that was all there was.
+TEST(ShmServer, CollapseOfMisalignedSharedMemorySaysWhatToChange) {
+  shmem_setting setting("never");
+  if (!setting.skip_reason().empty()) GTEST_SKIP() << setting.skip_reason();
+  scratch_dir dir;
+  std::string port_file = dir.path + "/port";
+  // Odd-sized (not a multiple of 2 MiB) so the kernel does not happen to align it.
+  server_process server({test_support::helper_path("run_shm_server"), "--port-file", port_file, "--shared", "65M",
+                         "--heap", "0"},
+                        dir.path + "/server.log");
+  int port = wait_for_port(port_file, server);
+  ASSERT_GT(port, 0) << test_support::read_file(dir.path + "/server.log");
+  regions r = ask_regions(port);
+  if (r.shared % (2u << 20) == 0) GTEST_SKIP() << "the kernel placed the mapping on a 2 MiB boundary by chance";
+  auto collapse = test_support::hugify({"collapse", std::to_string(server.pid())});
+  EXPECT_EQ(collapse.status, 3) << collapse.out << collapse.err;
+  EXPECT_NE(collapse.err.find("echo advise > /sys/kernel/mm/transparent_hugepage/shmem_enabled"), std::string::npos)
+      << collapse.err;
+  EXPECT_NE(collapse.err.find("restart"), std::string::npos) << collapse.err;
+}
+
 }  // namespace
