@@ -300,12 +300,17 @@ enum hugify_not_huge_reason {
   HUGIFY_WHY_NOHUGEPAGE = 2,    /* the mapping is marked MADV_NOHUGEPAGE (VmFlags nh; MAP_STACK sets it too) */
   HUGIFY_WHY_SPECIAL = 3,       /* a kernel special mapping ([vdso], [vvar], ...) */
   HUGIFY_WHY_FILE = 4,          /* file-backed page cache: huge only with file THP (CONFIG_READ_ONLY_THP_FOR_FS) */
-  HUGIFY_WHY_SHMEM = 5,         /* shared memory: huge only as /sys/kernel/mm/transparent_hugepage/shmem_enabled allows */
+  HUGIFY_WHY_SHMEM = 5,         /* a file in tmpfs (/dev/shm): huge at first touch only with the mount's huge= option */
   HUGIFY_WHY_TOO_SMALL = 6,     /* no 2 MiB-aligned 2 MiB window fits in the mapping (too small or unaligned) */
   HUGIFY_WHY_THP_NEVER = 7,     /* system THP mode is "never" */
   HUGIFY_WHY_NOT_ADVISED = 8,   /* system THP mode is "madvise" and the mapping was never madvised */
   HUGIFY_WHY_NOT_COLLAPSED = 9, /* eligible, but faulted on 4 KiB pages and not (yet) collapsed */
-  HUGIFY_WHY_COUNT = 10
+  HUGIFY_WHY_SHMEM_UNALIGNED = 10, /* shared memory whose address and file offset disagree modulo 2 MiB (mapped while
+                                      shmem_enabled was never): it can never be huge; the program must be restarted */
+  HUGIFY_WHY_SHMEM_DENY = 11,    /* shared memory while shmem_enabled is deny */
+  HUGIFY_WHY_SHMEM_NOT_HUGE = 12,/* shared memory that can be huge (aligned), on 4 KiB pages: shmem_enabled never,
+                                    or advise and not madvised; `hugify collapse PID` fixes it */
+  HUGIFY_WHY_COUNT = 13
 };
 /** Short stable name: "none", "thp_disabled", "nohugepage", "special", "file", "shmem", "too_small",
  *  "thp_never", "not_advised", "not_collapsed". */

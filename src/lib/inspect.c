@@ -32,8 +32,21 @@ static const struct { const char *name, *text; } reasons[HUGIFY_WHY_COUNT] = {
                          "file-backed page cache: huge only with file THP (CONFIG_READ_ONLY_THP_FOR_FS); for "
                          "code, `hugify run` copies text onto huge pages"},
     [HUGIFY_WHY_SHMEM] = {"shmem",
-                          "shared memory: huge only as /sys/kernel/mm/transparent_hugepage/shmem_enabled "
-                          "allows"},
+                          "a tmpfs file (/dev/shm): huge at first touch only with the mount's huge= option (mount -o "
+                          "remount,huge=within_size /dev/shm); `hugify collapse PID` works when it is 2 MiB-aligned"},
+    [HUGIFY_WHY_SHMEM_UNALIGNED] = {"shmem_unaligned",
+                                    "shared memory mapped while shmem_enabled was never: the kernel did not place it "
+                                    "on a 2 MiB boundary, so it can never be huge. Fix: echo advise > "
+                                    "/sys/kernel/mm/transparent_hugepage/shmem_enabled and restart the program (best "
+                                    "under `hugify run`), or use the program's own huge-page option (PostgreSQL: "
+                                    "huge_pages=on and a pool, `hugify pool`)"},
+    [HUGIFY_WHY_SHMEM_DENY] = {"shmem_deny",
+                               "shared memory while shmem_enabled is deny. Fix: echo advise > "
+                               "/sys/kernel/mm/transparent_hugepage/shmem_enabled and restart the program"},
+    [HUGIFY_WHY_SHMEM_NOT_HUGE] = {"shmem_not_huge",
+                                   "shared memory that can be huge, on 4 KiB pages (shmem_enabled never, or advise "
+                                   "without MADV_HUGEPAGE); `hugify collapse PID` fixes it now; for memory to come: "
+                                   "echo advise > /sys/kernel/mm/transparent_hugepage/shmem_enabled and `hugify run`"},
     [HUGIFY_WHY_TOO_SMALL] = {"too_small", "no 2 MiB-aligned 2 MiB window fits in the mapping"},
     [HUGIFY_WHY_THP_NEVER] = {"thp_never",
                               "system THP mode is never (or THP is absent); `hugify collapse PID` still works"},
@@ -95,9 +108,9 @@ bool vma_shmem_aligned(const struct smaps_vma *vma, uint64_t pmd_size) {
 
 void inspect_shmem_mode(char *out, size_t cap) {
   char size_mode[24];
-  os_thp_setting("hugepages-2048kB/shmem_enabled", size_mode, sizeof size_mode);
+  probe_thp_setting("hugepages-2048kB/shmem_enabled", size_mode, sizeof size_mode);
   if (size_mode[0] && strcmp(size_mode, "inherit") != 0) snprintf(out, cap, "%s", size_mode);
-  else os_thp_setting("shmem_enabled", out, cap);
+  else probe_thp_setting("shmem_enabled", out, cap);
 }
 
 static bool vma_is_shm(const struct smaps_vma *vma) {
@@ -177,6 +190,13 @@ static enum hugify_not_huge_reason why_not_huge(const struct smaps_vma *vma, con
   if (context->thp_disabled == 1) return HUGIFY_WHY_THP_DISABLED;
   if (vma->vm_flags & SMAPS_VM_NOHUGEPAGE) return HUGIFY_WHY_NOHUGEPAGE;
   if (vma_is_special(vma)) return HUGIFY_WHY_SPECIAL;
+  if (vma_is_shmem(vma)) {
+    uint64_t pmd = context->pmd_size ? context->pmd_size : OS_HUGE_2M;
+    if (context->shmem_mode && strcmp(context->shmem_mode, "deny") == 0) return HUGIFY_WHY_SHMEM_DENY;
+    if (!vma_shmem_aligned(vma, pmd)) return HUGIFY_WHY_SHMEM_UNALIGNED;
+    if (aligned == 0) return HUGIFY_WHY_TOO_SMALL;
+    return starts_with(vma->path, "/dev/shm/") ? HUGIFY_WHY_SHMEM : HUGIFY_WHY_SHMEM_NOT_HUGE;
+  }
   if (vma_is_shm(vma)) return HUGIFY_WHY_SHMEM;
   if (!vma_is_private_anonymous(vma)) return HUGIFY_WHY_FILE;
   if (aligned == 0) return HUGIFY_WHY_TOO_SMALL;
@@ -232,8 +252,10 @@ int inspect_classify(const struct smaps_vma *vmas, size_t count, const struct in
     uint64_t huge = hugify_usage_huge(&m->usage);
     uint64_t not_huge = m->usage.resident > huge ? m->usage.resident - huge : 0;
     report->not_huge[m->why] += not_huge;
-    if (vma_collapse_eligible(vma, pmd) &&
-        (m->why == HUGIFY_WHY_THP_NEVER || m->why == HUGIFY_WHY_NOT_ADVISED || m->why == HUGIFY_WHY_NOT_COLLAPSED)) {
+    bool collapsible_shmem = m->why == HUGIFY_WHY_SHMEM_NOT_HUGE || (m->why == HUGIFY_WHY_SHMEM && vma_shmem_aligned(vma, pmd));
+    if ((vma_collapse_eligible(vma, pmd) &&
+         (m->why == HUGIFY_WHY_THP_NEVER || m->why == HUGIFY_WHY_NOT_ADVISED || m->why == HUGIFY_WHY_NOT_COLLAPSED)) ||
+        collapsible_shmem) {
       uint64_t room = m->aligned_bytes > m->usage.thp ? m->aligned_bytes - m->usage.thp : 0;
       report->collapsible += not_huge < room ? not_huge : room;
     }
@@ -307,7 +329,7 @@ int hugify_inspect(pid_t pid, struct hugify_inspect_report *report) {
   int enabled = os_read_thp_enabled(pid);
   report->thp_disabled = enabled < 0 ? -1 : !enabled;
   probe_thp_setting("enabled", report->thp_mode, sizeof report->thp_mode);
-  probe_thp_setting("shmem_enabled", report->shmem_mode, sizeof report->shmem_mode);
+  inspect_shmem_mode(report->shmem_mode, sizeof report->shmem_mode);
   uint64_t pmd = page_kind_size(HUGIFY_PAGE_THP);
   enabled_mthp_sizes(report->thp_mode, pmd, report->mthp_sizes, sizeof report->mthp_sizes);
 

@@ -196,6 +196,8 @@ TEST(ShmServer, NeverIsExplainedWithTheFix) {
   EXPECT_EQ(r.shared % (2u << 20), 0u) << "aligned under 'never' too, so a later collapse can work";
   auto inspect = test_support::hugify({"inspect", std::to_string(server.pid())});
   EXPECT_NE(inspect.out.find("shmem_enabled"), std::string::npos) << inspect.out;
+  EXPECT_NE(inspect.out.find("shmem_not_huge"), std::string::npos) << "aligned, so collapsible: " << inspect.out;
+  EXPECT_NE(inspect.out.find("`hugify collapse PID` fixes it now"), std::string::npos) << inspect.out;
   int status = server.stop();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
   std::string text = test_support::read_file(report);

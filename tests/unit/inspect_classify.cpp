@@ -149,7 +149,8 @@ TEST(InspectClassify, WhyNotHugeInMadviseMode) {
   EXPECT_EQ(c.at(0x7fce42000000)->why, HUGIFY_WHY_NOHUGEPAGE);  // a thread stack (MAP_STACK)
   EXPECT_EQ(c.at(0x7fce42800000)->why, HUGIFY_WHY_NONE);        // thp: all huge
   EXPECT_EQ(c.at(0x7fce43200000)->why, HUGIFY_WHY_NONE);        // hugetlb
-  EXPECT_EQ(c.at(0x7fce4486e000)->why, HUGIFY_WHY_SHMEM);
+  // A shared anonymous mapping the kernel placed while shmem_enabled was never: off a 2 MiB boundary.
+  EXPECT_EQ(c.at(0x7fce4486e000)->why, HUGIFY_WHY_SHMEM_UNALIGNED);
   EXPECT_EQ(c.at(0x7fce48a98000)->why, HUGIFY_WHY_FILE);        // libc code
   EXPECT_EQ(c.at(0x7fce48c66000)->why, HUGIFY_WHY_SPECIAL);     // [vdso]
   EXPECT_EQ(c.at(0x563c5e5f2000)->why, HUGIFY_WHY_TOO_SMALL);   // [heap], 132 KiB
@@ -207,6 +208,9 @@ TEST(InspectClassify, SharedMemoryAnonymousCodeAndGigantic) {
   EXPECT_EQ(r.classes[HUGIFY_CLASS_SHM].resident, (4 + 2 + 1) * MiB + 512 * KiB + 2 * MiB);
   EXPECT_EQ(r.classes[HUGIFY_CLASS_SHM].thp, 2 * MiB) << "ShmemPmdMapped";
   EXPECT_EQ(r.classes[HUGIFY_CLASS_SHM].hugetlb_2m, 2 * MiB);
+  // Shared memory on a 2 MiB boundary (address and offset agree): it can be collapsed, and inspect says so.
+  EXPECT_EQ(c.at(0x7f0000800000ull)->why, HUGIFY_WHY_SHMEM_NOT_HUGE);
+  EXPECT_GE(r.collapsible, 512 * KiB);
   // Anonymous code (a JIT, or text hugify moved): class code, object "[anon]", half on THP.
   EXPECT_EQ(c.at(0x7f0000c00000)->memory_class, HUGIFY_CLASS_CODE);
   ASSERT_EQ(r.object_count, 1u);
