@@ -13,10 +13,12 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "format.h"
 #include "run_env.h"
+#include "safe_file.h"
 
 const char usage_env[] =
-    "usage: hugify env [RUN OPTIONS] [--shell | --systemd | --docker | --kubernetes] [--json]\n"
+    "usage: hugify env [RUN OPTIONS] [--shell | --systemd | --docker | --kubernetes] [--json[=FILE]]\n"
     "       hugify env [RUN OPTIONS] --install UNIT [--dry-run] [--root DIR]\n"
     "\n"
     "Print the environment `hugify run` would give a program, to start it some other way: from systemd, a\n"
@@ -36,7 +38,8 @@ const char usage_env[] =
     "                   or forbid the report)\n"
     "  --dry-run        with --install: print the path and the content, write nothing\n"
     "  --root DIR       with --install: DIR/etc/systemd/system instead of /etc/systemd/system\n"
-    "  --json           the variables as JSON (schema hugify.env/1) instead of the text\n"
+    "  --json           the variables as JSON (schema hugify.env/1) instead of the text; --json=FILE: the\n"
+    "                   text on stdout and the JSON to FILE\n"
     "\n"
     "Exit status: 0 done; 1 the drop-in could not be written; 2 bad usage or an unsafe drop-in path\n"
     "(a symbolic link); 3 the preload or the allocator of --heap is missing, or no permission to write.\n"
@@ -52,7 +55,8 @@ enum env_form { FORM_SHELL, FORM_SYSTEMD, FORM_DOCKER, FORM_KUBERNETES };
 struct env_args {
   struct run_settings run;
   enum env_form form;
-  bool json, dry_run;
+  struct json_output json;
+  bool dry_run;
   const char *install, *root;
 };
 
@@ -76,8 +80,8 @@ static int parse_args(int argc, char **argv, struct env_args *args) {
       if (form_given && form != args->form) return usage_error("env", "choose one of --shell, --systemd, --docker, --kubernetes");
       args->form = form;
       form_given = true;
-    } else if (strcmp(a, "--json") == 0) {
-      args->json = true;
+    } else if (strncmp(a, "--json", 6) == 0 && (a[6] == '\0' || a[6] == '=')) {
+      if (json_output_option("env", a, &args->json) < 0) return EXIT_USAGE;
     } else if (strcmp(a, "--dry-run") == 0) {
       args->dry_run = true;
     } else if (strcmp(a, "--install") == 0 || strcmp(a, "--root") == 0) {
@@ -92,7 +96,7 @@ static int parse_args(int argc, char **argv, struct env_args *args) {
     return usage_error("env", "--install writes the systemd form; it does not go with --shell, --docker or --kubernetes");
   if (args->install) args->form = FORM_SYSTEMD;
   if ((args->dry_run || args->root[0]) && !args->install) return usage_error("env", "--dry-run and --root go with --install");
-  if (args->install && args->json) return usage_error("env", "--install prints what it wrote as text; drop --json");
+  if (args->install && args->json.wanted) return usage_error("env", "--install prints what it wrote as text; drop --json");
   return EXIT_DONE;
 }
 
@@ -214,20 +218,20 @@ static void print_kubernetes(FILE *out, const struct run_settings *settings, con
 static void print_json(FILE *out, const struct run_settings *settings, const struct run_environment *environment,
                        enum env_form form) {
   static const char *const form_names[] = {"shell", "systemd", "docker", "kubernetes"};
-  struct json j;
+  struct json_writer j;
   json_begin(&j, out);
-  json_string(&j, "schema", "hugify.env/1");
-  json_string(&j, "form", form_names[form]);
-  json_string(&j, "heap", options_heap_name(environment->heap));
-  json_bool(&j, "text", settings->text);
-  json_string(&j, "preload_path", environment->preload);
-  json_string(&j, "allocator_path", environment->allocator[0] ? environment->allocator : NULL);
-  json_object(&j, "variables");
+  json_put_string(&j, "schema", "hugify.env/1");
+  json_put_string(&j, "form", form_names[form]);
+  json_put_string(&j, "heap", options_heap_name(environment->heap));
+  json_put_bool(&j, "text", settings->text);
+  json_put_string(&j, "preload_path", environment->preload);
+  json_put_string(&j, "allocator_path", environment->allocator[0] ? environment->allocator : NULL);
+  json_open_object(&j, "variables");
   for (unsigned i = 0; i < environment->count; i++)
-    json_string(&j, environment->variables[i].name, environment->variables[i].value);
+    json_put_string(&j, environment->variables[i].name, environment->variables[i].value);
   json_close(&j);
-  json_array(&j, "unset");
-  for (unsigned i = 0; i < environment->unset_count; i++) json_string(&j, NULL, environment->unset[i]);
+  json_open_array(&j, "unset");
+  for (unsigned i = 0; i < environment->unset_count; i++) json_put_string(&j, NULL, environment->unset[i]);
   json_close(&j);
   json_end(&j);
 }
@@ -290,8 +294,9 @@ static void check_unit(const char *root, const char *unit, const struct run_sett
   fclose(f);
 }
 
-/* Write `content` as DIR/hugify.conf: a new file beside it (O_EXCL|O_NOFOLLOW), synced, renamed over the
- * old one. Refuses a directory or a target that is a symbolic link or not a regular file. */
+/* Write `content` as DIR/hugify.conf by the file rules of safe_file.h (a fresh temporary beside it,
+ * O_EXCL|O_NOFOLLOW, synced, renamed over the old one; never through a link). The drop-in directory itself
+ * is created when missing and refused when it is a link or not a directory. */
 static int write_drop_in(const char *directory, const char *content, size_t length) {
   struct stat st;
   if (lstat(directory, &st) == 0 && !S_ISDIR(st.st_mode))
@@ -300,41 +305,12 @@ static int write_drop_in(const char *directory, const char *content, size_t leng
   if (mkdir(directory, 0755) != 0 && errno != EEXIST)
     return fail(errno == EACCES || errno == EPERM || errno == EROFS ? EXIT_PRIVILEGE : EXIT_SHORT, "env",
                 "cannot create %s: %s%s", directory, strerror(errno), errno == ENOENT ? " (is this a systemd machine?)" : "");
-  int dir = open(directory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (dir < 0) return fail(EXIT_USAGE, "env", "cannot open %s: %s; refusing to write through it", directory, strerror(errno));
-  if (fstatat(dir, "hugify.conf", &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode)) {
-    close(dir);
-    return fail(EXIT_USAGE, "env", "%s/hugify.conf is %s; refusing to replace it", directory,
-                S_ISLNK(st.st_mode) ? "a symbolic link" : "not a regular file");
-  }
-  char temporary[64];
-  int fd = -1;
-  for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
-    snprintf(temporary, sizeof temporary, ".hugify.conf.%d.%d", (int)getpid(), attempt);
-    fd = openat(dir, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0 && errno != EEXIST) break;
-  }
-  if (fd < 0) {
-    int error = errno;
-    close(dir);
-    return fail(error == EACCES || error == EPERM || error == EROFS ? EXIT_PRIVILEGE : EXIT_SHORT, "env",
-                "cannot create a file in %s: %s", directory, strerror(error));
-  }
-  size_t written = 0;
-  while (written < length) {
-    ssize_t n = write(fd, content + written, length - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    written += (size_t)n;
-  }
-  int error = written == length ? 0 : (errno ? errno : EIO);
-  if (!error && fsync(fd) != 0) error = errno;
-  if (close(fd) != 0 && !error) error = errno;
-  if (!error && renameat(dir, temporary, dir, "hugify.conf") != 0) error = errno;
-  if (error) unlinkat(dir, temporary, 0);
-  else fsync(dir);
-  close(dir);
-  if (error) return fail(EXIT_SHORT, "env", "cannot write %s/hugify.conf: %s", directory, strerror(error));
+  char path[PATH_MAX + 16], reason[512] = "";
+  snprintf(path, sizeof path, "%s/hugify.conf", directory);
+  int rc = safe_file_replace(path, content, length, 0644, SAFE_FILE_DURABLE, reason, sizeof reason);
+  if (rc == -ELOOP || rc == -EINVAL || rc == -EEXIST) return fail(EXIT_USAGE, "env", "%s", reason);
+  if (rc == -EACCES || rc == -EPERM || rc == -EROFS) return fail(EXIT_PRIVILEGE, "env", "%s", reason);
+  if (rc) return fail(EXIT_SHORT, "env", "%s", reason);
   return EXIT_DONE;
 }
 
@@ -372,10 +348,18 @@ int cmd_env(int argc, char **argv) {
   rc = run_environment_build("env", &args.run, &environment);
   if (rc != EXIT_DONE) return rc;
   if (args.install) return install(&args, &environment);
-  if (args.json) print_json(stdout, &args.run, &environment, args.form);
-  else if (args.form == FORM_SHELL) print_shell(stdout, &args.run, &environment);
-  else if (args.form == FORM_SYSTEMD) print_systemd(stdout, &args.run, &environment, NULL);
-  else if (args.form == FORM_DOCKER) print_docker(stdout, &environment);
-  else print_kubernetes(stdout, &args.run, &environment);
-  return fflush(stdout) == 0 ? EXIT_DONE : EXIT_SHORT;
+  FILE *json = json_output_open(&args.json, "env");
+  if (args.json.wanted && !json) return EXIT_USAGE;
+  if (json_output_text(&args.json)) {
+    if (args.form == FORM_SHELL) print_shell(stdout, &args.run, &environment);
+    else if (args.form == FORM_SYSTEMD) print_systemd(stdout, &args.run, &environment, NULL);
+    else if (args.form == FORM_DOCKER) print_docker(stdout, &environment);
+    else print_kubernetes(stdout, &args.run, &environment);
+  }
+  rc = fflush(stdout) == 0 ? EXIT_DONE : EXIT_SHORT;
+  if (json) {
+    print_json(json, &args.run, &environment, args.form);
+    if (!json_output_close(json, &args.json, "env")) rc = EXIT_SHORT;
+  }
+  return rc;
 }
