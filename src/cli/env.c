@@ -112,10 +112,11 @@ static void shell_quoted(FILE *out, const char *value) {
   fputc('\'', out);
 }
 
-/* "value" for systemd's Environment= and for YAML: \ and " escaped; systemd also expands %-specifiers
- * in Environment=, so % is doubled there. */
-static void double_quoted(FILE *out, const char *value, bool systemd) {
+/* "NAME=value" (name NULL: "value") for systemd's Environment= and for YAML: \ and " escaped; systemd also
+ * expands %-specifiers in Environment=, so % is doubled there. */
+static void double_quoted(FILE *out, const char *name, const char *value, bool systemd) {
   fputc('"', out);
+  if (name) fprintf(out, "%s=", name);
   for (const char *p = value; *p; p++) {
     if (*p == '\\' || *p == '"') fputc('\\', out);
     if (*p == '%' && systemd) fputc('%', out);
@@ -164,10 +165,8 @@ static void print_systemd(FILE *out, const struct run_settings *settings, const 
     fprintf(out, "# Delete this file, then `systemctl daemon-reload` and `systemctl restart %s`, to undo.\n", unit);
   fputs("[Service]\n", out);
   for (unsigned i = 0; i < environment->count; i++) {
-    char assignment[RUN_ENV_VALUE_MAX + 64];
-    snprintf(assignment, sizeof assignment, "%s=%s", environment->variables[i].name, environment->variables[i].value);
     fputs("Environment=", out);
-    double_quoted(out, assignment, true);
+    double_quoted(out, environment->variables[i].name, environment->variables[i].value, true);
     fputc('\n', out);
   }
 }
@@ -182,13 +181,16 @@ static void print_docker(FILE *out, const struct run_environment *environment) {
           count > 1 ? "ies" : "y", count > 1 ? "them" : "it");
   for (unsigned i = 0; i < count; i++) fprintf(out, "-v %s:%s:ro\n", files[i], files[i]);
   for (unsigned i = 0; i < environment->count; i++) {
-    char assignment[RUN_ENV_VALUE_MAX + 64];
-    snprintf(assignment, sizeof assignment, "%s=%s", environment->variables[i].name, environment->variables[i].value);
+    const char *name = environment->variables[i].name, *value = environment->variables[i].value;
     /* Unquoted: $(...) splits on spaces but does not remove quotes; values never hold spaces (the preload
-     * path is refused when it does) except a user's own GLIBC_TUNABLES, which is quoted then. */
-    fputs("-e ", out);
-    if (strpbrk(assignment, " \t'\"\\$`")) shell_quoted(out, assignment);
-    else fputs(assignment, out);
+     * path is refused when it does) except a user's own GLIBC_TUNABLES, which is quoted then (for pasting). */
+    fprintf(out, "-e ");
+    if (strpbrk(value, " \t'\"\\$`")) {
+      fprintf(out, "%s=", name);
+      shell_quoted(out, value);
+    } else {
+      fprintf(out, "%s=%s", name, value);
+    }
     fputc('\n', out);
   }
 }
@@ -204,7 +206,7 @@ static void print_kubernetes(FILE *out, const struct run_settings *settings, con
   fputs("env:\n", out);
   for (unsigned i = 0; i < environment->count; i++) {
     fprintf(out, "- name: %s\n  value: ", environment->variables[i].name);
-    double_quoted(out, environment->variables[i].value, false);
+    double_quoted(out, NULL, environment->variables[i].value, false);
     fputc('\n', out);
   }
   fputs("volumeMounts:\n", out);
@@ -340,26 +342,34 @@ static int install(const struct env_args *args, const struct run_environment *en
   return rc;
 }
 
+static int print_or_install(const struct env_args *args_in, const struct run_environment *environment) {
+  const struct env_args args = *args_in;
+  int rc;
+  if (args.install) return install(&args, environment);
+  FILE *json = json_output_open(&args.json, "env");
+  if (args.json.wanted && !json) return EXIT_USAGE;
+  if (json_output_text(&args.json)) {
+    if (args.form == FORM_SHELL) print_shell(stdout, &args.run, environment);
+    else if (args.form == FORM_SYSTEMD) print_systemd(stdout, &args.run, environment, NULL);
+    else if (args.form == FORM_DOCKER) print_docker(stdout, environment);
+    else print_kubernetes(stdout, &args.run, environment);
+  }
+  rc = fflush(stdout) == 0 ? EXIT_DONE : EXIT_SHORT;
+  if (json) {
+    print_json(json, &args.run, environment, args.form);
+    if (!json_output_close(json, &args.json, "env")) rc = EXIT_SHORT;
+  }
+  return rc;
+}
+
 int cmd_env(int argc, char **argv) {
   struct env_args args;
   int rc = parse_args(argc, argv, &args);
   if (rc != EXIT_DONE) return rc;
   static struct run_environment environment; /* large: off the stack */
   rc = run_environment_build("env", &args.run, &environment);
-  if (rc != EXIT_DONE) return rc;
-  if (args.install) return install(&args, &environment);
-  FILE *json = json_output_open(&args.json, "env");
-  if (args.json.wanted && !json) return EXIT_USAGE;
-  if (json_output_text(&args.json)) {
-    if (args.form == FORM_SHELL) print_shell(stdout, &args.run, &environment);
-    else if (args.form == FORM_SYSTEMD) print_systemd(stdout, &args.run, &environment, NULL);
-    else if (args.form == FORM_DOCKER) print_docker(stdout, &environment);
-    else print_kubernetes(stdout, &args.run, &environment);
-  }
-  rc = fflush(stdout) == 0 ? EXIT_DONE : EXIT_SHORT;
-  if (json) {
-    print_json(json, &args.run, &environment, args.form);
-    if (!json_output_close(json, &args.json, "env")) rc = EXIT_SHORT;
-  }
+  if (rc == EXIT_DONE && args.run.report) rc = run_environment_add_report("env", &environment, args.run.report);
+  if (rc == EXIT_DONE) rc = print_or_install(&args, &environment);
+  run_environment_free(&environment);
   return rc;
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "run_env.h"
 #include "options.h"
 #include "os.h"
 #include "probe.h"
@@ -52,74 +53,37 @@ const char usage_run[] =
     "  hugify run --report - -- python3 train.py\n"
     "  hugify run --heap jemalloc --report /tmp/r.json -- ./bench\n";
 
-#define PRELOAD_NAME "libhugify-preload.so"
-
-/* glibc tunables for the THP heap: hugetlb=1 makes malloc madvise the main arena and its mmap'd chunks;
- * glibc 2.36 does not advise thread arenas (it advises a new heap only when its first size is >= 2 MiB, and
- * never the mprotect'ed growth), so top_pad=64 MiB makes every new arena heap whole at creation, and
- * advised whole; top_pad turns off the dynamic mmap threshold, so mmap_threshold=32 MiB (the dynamic
- * maximum) keeps mid-size blocks in those heaps instead of in unaligned mmaps. Measured: docs/run.md. */
-static const char *const thp_tunables[][2] = {
-    {"glibc.malloc.hugetlb", "1"},
-    {"glibc.malloc.top_pad", "67108864"},
-    {"glibc.malloc.mmap_threshold", "33554432"},
-};
-static const char *const hugetlb_tunables[][2] = {{"glibc.malloc.hugetlb", "2"}};
-
-/* Old-style variables glibc reads as the same tunables: when the user set one, theirs stays. */
-static const char *tunable_alias(const char *key) {
-  if (strcmp(key, "glibc.malloc.top_pad") == 0) return "MALLOC_TOP_PAD_";
-  if (strcmp(key, "glibc.malloc.mmap_threshold") == 0) return "MALLOC_MMAP_THRESHOLD_";
-  return NULL;
-}
 
 struct run_args {
-  bool text, verbose, json;
-  enum heap_mode heap;
-  const char *report;
-  char **command; /* NULL-terminated */
+  struct run_settings settings; /* --heap, --text, --report, --verbose: shared with `hugify env` (run_env.c) */
+  bool json;
+  char **command;               /* NULL-terminated */
 };
 
 static int parse_args(int argc, char **argv, struct run_args *args) {
-  *args = (struct run_args){.text = true, .heap = HEAP_AUTO};
+  *args = (struct run_args){0};
+  run_settings_default(&args->settings);
   int i = 1;
   for (; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "--") == 0) { i++; break; }
     if (a[0] != '-') break;
-    const char *value = i + 1 < argc ? argv[i + 1] : NULL;
-    if (strcmp(a, "--verbose") == 0 || strcmp(a, "-v") == 0) args->verbose = true;
-    else if (strcmp(a, "--json") == 0) args->json = true;
+    int taken = run_settings_option("run", argc, argv, &i, &args->settings);
+    if (taken == 1) continue;
+    if (taken != 0) return taken;
+    if (strcmp(a, "--json") == 0) args->json = true;
     else if (strncmp(a, "--json=", 7) == 0) {
       /* --json=FILE is --report FILE; --json=- is --json */
       if (!a[7]) return usage_error("run", "--json=FILE needs a file name");
       if (strcmp(a + 7, "-") == 0) args->json = true;
-      else if (args->report) return usage_error("run", "one report: --report or --json=FILE, not both");
-      else args->report = a + 7;
-    }
-    else if (strcmp(a, "--text") == 0) {
-      if (!value || (strcmp(value, "on") != 0 && strcmp(value, "off") != 0))
-        return usage_error("run", "--text takes on or off");
-      args->text = strcmp(value, "on") == 0;
-      i++;
-    } else if (strcmp(a, "--heap") == 0) {
-      if (!value || !options_parse_heap(value, &args->heap))
-        return usage_error("run", "--heap takes auto, thp, hugetlb, off, mimalloc or jemalloc");
-      i++;
-    } else if (strcmp(a, "--report") == 0) {
-      /* `run --report -- CMD`: "--" is where the command starts, never a file name */
-      if (!value || !value[0] || (value[0] == '-' && value[1]))
-        return usage_error("run", "--report takes a file name or -%s%s%s", value ? ", not '" : "", value ? value : "",
-                           value ? "'" : "");
-      if (args->report) return usage_error("run", "one report: --report or --json=FILE, not both");
-      args->report = value;
-      i++;
+      else if (args->settings.report) return usage_error("run", "one report: --report or --json=FILE, not both");
+      else args->settings.report = a + 7;
     } else {
       return usage_error("run", "unknown option '%s'", a);
     }
   }
   if (i >= argc) return usage_error("run", "no command given");
-  if (args->json && !args->report) args->report = "-";
+  if (args->json && !args->settings.report) args->settings.report = "-";
   args->command = argv + i;
   return EXIT_DONE;
 }
@@ -152,63 +116,6 @@ static void find_command(const char *name, char *out, size_t cap, bool *not_exec
     }
     if (!out[0]) { snprintf(out, cap, "%s", candidate); *not_executable = true; }
   }
-}
-
-static bool is_file(const char *path) {
-  struct stat st;
-  return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-/* libhugify-preload.so: HUGIFY_PRELOAD_PATH, else next to the binary (installed: PREFIX/bin/../LIBDIR,
- * build tree: build/bin/../lib). */
-static bool find_preload(const struct hugify_options *options, char *out, size_t cap) {
-  if (options->preload_path[0]) {
-    if (!realpath(options->preload_path, out) || !is_file(out)) return false;
-    return true;
-  }
-  char self[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return false;
-  self[n] = '\0';
-  char *slash = strrchr(self, '/');
-  if (!slash) return false;
-  *slash = '\0';
-  const char *relative[] = {HUGIFY_PRELOAD_RELATIVE, "../lib/" PRELOAD_NAME, "../lib64/" PRELOAD_NAME};
-  for (size_t i = 0; i < sizeof relative / sizeof relative[0]; i++) {
-    char candidate[PATH_MAX * 2];
-    snprintf(candidate, sizeof candidate, "%s/%s", self, relative[i]);
-    if (is_file(candidate) && realpath(candidate, out) && strlen(out) < cap) return true;
-  }
-  return false;
-}
-
-/* The allocator library of --heap mimalloc|jemalloc in HUGIFY_ALLOCATOR_DIRS when set, else in the usual
- * Debian and other library directories. */
-static bool find_allocator(const struct hugify_options *options, const char *file, char *out, size_t cap) {
-  if (options->allocator_dirs[0]) {
-    for (const char *dir = options->allocator_dirs; *dir;) {
-      size_t length = strcspn(dir, ":");
-      if (length > 0) {
-        snprintf(out, cap, "%.*s/%s", (int)length, dir, file);
-        if (is_file(out)) return true;
-      }
-      dir += length + (dir[length] == ':');
-    }
-    return false;
-  }
-  static const char *const dirs[] = {
-#if defined(__x86_64__)
-      "/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu",
-#elif defined(__aarch64__)
-      "/usr/lib/aarch64-linux-gnu", "/lib/aarch64-linux-gnu",
-#endif
-      "/usr/local/lib", "/usr/lib64", "/usr/lib", "/lib64", "/lib",
-  };
-  for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
-    snprintf(out, cap, "%s/%s", dirs[i], file);
-    if (is_file(out)) return true;
-  }
-  return false;
 }
 
 /* ---- what the dynamic loader will do with the program --------------------------------------------- */
@@ -265,110 +172,6 @@ static void check_program(const char *command, const char *path) {
   }
 }
 
-/* ---- the environment ------------------------------------------------------------------------------ */
-
-/* The item "key=..." of a separator-separated list: its start and length, or NULL. */
-static const char *find_setting(const char *list, char separator, char assign, const char *key, size_t *length) {
-  size_t key_length = strlen(key);
-  for (const char *p = list; *p;) {
-    const char *next = strchr(p, separator);
-    size_t item = next ? (size_t)(next - p) : strlen(p);
-    if (item > key_length && strncmp(p, key, key_length) == 0 && p[key_length] == assign) {
-      *length = item;
-      return p;
-    }
-    if (!next) break;
-    p = next + 1;
-  }
-  return NULL;
-}
-
-/* Append key=value to a separated list unless the list (or the old-style alias variable) has the key:
- * what the user set always wins. */
-static void merge_setting(char *list, size_t cap, char separator, char assign, const char *key, const char *value,
-                          bool verbose, const char *variable) {
-  size_t length;
-  const char *theirs = find_setting(list, separator, assign, key, &length);
-  if (theirs) {
-    if (verbose)
-      fprintf(stderr, "hugify run: %s already sets %.*s; kept (hugify would set %s%c%s)\n", variable, (int)length,
-              theirs, key, assign, value);
-    return;
-  }
-  const char *alias = tunable_alias(key);
-  if (alias && getenv(alias)) {
-    if (verbose) fprintf(stderr, "hugify run: %s is set; kept (hugify would set %s=%s)\n", alias, key, value);
-    return;
-  }
-  size_t used = strlen(list);
-  if (used && used + 1 < cap) list[used++] = separator;
-  snprintf(list + used, cap - used, "%s%c%s", key, assign, value);
-}
-
-/* GLIBC_TUNABLES is "key=value:key=value", MALLOC_CONF "key:value,key:value". */
-static void merge_variable(const char *variable, char separator, char assign, const char *const pairs[][2],
-                           size_t count, bool verbose) {
-  const char *existing = getenv(variable);
-  size_t cap = (existing ? strlen(existing) : 0) + 1; /* sized for everything: never a cut entry */
-  for (size_t i = 0; i < count; i++) cap += strlen(pairs[i][0]) + strlen(pairs[i][1]) + 2;
-  char *list = malloc(cap);
-  if (!list) { fail(EXIT_SHORT, "run", "out of memory for %s", variable); return; }
-  snprintf(list, cap, "%s", existing ? existing : "");
-  for (size_t i = 0; i < count; i++) merge_setting(list, cap, separator, assign, pairs[i][0], pairs[i][1], verbose, variable);
-  setenv(variable, list, 1);
-  free(list);
-}
-
-static void set_default(const char *variable, const char *value) { setenv(variable, value, 0); }
-
-/* LD_PRELOAD: the allocator first (its malloc must win), then what was there, then the preload. */
-static int set_preload(const char *allocator, const char *preload) {
-  const char *existing = getenv("LD_PRELOAD");
-  if (existing && !existing[0]) existing = NULL;
-  bool add_preload = !existing || !strstr(existing, preload);
-  char *list = NULL; /* as long as it needs to be: the user's entries are never cut, ours never dropped */
-  if (asprintf(&list, "%s%s%s%s%s", allocator ? allocator : "", allocator && existing ? ":" : "",
-               existing ? existing : "", (allocator || existing) && add_preload ? ":" : "",
-               add_preload ? preload : "") < 0)
-    return fail(EXIT_PRIVILEGE, "run", "out of memory for LD_PRELOAD");
-  int rc = setenv("LD_PRELOAD", list, 1) == 0 ? EXIT_DONE
-           : fail(EXIT_PRIVILEGE, "run", "cannot set LD_PRELOAD (%zu bytes): %s", strlen(list), strerror(errno));
-  free(list);
-  return rc;
-}
-
-static uint64_t free_2m_pages(void) {
-  struct hugify_hugetlb_size pool;
-  if (os_hugetlb_read(OS_HUGE_2M, &pool) != 0) return 0;
-  return pool.available;
-}
-
-/* The heap mode as it will run, after what this machine offers: THP 'never' and the pool. */
-static enum heap_mode settle_heap_mode(enum heap_mode heap) {
-  if (heap != HEAP_AUTO && heap != HEAP_THP && heap != HEAP_HUGETLB) return heap;
-  char thp[16];
-  probe_thp_setting("enabled", thp, sizeof thp);
-  bool thp_usable = thp[0] && strcmp(thp, "never") != 0;
-  uint64_t pool = free_2m_pages();
-  if (heap == HEAP_HUGETLB) {
-    if (pool == 0)
-      fail(EXIT_SHORT, "run",
-           "--heap hugetlb: the 2 MiB hugetlb pool has no free pages, so malloc will use normal pages; reserve "
-           "some first (hugify pool, or: echo N > " OS_SYSFS_HUGEPAGES "/hugepages-2048kB/nr_hugepages)");
-    return heap;
-  }
-  if (thp_usable) return heap;
-  const char *fix = "change with: echo madvise > " OS_SYSFS_THP "/enabled (or boot with transparent_hugepage=madvise)";
-  if (heap == HEAP_AUTO && pool > 0) {
-    fail(EXIT_SHORT, "run", "transparent huge pages are %s on this machine; using the hugetlb pool for the heap "
-         "(%llu free 2 MiB pages) instead; %s", thp[0] ? "'never'" : "not built in", (unsigned long long)pool, fix);
-    return HEAP_HUGETLB;
-  }
-  fail(EXIT_SHORT, "run", "transparent huge pages are %s on this machine, so the heap stays on normal pages; %s",
-       thp[0] ? "'never'" : "not built in", fix);
-  return heap == HEAP_AUTO ? HEAP_OFF : heap;
-}
-
 int cmd_run(int argc, char **argv) {
   struct run_args args;
   int rc = parse_args(argc, argv, &args);
@@ -386,66 +189,24 @@ int cmd_run(int argc, char **argv) {
     return 126;
   }
 
-  struct hugify_options options;
-  char warnings[1024] = "";
-  options_from_environment(&options, warnings, sizeof warnings); /* the preload warns about bad values */
-  char preload[PATH_MAX];
-  if (!find_preload(&options, preload, sizeof preload))
-    return fail(EXIT_PRIVILEGE, "run",
-                "cannot find %s (looked at HUGIFY_PRELOAD_PATH, then next to this hugify binary: %s); reinstall "
-                "hugify or set HUGIFY_PRELOAD_PATH", PRELOAD_NAME, HUGIFY_PRELOAD_RELATIVE);
-  if (strpbrk(preload, ": "))
-    return fail(EXIT_PRIVILEGE, "run", "%s: LD_PRELOAD cannot hold a path with ':' or spaces; install hugify elsewhere",
-                preload);
-
-  enum heap_mode heap = settle_heap_mode(args.heap);
-  char allocator[PATH_MAX];
-  bool have_allocator = false;
-  if (heap == HEAP_MIMALLOC || heap == HEAP_JEMALLOC) {
-    bool mimalloc = heap == HEAP_MIMALLOC;
-    if (!find_allocator(&options, mimalloc ? "libmimalloc.so.2" : "libjemalloc.so.2", allocator, sizeof allocator))
-      return fail(EXIT_PRIVILEGE, "run", "--heap %s: %s is not installed; install it with: apt-get install %s",
-                  options_heap_name(heap), mimalloc ? "libmimalloc.so.2" : "libjemalloc.so.2",
-                  mimalloc ? "libmimalloc2.0" : "libjemalloc2");
-    have_allocator = true;
-  }
   check_program(args.command[0], path);
-
-  if (heap == HEAP_AUTO || heap == HEAP_THP)
-    merge_variable("GLIBC_TUNABLES", ':', '=', thp_tunables, sizeof thp_tunables / sizeof thp_tunables[0], args.verbose);
-  else if (heap == HEAP_HUGETLB)
-    merge_variable("GLIBC_TUNABLES", ':', '=', hugetlb_tunables, 1, args.verbose);
-  else if (heap == HEAP_MIMALLOC) {
-    /* Large OS pages alone left the first segments of each thread (eager_commit_delay) unadvised:
-     * 46% of a 2-thread heap on huge pages here; with the delay off, 99.9%. */
-    set_default("MIMALLOC_LARGE_OS_PAGES", "1");
-    set_default("MIMALLOC_EAGER_COMMIT_DELAY", "0");
-  } else if (heap == HEAP_JEMALLOC) {
-    static const char *const conf[][2] = {{"thp", "always"}, {"metadata_thp", "always"}};
-    merge_variable("MALLOC_CONF", ',', ':', conf, 2, args.verbose);
-  }
-  rc = set_preload(have_allocator ? allocator : NULL, preload);
+  static struct run_environment environment; /* large: off the stack */
+  rc = run_environment_build("run", &args.settings, &environment);
+  if (rc == EXIT_DONE) rc = run_environment_apply("run", &environment);
+  run_environment_free(&environment);
   if (rc != EXIT_DONE) return rc;
-  setenv("HUGIFY_HEAP", options_heap_name(heap), 1);
-  setenv("HUGIFY_TEXT", args.text ? "1" : "0", 1);
-  if (args.verbose) setenv("HUGIFY_VERBOSE", "1", 1);
   char number[32];
   snprintf(number, sizeof number, "%d", (int)getpid()); /* CMD keeps this pid, or run_tree_run sets the child's */
   setenv("HUGIFY_RUN_PID", number, 1);
   /* With a report, every process of the tree writes its own into a private directory; hugify run stays as
    * CMD's parent, like `time` and `perf stat`, and sums them when CMD has ended (run_tree.c). */
   char report_dir[PATH_MAX] = "";
-  if (args.report) {
-    /* The report's file rules (safe_file.h) checked now rather than found at the end: a link is never
-     * written through, a directory or block device never written; a character device or FIFO named here is. */
-    enum safe_file_kind kind = strcmp(args.report, "-") == 0 ? SAFE_FILE_ABSENT : safe_file_kind(args.report);
-    if (kind == SAFE_FILE_LINK)
-      return usage_error("run", "--report %s is a symbolic link: hugify never writes a report through a link "
-                         "(name the file itself, or use --report - [--json] for stderr)", args.report);
-    if (kind == SAFE_FILE_OTHER)
-      return usage_error("run", "--report %s is a directory, block device or socket, not a file", args.report);
+  const char *report = args.settings.report;
+  if (report) {
+    enum safe_file_kind kind;
+    if ((rc = run_report_check("run", report, &kind)) != EXIT_DONE) return rc;
     /* A stale report must not pass for this run's; only a regular file is removed (never /dev/null). */
-    if (kind == SAFE_FILE_REGULAR) unlink(args.report);
+    if (kind == SAFE_FILE_REGULAR) unlink(report);
     const char *tmp = getenv("TMPDIR");
     snprintf(report_dir, sizeof report_dir, "%s/hugify-run.XXXXXX", tmp && tmp[0] == '/' ? tmp : "/tmp");
     if (!mkdtemp(report_dir))
@@ -455,10 +216,8 @@ int cmd_run(int argc, char **argv) {
     snprintf(per_process, sizeof per_process, "%s/process.json", report_dir);
     setenv("HUGIFY_REPORT", per_process, 1);
     unsetenv("HUGIFY_REPORT_JSON");
-  } else {
-    unsetenv("HUGIFY_REPORT");
   }
-  if (args.verbose) {
+  if (args.settings.verbose) {
     const char *shown[] = {"LD_PRELOAD", "GLIBC_TUNABLES", "MALLOC_CONF", "MIMALLOC_LARGE_OS_PAGES",
                            "MIMALLOC_EAGER_COMMIT_DELAY", "HUGIFY_HEAP",
                            "HUGIFY_TEXT", "HUGIFY_REPORT"};
@@ -466,7 +225,7 @@ int cmd_run(int argc, char **argv) {
       if (getenv(shown[i])) fprintf(stderr, "hugify run: %s=%s\n", shown[i], getenv(shown[i]));
   }
   fflush(stderr);
-  if (args.report) return run_tree_run(path, args.command, report_dir, args.report, args.json);
+  if (report) return run_tree_run(path, args.command, report_dir, report, args.json);
   execv(path, args.command);
   int err = errno;
   fprintf(stderr, "hugify run: %s: %s\n", path, strerror(err));

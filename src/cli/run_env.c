@@ -4,6 +4,7 @@
 #include "run_env.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,8 @@
 
 #include "cli.h"
 #include "os.h"
+#include "probe.h"
+#include "safe_file.h"
 
 #define PRELOAD_NAME "libhugify-preload.so"
 
@@ -46,7 +49,11 @@ int run_settings_option(const char *command, int argc, char **argv, int *index, 
     if (!value || !options_parse_heap(value, &settings->heap))
       return usage_error(command, "--heap takes auto, thp, hugetlb, off, mimalloc or jemalloc");
   } else if (strcmp(option, "--report") == 0) {
-    if (!value || !value[0]) return usage_error(command, "--report takes a file name or -");
+    /* `run --report -- CMD`: "--" is where the command starts, never a file name */
+    if (!value || !value[0] || (value[0] == '-' && value[1]))
+      return usage_error(command, "--report takes a file name or -%s%s%s", value ? ", not '" : "", value ? value : "",
+                         value ? "'" : "");
+    if (settings->report) return usage_error(command, "one report: --report or --json=FILE, not both");
     settings->report = value;
   } else {
     return 0;
@@ -82,8 +89,20 @@ static bool find_preload(const struct hugify_options *options, char *out, size_t
   return false;
 }
 
-/* The allocator library of --heap mimalloc|jemalloc in the usual Debian and other library directories. */
-static bool find_allocator(const char *file, char *out, size_t cap) {
+/* The allocator library of --heap mimalloc|jemalloc in HUGIFY_ALLOCATOR_DIRS when set, else in the usual
+ * Debian and other library directories. */
+static bool find_allocator(const struct hugify_options *options, const char *file, char *out, size_t cap) {
+  if (options->allocator_dirs[0]) {
+    for (const char *dir = options->allocator_dirs; *dir;) {
+      size_t length = strcspn(dir, ":");
+      if (length > 0) {
+        snprintf(out, cap, "%.*s/%s", (int)length, dir, file);
+        if (is_file(out)) return true;
+      }
+      dir += length + (dir[length] == ':');
+    }
+    return false;
+  }
   static const char *const dirs[] = {
 #if defined(__x86_64__)
       "/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu",
@@ -104,14 +123,14 @@ static bool find_allocator(const char *file, char *out, size_t cap) {
 static uint64_t free_2m_pages(void) {
   struct hugify_hugetlb_size pool;
   if (os_hugetlb_read(OS_HUGE_2M, &pool) != 0) return 0;
-  return pool.free > pool.reserved ? pool.free - pool.reserved : 0;
+  return pool.available;
 }
 
 /* The heap mode as it will run, after what this machine offers: THP 'never' and the pool. */
 static enum heap_mode settle_heap_mode(const char *command, enum heap_mode heap) {
   if (heap != HEAP_AUTO && heap != HEAP_THP && heap != HEAP_HUGETLB) return heap;
   char thp[16];
-  os_thp_setting("enabled", thp, sizeof thp);
+  probe_thp_setting("enabled", thp, sizeof thp);
   bool thp_usable = thp[0] && strcmp(thp, "never") != 0;
   uint64_t pool = free_2m_pages();
   if (heap == HEAP_HUGETLB) {
@@ -158,20 +177,28 @@ static const char *find_setting(const char *list, char separator, char assign, c
   return NULL;
 }
 
-static char *add_variable(struct run_environment *environment, const char *name) {
+/* Takes `value` (malloc'd, or NULL when out of memory: then false). */
+static bool add_variable(struct run_environment *environment, const char *name, char *value) {
+  if (!value) return false;
   if (environment->count == RUN_ENV_MAX_VARIABLES) abort(); /* a programming error: the table is fixed */
   environment->variables[environment->count].name = name;
-  return environment->variables[environment->count++].value;
+  environment->variables[environment->count++].value = value;
+  return true;
 }
+
+static char *copy(const char *text) { return strdup(text); }
 
 /* variable = its current value with key<assign>value appended for each pair the user did not set (in the
  * list or as an old-style alias): what the user set always wins. GLIBC_TUNABLES is "k=v:k=v",
- * MALLOC_CONF "k:v,k:v". */
-static void merge_variable(const char *command, struct run_environment *environment, const char *variable,
+ * MALLOC_CONF "k:v,k:v". Sized for everything: never a cut entry. */
+static bool merge_variable(const char *command, struct run_environment *environment, const char *variable,
                            char separator, char assign, const char *const pairs[][2], size_t count, bool verbose) {
-  char *list = add_variable(environment, variable);
   const char *existing = getenv(variable);
-  snprintf(list, RUN_ENV_VALUE_MAX, "%s", existing ? existing : "");
+  size_t cap = (existing ? strlen(existing) : 0) + 1;
+  for (size_t i = 0; i < count; i++) cap += strlen(pairs[i][0]) + strlen(pairs[i][1]) + 2;
+  char *list = malloc(cap);
+  if (!list) return false;
+  snprintf(list, cap, "%s", existing ? existing : "");
   for (size_t i = 0; i < count; i++) {
     const char *key = pairs[i][0], *value = pairs[i][1], *alias = tunable_alias(key);
     size_t length;
@@ -185,29 +212,39 @@ static void merge_variable(const char *command, struct run_environment *environm
       continue;
     }
     size_t used = strlen(list);
-    snprintf(list + used, RUN_ENV_VALUE_MAX - used, "%s%s%c%s", used ? (char[]){separator, 0} : "", key, assign, value);
+    snprintf(list + used, cap - used, "%s%s%c%s", used ? (char[]){separator, 0} : "", key, assign, value);
   }
+  return add_variable(environment, variable, list);
 }
 
 /* A variable the user's value of wins over hugify's default. */
-static void default_variable(struct run_environment *environment, const char *variable, const char *value) {
+static bool default_variable(struct run_environment *environment, const char *variable, const char *value) {
   const char *theirs = getenv(variable);
-  snprintf(add_variable(environment, variable), RUN_ENV_VALUE_MAX, "%s", theirs ? theirs : value);
+  return add_variable(environment, variable, copy(theirs ? theirs : value));
 }
 
 /* LD_PRELOAD: the allocator first (its malloc must win), then what was there, then the preload. */
-static void preload_variable(struct run_environment *environment) {
-  char *list = add_variable(environment, "LD_PRELOAD");
-  const char *existing = getenv("LD_PRELOAD");
-  snprintf(list, RUN_ENV_VALUE_MAX, "%s", environment->allocator);
-  if (existing && existing[0]) {
-    size_t used = strlen(list);
-    snprintf(list + used, RUN_ENV_VALUE_MAX - used, "%s%s", used ? ":" : "", existing);
-  }
-  if (!existing || !strstr(existing, environment->preload)) {
-    size_t used = strlen(list);
-    snprintf(list + used, RUN_ENV_VALUE_MAX - used, "%s%s", used ? ":" : "", environment->preload);
-  }
+static bool preload_variable(struct run_environment *environment) {
+  const char *existing = getenv("LD_PRELOAD"), *allocator = environment->allocator[0] ? environment->allocator : NULL;
+  if (existing && !existing[0]) existing = NULL;
+  bool add_preload = !existing || !strstr(existing, environment->preload);
+  char *list = NULL;
+  if (asprintf(&list, "%s%s%s%s%s", allocator ? allocator : "", allocator && existing ? ":" : "",
+               existing ? existing : "", (allocator || existing) && add_preload ? ":" : "",
+               add_preload ? environment->preload : "") < 0)
+    list = NULL;
+  return add_variable(environment, "LD_PRELOAD", list);
+}
+
+static bool printed_variable(struct run_environment *environment, const char *name, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+static bool printed_variable(struct run_environment *environment, const char *name, const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  char *value = NULL;
+  if (vasprintf(&value, format, args) < 0) value = NULL;
+  va_end(args);
+  return add_variable(environment, name, value);
 }
 
 int run_environment_build(const char *command, const struct run_settings *settings, struct run_environment *out) {
@@ -227,52 +264,81 @@ int run_environment_build(const char *command, const struct run_settings *settin
   if (out->heap == HEAP_MIMALLOC || out->heap == HEAP_JEMALLOC) {
     bool mimalloc = out->heap == HEAP_MIMALLOC;
     const char *file = mimalloc ? "libmimalloc.so.2" : "libjemalloc.so.2";
-    if (!find_allocator(file, out->allocator, sizeof out->allocator))
+    if (!find_allocator(&options, file, out->allocator, sizeof out->allocator))
       return fail(EXIT_PRIVILEGE, command, "--heap %s: %s is not installed; install it with: apt-get install %s",
                   options_heap_name(out->heap), file, mimalloc ? "libmimalloc2.0" : "libjemalloc2");
   }
 
-  preload_variable(out);
+  bool ok = preload_variable(out);
   if (out->heap == HEAP_AUTO || out->heap == HEAP_THP)
-    merge_variable(command, out, "GLIBC_TUNABLES", ':', '=', thp_tunables, sizeof thp_tunables / sizeof thp_tunables[0],
-                   settings->verbose);
+    ok = ok && merge_variable(command, out, "GLIBC_TUNABLES", ':', '=', thp_tunables,
+                              sizeof thp_tunables / sizeof thp_tunables[0], settings->verbose);
   else if (out->heap == HEAP_HUGETLB)
-    merge_variable(command, out, "GLIBC_TUNABLES", ':', '=', hugetlb_tunables, 1, settings->verbose);
-  else if (out->heap == HEAP_MIMALLOC) {
+    ok = ok && merge_variable(command, out, "GLIBC_TUNABLES", ':', '=', hugetlb_tunables, 1, settings->verbose);
+  else if (out->heap == HEAP_MIMALLOC)
     /* Large OS pages alone left the first segments of each thread (eager_commit_delay) unadvised:
      * 46% of a 2-thread heap on huge pages here; with the delay off, 99.9%. */
-    default_variable(out, "MIMALLOC_LARGE_OS_PAGES", "1");
-    default_variable(out, "MIMALLOC_EAGER_COMMIT_DELAY", "0");
-  } else if (out->heap == HEAP_JEMALLOC) {
-    merge_variable(command, out, "MALLOC_CONF", ',', ':', jemalloc_conf, 2, settings->verbose);
-  }
-  snprintf(add_variable(out, "HUGIFY_HEAP"), RUN_ENV_VALUE_MAX, "%s", options_heap_name(out->heap));
-  snprintf(add_variable(out, "HUGIFY_TEXT"), RUN_ENV_VALUE_MAX, "%s", settings->text ? "1" : "0");
-  if (settings->verbose) snprintf(add_variable(out, "HUGIFY_VERBOSE"), RUN_ENV_VALUE_MAX, "1");
-  if (!settings->report) {
-    out->unset[out->unset_count++] = "HUGIFY_REPORT";
-    return EXIT_DONE;
-  }
-  char *report = add_variable(out, "HUGIFY_REPORT");
-  if (strcmp(settings->report, "-") == 0 || settings->report[0] == '/') {
-    if (strlen(settings->report) >= RUN_ENV_VALUE_MAX || strlen(settings->report) >= sizeof options.report)
-      return usage_error(command, "--report: the path is too long");
-    snprintf(report, RUN_ENV_VALUE_MAX, "%s", settings->report);
-  } else {
-    /* Relative to where hugify was started: the program (or the service) may run elsewhere. */
-    char cwd[PATH_MAX];
-    if (!getcwd(cwd, sizeof cwd))
-      return fail(EXIT_USAGE, command, "cannot resolve --report %s: %s", settings->report, strerror(errno));
-    if (strlen(cwd) + 1 + strlen(settings->report) >= sizeof options.report)
-      return usage_error(command, "--report: the path is too long");
-    snprintf(report, RUN_ENV_VALUE_MAX, "%s/%s", cwd, settings->report);
-  }
-  snprintf(add_variable(out, "HUGIFY_REPORT_JSON"), RUN_ENV_VALUE_MAX, "%s", settings->report_json ? "1" : "0");
+    ok = ok && default_variable(out, "MIMALLOC_LARGE_OS_PAGES", "1") &&
+         default_variable(out, "MIMALLOC_EAGER_COMMIT_DELAY", "0");
+  else if (out->heap == HEAP_JEMALLOC)
+    ok = ok && merge_variable(command, out, "MALLOC_CONF", ',', ':', jemalloc_conf, 2, settings->verbose);
+  ok = ok && printed_variable(out, "HUGIFY_HEAP", "%s", options_heap_name(out->heap)) &&
+       printed_variable(out, "HUGIFY_TEXT", "%s", settings->text ? "1" : "0");
+  if (ok && settings->verbose) ok = printed_variable(out, "HUGIFY_VERBOSE", "1");
+  if (!ok) return fail(EXIT_PRIVILEGE, command, "out of memory for the environment");
+  out->unset[out->unset_count++] = "HUGIFY_REPORT"; /* a stale one is not inherited; see run_environment_add_report */
   return EXIT_DONE;
 }
 
-void run_environment_apply(const struct run_environment *environment) {
+int run_report_check(const char *command, const char *report, enum safe_file_kind *kind) {
+  /* The report's file rules (safe_file.h) checked now rather than found at the end: a link is never
+   * written through, a directory or block device never written; a character device or FIFO named here is. */
+  *kind = strcmp(report, "-") == 0 ? SAFE_FILE_ABSENT : safe_file_kind(report);
+  if (*kind == SAFE_FILE_LINK)
+    return usage_error(command, "--report %s is a symbolic link: hugify never writes a report through a link "
+                       "(name the file itself, or use --report - [--json] for stderr)", report);
+  if (*kind == SAFE_FILE_OTHER)
+    return usage_error(command, "--report %s is a directory, block device or socket, not a file", report);
+  return EXIT_DONE;
+}
+
+int run_environment_add_report(const char *command, struct run_environment *environment, const char *report) {
+  char path[2 * PATH_MAX + 2];
+  if (strcmp(report, "-") == 0 || report[0] == '/') {
+    snprintf(path, sizeof path, "%s", report);
+  } else {
+    /* Relative to where hugify was started: the program (or the service) may run elsewhere. */
+    char cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof cwd)) return fail(EXIT_USAGE, command, "cannot resolve --report %s: %s", report, strerror(errno));
+    snprintf(path, sizeof path, "%s/%s", cwd, report);
+  }
+  struct hugify_options options;
+  if (strlen(path) >= sizeof options.report) return usage_error(command, "--report: the path is too long");
+  enum safe_file_kind kind;
+  int rc = run_report_check(command, path, &kind);
+  if (rc != EXIT_DONE) return rc;
+  environment->unset_count = 0;
+  if (!printed_variable(environment, "HUGIFY_REPORT", "%s", path))
+    return fail(EXIT_PRIVILEGE, command, "out of memory for the environment");
+  return EXIT_DONE;
+}
+
+int run_environment_apply(const char *command, const struct run_environment *environment) {
   for (unsigned i = 0; i < environment->count; i++)
-    setenv(environment->variables[i].name, environment->variables[i].value, 1);
+    if (setenv(environment->variables[i].name, environment->variables[i].value, 1) != 0)
+      return fail(EXIT_PRIVILEGE, command, "cannot set %s (%zu bytes): %s", environment->variables[i].name,
+                  strlen(environment->variables[i].value), strerror(errno));
   for (unsigned i = 0; i < environment->unset_count; i++) unsetenv(environment->unset[i]);
+  return EXIT_DONE;
+}
+
+const char *run_environment_get(const struct run_environment *environment, const char *name) {
+  for (unsigned i = 0; i < environment->count; i++)
+    if (strcmp(environment->variables[i].name, name) == 0) return environment->variables[i].value;
+  return NULL;
+}
+
+void run_environment_free(struct run_environment *environment) {
+  for (unsigned i = 0; i < environment->count; i++) free(environment->variables[i].value);
+  environment->count = 0;
 }

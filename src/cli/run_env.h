@@ -8,10 +8,11 @@
 #include <stdbool.h>
 
 #include "options.h"
+#include "safe_file.h"
 
 /* The run options (`hugify run --help`), shared by `run` and `env`. */
 struct run_settings {
-  bool text, verbose, report_json;
+  bool text, verbose;
   enum heap_mode heap;
   const char *report; /* NULL: no report */
 };
@@ -21,7 +22,6 @@ void run_settings_default(struct run_settings *settings);
 int run_settings_option(const char *command, int argc, char **argv, int *index, struct run_settings *settings);
 
 #define RUN_ENV_MAX_VARIABLES 16
-#define RUN_ENV_VALUE_MAX 8192
 struct run_environment {
   enum heap_mode heap;          /* the heap mode as it will run on this machine (after the THP/pool check) */
   char preload[PATH_MAX];       /* libhugify-preload.so, absolute */
@@ -29,17 +29,29 @@ struct run_environment {
   unsigned count;
   struct {
     const char *name;
-    char value[RUN_ENV_VALUE_MAX];
+    char *value;                      /* malloc'd, as long as it needs to be: a user's entry is never cut */
   } variables[RUN_ENV_MAX_VARIABLES]; /* in the order they are best read: LD_PRELOAD first */
   const char *unset[4];               /* variables the program must not inherit (a stale HUGIFY_REPORT) */
   unsigned unset_count;
 };
 
 /* Build the environment from the settings and the current environment (what the user set in
- * GLIBC_TUNABLES, MALLOC_CONF, LD_PRELOAD... wins). Messages go to stderr as `command`'s; returns
- * EXIT_DONE, or the exit code of a failure already printed (3: the preload or the allocator is missing). */
+ * GLIBC_TUNABLES, MALLOC_CONF, LD_PRELOAD... wins); HUGIFY_REPORT is left to the caller (unset by default):
+ * `run` points it at a private directory and sums the reports (run_tree.c), `env` at the user's file.
+ * Messages go to stderr as `command`'s; returns EXIT_DONE, or the exit code of a failure already printed
+ * (3: the preload or the allocator is missing, or out of memory). Free with run_environment_free. */
 int run_environment_build(const char *command, const struct run_settings *settings, struct run_environment *out);
-/* setenv/unsetenv every variable of `environment` in this process. */
-void run_environment_apply(const struct run_environment *environment);
+/* The --report target by the file rules of safe_file.h: never a link, a directory or a block device (exit 2,
+ * printed); *kind says what is there now. */
+int run_report_check(const char *command, const char *report, enum safe_file_kind *kind);
+/* HUGIFY_REPORT=the absolute path of `report` (or -), for a program started without `hugify run`: its
+ * top-level process writes that file, the others FILE.<pid>, as the preload does under `hugify run`. */
+int run_environment_add_report(const char *command, struct run_environment *environment, const char *report);
+/* setenv/unsetenv every variable of `environment` in this process. EXIT_DONE, or EXIT_PRIVILEGE (printed)
+ * when the environment cannot hold a value. */
+int run_environment_apply(const char *command, const struct run_environment *environment);
+/* The value of one of its variables, or NULL. */
+const char *run_environment_get(const struct run_environment *environment, const char *name);
+void run_environment_free(struct run_environment *environment);
 
 #endif
