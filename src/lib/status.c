@@ -92,6 +92,7 @@ static void read_usage(struct status_snapshot *s) {
   s->mem_total = keyed(meminfo, "MemTotal");
   s->mem_free = keyed(meminfo, "MemFree");
   s->anon_huge = keyed(meminfo, "AnonHugePages");
+  s->shmem = keyed(meminfo, "Shmem");
   s->shmem_huge = keyed(meminfo, "ShmemHugePages");
   s->shmem_pmd_mapped = keyed(meminfo, "ShmemPmdMapped");
   s->file_huge = keyed(meminfo, "FileHugePages");
@@ -476,10 +477,38 @@ static void diagnose_machine(const struct status_snapshot *s, struct diagnoses *
            s->hypervisor);
 }
 
+/* shmem_enabled as it applies to PMD-sized pages: the per-size control unless it says "inherit". */
+static const char *shmem_mode(const struct status_snapshot *s) {
+  for (unsigned i = 0; i < s->mthp_count; i++)
+    if (s->mthp[i].page_size == s->thp_pmd_size && s->mthp[i].shmem_enabled[0] &&
+        strcmp(s->mthp[i].shmem_enabled, "inherit") != 0)
+      return s->mthp[i].shmem_enabled;
+  return s->thp_shmem_enabled;
+}
+
+/* Shared memory is memory: a server's shared buffers (PostgreSQL's, a cache's) stay on 4 KiB pages while
+ * shmem_enabled is never or deny. Worth saying from 512 MiB of it. */
+static void diagnose_shmem(const struct status_snapshot *s, struct diagnoses *d) {
+  const char *mode = shmem_mode(s);
+  if (!s->thp_present || s->shmem == STATUS_UNKNOWN || s->shmem < (UINT64_C(512) << 20)) return;
+  if (strcmp(mode, "never") != 0 && strcmp(mode, "deny") != 0) return;
+  uint64_t huge = s->shmem_huge == STATUS_UNKNOWN ? 0 : s->shmem_huge;
+  if (huge * 10 >= s->shmem * 9) return; /* it is huge already (hugify run placed it, and collapse did the rest) */
+  diagnose(d, strcmp(mode, "deny") == 0 ? "shmem_deny" : "shmem_never", STATUS_WARNING,
+           "echo advise > " THP_DIR "/shmem_enabled, then restart the programs that hold it (memory mapped "
+           "while it was never stays unaligned) or start them under `hugify run`; persistent: "
+           "transparent_hugepage_shmem=advise on the kernel command line (Linux 6.14+), or the tmpfiles.d line "
+           "'w " THP_DIR "/shmem_enabled - - - - advise'",
+           "shmem_enabled is %s while processes hold %.1f GiB of shared memory (%.1f GiB of it on huge pages): "
+           "shared buffers stay on 4 KiB pages",
+           mode, (double)s->shmem / (double)(UINT64_C(1) << 30), (double)huge / (double)(UINT64_C(1) << 30));
+}
+
 unsigned status_diagnose(const struct status_snapshot *s, struct status_diagnosis *out, unsigned cap) {
   struct diagnoses d = {out, cap, 0};
   diagnose_machine(s, &d);
   diagnose_thp(s, &d);
+  diagnose_shmem(s, &d);
   diagnose_pools(s, &d);
   diagnose_cgroup(s, &d);
   return d.count;

@@ -89,6 +89,7 @@ struct status_snapshot {
 
   /* usage, bytes, from /proc/meminfo (STATUS_UNKNOWN when the kernel does not report the field) */
   uint64_t mem_total, mem_free, anon_huge, shmem_huge, shmem_pmd_mapped, file_huge, file_pmd_mapped, hugetlb_bytes;
+  uint64_t shmem;                           /* Shmem: shared anonymous, SysV, memfd and tmpfs memory */
 
   struct vmstat_counters counters;
   bool counters_known;

@@ -447,6 +447,31 @@ TEST(PoolStatusTree, OlderKernelWithoutMthpAndACgroupLimit) {
     }
 }
 
+// Shared memory is memory: gigabytes of it under shmem_enabled never is a diagnosis, with the fix and its
+// persistent form; the per-size control (hugepages-2048kB/shmem_enabled) wins unless it says inherit.
+TEST(PoolStatusTree, SharedMemoryUnderShmemNever) {
+  auto s = read_status("kvm-6.18");
+  ASSERT_STREQ(s->thp_shmem_enabled, "never");
+  EXPECT_FALSE(diagnosis_ids(*s).count("shmem_never")) << "8.7 MiB of Shmem is not worth a word";
+  s->shmem = 3 * GiB;
+  s->shmem_huge = 0;
+  ASSERT_TRUE(diagnosis_ids(*s).count("shmem_never"));
+  status_diagnosis d[STATUS_MAX_DIAGNOSES];
+  unsigned n = status_diagnose(s.get(), d, STATUS_MAX_DIAGNOSES);
+  for (unsigned i = 0; i < n; i++)
+    if (std::string(d[i].id) == "shmem_never") {
+      EXPECT_NE(std::string(d[i].message).find("3.0 GiB of shared memory"), std::string::npos) << d[i].message;
+      EXPECT_NE(std::string(d[i].fix).find("echo advise > /sys/kernel/mm/transparent_hugepage/shmem_enabled"),
+                std::string::npos) << d[i].fix;
+      EXPECT_NE(std::string(d[i].fix).find("transparent_hugepage_shmem=advise"), std::string::npos) << d[i].fix;
+    }
+  snprintf(s->thp_shmem_enabled, sizeof s->thp_shmem_enabled, "advise");
+  EXPECT_FALSE(diagnosis_ids(*s).count("shmem_never"));
+  for (unsigned i = 0; i < s->mthp_count; i++)
+    if (s->mthp[i].page_size == 2 * MiB) snprintf(s->mthp[i].shmem_enabled, sizeof s->mthp[i].shmem_enabled, "never");
+  EXPECT_TRUE(diagnosis_ids(*s).count("shmem_never")) << "the 2 MiB control says never";
+}
+
 TEST(PoolStatusTree, MissingTreeIsReportedNotFatal) {
   auto s = std::make_unique<status_snapshot>();
   ASSERT_EQ(status_read("/nonexistent-hugify-root", s.get()), 0);
