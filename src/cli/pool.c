@@ -28,7 +28,8 @@ const char usage_pool[] =
     "  set     set pools to COUNT pages: writes sysfs, reads back what the kernel gave, compacts memory and\n"
     "          tries again when short. Without --node, a NUMA machine gets the count spread over its nodes\n"
     "          (the total, never the count on every node). Bigger sizes are set first. A request larger\n"
-    "          than memory writes nothing.\n"
+    "          than memory writes nothing. SIZE=+N / SIZE=-N: N more / fewer pages than the pool has now\n"
+    "          (of --node N, else the machine): a program's hugetlb shared memory on top of what is there\n"
     "  clear   set pools to 0 (all sizes, or --size). Pages in use stay (as surplus) until freed.\n"
     "  mount   mount hugetlbfs of a page size (default: the default size) at /dev/hugepages<SIZE>\n"
     "\n"
@@ -53,6 +54,7 @@ const char usage_pool[] =
     "  hugify pool\n"
     "  sudo hugify pool set 2M=512 1G=2\n"
     "  sudo hugify pool set --bytes 8G --size 2M --node 0\n"
+    "  sudo hugify pool set 2M=+$(postgres -C shared_memory_size_in_huge_pages -D DATADIR)\n"
     "  hugify pool set 2M=1024 1G=4 --persist --dry-run\n"
     "  sudo hugify pool mount --size 1G --gid 1000 --persist\n"
     "  sudo hugify pool clear --size 1G\n"
@@ -74,6 +76,7 @@ struct pool_args {
   uint64_t size;         /* --size, 0: not given */
   unsigned request_count;
   struct hugify_pool_request requests[MAX_REQUESTS];
+  int relative[MAX_REQUESTS];   /* SIZE=+N: 1, SIZE=-N: -1 (count holds N until resolved), SIZE=N: 0 */
   struct hugify_mount_opts mount;
   bool mode_given;
 };
@@ -89,7 +92,8 @@ struct machine {
 static int bad_size(const struct machine *m, const char *what) {
   return usage_error("pool",
                      "'%s' is not understood.\n"
-                     "Accepted: SIZE=COUNT with SIZE as 2M, 2MB, 2048kB, 1G or 1GB and COUNT a whole number of pages,\n"
+                     "Accepted: SIZE=COUNT with SIZE as 2M, 2MB, 2048kB, 1G or 1GB and COUNT a whole number of pages\n"
+                     "(+N or -N: that many more or fewer than the pool has now),\n"
                      "or --bytes BYTES [--size SIZE]. Page sizes on this machine: %s",
                      what, m->sizes);
 }
@@ -100,15 +104,18 @@ static bool known_size(const struct machine *m, uint64_t size) {
   return false;
 }
 
-/* "2M=512" */
-static int parse_request(const struct machine *m, const char *arg, struct hugify_pool_request *r) {
+/* "2M=512", or relative to the pool as it is: "2M=+537" (a program's own need on top of what is there),
+ * "2M=-64". */
+static int parse_request(const struct machine *m, const char *arg, struct hugify_pool_request *r, int *relative) {
   const char *eq = strchr(arg, '=');
   char size_text[64];
   if (!eq || (size_t)(eq - arg) >= sizeof size_text) return bad_size(m, arg);
   memcpy(size_text, arg, (size_t)(eq - arg));
   size_text[eq - arg] = '\0';
   if (!parse_size(size_text, &r->page_size) || !known_size(m, r->page_size)) return bad_size(m, arg);
-  if (!isdigit((unsigned char)eq[1]) || !parse_u64(eq + 1, &r->count)) return bad_size(m, arg);
+  *relative = eq[1] == '+' ? 1 : eq[1] == '-' ? -1 : 0;
+  const char *count = eq + 1 + (*relative != 0);
+  if (!isdigit((unsigned char)count[0]) || !parse_u64(count, &r->count)) return bad_size(m, arg);
   if (r->count > UINT64_MAX / r->page_size)
     return usage_error("pool", "'%s': that many pages is more than 2^64 bytes; no machine has that", arg);
   r->node = -1;
@@ -140,7 +147,7 @@ static int parse_args(int argc, char **argv, const struct machine *m, struct poo
     if (arg[0] != '-') {
       if (strcmp(a->verb, "set") != 0) return usage_error("pool", "unexpected argument '%s'", arg);
       if (a->request_count == MAX_REQUESTS) return usage_error("pool", "at most %d SIZE=COUNT", MAX_REQUESTS);
-      int rc = parse_request(m, arg, &a->requests[a->request_count]);
+      int rc = parse_request(m, arg, &a->requests[a->request_count], &a->relative[a->request_count]);
       if (rc) return rc;
       a->request_count++;
       continue;
@@ -420,6 +427,37 @@ static int privilege_error(const struct pool_args *a, const char *reason) {
               a->verb);
 }
 
+/* SIZE=+N / SIZE=-N: N more or fewer persistent pages than the pool (of --node, else the machine) has now. */
+static int resolve_relative(const struct machine *m, struct pool_args *a, unsigned i) {
+  struct hugify_pool_request *r = &a->requests[i];
+  const struct hugify_pool *pool = NULL;
+  for (int k = 0; k < m->count; k++)
+    if (m->pools[k].global.page_size == r->page_size) pool = &m->pools[k];
+  if (!pool) return bad_size(m, "SIZE=+N");
+  uint64_t total = pool->global.total, surplus = pool->global.surplus;
+  if (r->node >= 0) {
+    bool found = false;
+    for (unsigned k = 0; k < pool->node_count; k++)
+      if (pool->nodes[k].node == r->node) total = pool->nodes[k].total, surplus = pool->nodes[k].surplus, found = true;
+    if (!found) return usage_error("pool", "--node %d: this machine has no such node for that page size", r->node);
+  }
+  uint64_t now = total > surplus ? total - surplus : 0;
+  char label[32];
+  format_page_size(r->page_size, label, sizeof label);
+  if (a->relative[i] > 0) {
+    if (r->count > UINT64_MAX / r->page_size - now)
+      return usage_error("pool", "%s=+%llu: more than 2^64 bytes", label, (unsigned long long)r->count);
+    r->count = now + r->count;
+  } else {
+    if (r->count > now)
+      return usage_error("pool", "%s=-%llu: the pool has only %llu pages", label, (unsigned long long)r->count,
+                         (unsigned long long)now);
+    r->count = now - r->count;
+  }
+  a->relative[i] = 0;
+  return EXIT_DONE;
+}
+
 /* The requests of `set` / `clear` from the arguments (usage errors here write nothing). */
 static int set_requests(struct pool_args *a, const struct machine *m) {
   if (strcmp(a->verb, "clear") == 0) {
@@ -443,7 +481,13 @@ static int set_requests(struct pool_args *a, const struct machine *m) {
   }
   if (a->mount.dir || a->mount.mode || a->mount.uid || a->mount.gid || a->mount.max_size || a->mount.min_size)
     return usage_error("pool", "--dir, --mode, --uid, --gid, --max-size and --min-size are for 'pool mount'");
-  for (unsigned i = 0; i < a->request_count; i++) a->requests[i].node = a->node;
+  for (unsigned i = 0; i < a->request_count; i++) {
+    a->requests[i].node = a->node;
+    if (a->relative[i]) {
+      int rc = resolve_relative(m, a, i);
+      if (rc != EXIT_DONE) return rc;
+    }
+  }
   qsort(a->requests, a->request_count, sizeof a->requests[0], compare_requests);
   return EXIT_DONE;
 }

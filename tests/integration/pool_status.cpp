@@ -441,7 +441,7 @@ TEST(PoolLive, WithoutPrivilegeExit3AndNothingChanges) {
 
 TEST(PoolLive, BadSizesAndCountsExit2WithTheAcceptedForms) {
   for (std::vector<std::string> args : std::vector<std::vector<std::string>>{
-           {"pool", "set", "3M=1"}, {"pool", "set", "2M=-1"}, {"pool", "set", "2M=abc"}, {"pool", "set", "2M"},
+           {"pool", "set", "3M=1"}, {"pool", "set", "2M=+x"}, {"pool", "set", "2M=abc"}, {"pool", "set", "2M"},
            {"pool", "set", "--bytes", "12Q"}, {"pool", "set", "2X=4"}, {"pool", "clear", "--size", "5M"},
            {"pool", "set", "2M=4", "--node", "9"}}) {
     auto result = test_support::hugify(args);
@@ -457,6 +457,26 @@ TEST(PoolLive, BadSizesAndCountsExit2WithTheAcceptedForms) {
   auto help = test_support::hugify({"pool", "--help"});
   EXPECT_EQ(help.status, 0);
   EXPECT_NE(help.out.find("Examples:"), std::string::npos);
+}
+
+// SIZE=+N / SIZE=-N: relative to the persistent pool as it is (what a program's hugetlb shared memory needs
+// on top of what is there, e.g. PostgreSQL's shared_memory_size_in_huge_pages).
+TEST(PoolLive, RelativeCountsArePlannedFromThePoolAsItIs) {
+  uint64_t two = pool_value(2 * MiB, "nr_hugepages");
+  auto more = test_support::hugify({"pool", "set", "2M=+8", "--dry-run", "--json"});
+  ASSERT_EQ(more.status, 0) << more.err;
+  json_view doc = parse_json(more.out);
+  EXPECT_EQ(doc["results"][0]["before"].u64(), two);
+  EXPECT_EQ(doc["results"][0]["requested"].u64(), two + 8);
+  if (two >= 4) {
+    auto fewer = test_support::hugify({"pool", "set", "2M=-4", "--dry-run", "--json"});
+    ASSERT_EQ(fewer.status, 0) << fewer.err;
+    EXPECT_EQ(parse_json(fewer.out)["results"][0]["requested"].u64(), two - 4);
+  }
+  auto too_many = test_support::hugify({"pool", "set", "2M=-" + std::to_string(two + 1), "--dry-run"});
+  EXPECT_EQ(too_many.status, 2) << too_many.err;
+  EXPECT_NE(too_many.err.find("the pool has only"), std::string::npos) << too_many.err;
+  EXPECT_EQ(pool_value(2 * MiB, "nr_hugepages"), two) << "a dry run writes nothing";
 }
 
 TEST(PoolLive, DryRunPlansAndShowsThePersistDiff) {
