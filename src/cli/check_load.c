@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "measure.h"
 #include "server.h"
 #include "procfs.h"
 
@@ -100,11 +101,6 @@ void load_install_signal_handlers(void) {
 
 /* ---- one round ---------------------------------------------------------------------------------------- */
 
-static double now_seconds(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 /* The output a file descriptor got since `offset`, at most `cap` - 1 bytes from its end. */
 static void tail_since(int fd, off_t offset, char *out, size_t cap) {
@@ -167,7 +163,7 @@ int load_round(const struct load_options *options, const char *const *server_arg
     return EXIT_SHORT;
   }
   rc = group_wait_ready(&server, options->ready_port, options->ready_command, options->ready_timeout, reason, sizeof reason);
-  result->ready_seconds = now_seconds() - server.started;
+  result->ready_seconds = measure_now() - server.started;
   if (rc != 0) {
     stopped(&server, options, result);
     if (rc == -EINTR) return 130;
@@ -184,9 +180,9 @@ int load_round(const struct load_options *options, const char *const *server_arg
     snprintf(failure, cap, "cannot start the load command: %s", strerror(-rc));
     return EXIT_SHORT;
   }
-  double load_started = now_seconds();
+  double load_started = measure_now();
   rc = group_wait(&load, -1);
-  result->load_seconds = now_seconds() - load_started;
+  result->load_seconds = measure_now() - load_started;
   bool load_failed = rc != 0 || !WIFEXITED(load.status) || WEXITSTATUS(load.status) != 0;
   /* A load that failed because the server died sees the connection close before the server is reaped
    * (the kernel frees its memory in between): give it a moment, so the cause is named right. */

@@ -1,6 +1,8 @@
 /* server.c - programs in process groups of their own, beside hugify (server.h). */
 #include "server.h"
 
+#include "measure.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -20,11 +22,6 @@
 static atomic_int live_groups[GROUP_TABLE]; /* pgids of started, not yet reaped groups; 0 = free slot */
 static atomic_int interrupted;
 
-static double now_seconds(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static void sleep_seconds(double seconds) {
   struct timespec t = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
@@ -57,47 +54,17 @@ bool group_interrupted(void) { return atomic_load(&interrupted) != 0; }
 
 int group_start(const char *const *argv, int output_fd, struct group_process *out) {
   memset(out, 0, sizeof *out);
-  if (!argv || !argv[0]) return -EINVAL;
-  int gate[2];
-  if (pipe2(gate, O_CLOEXEC) != 0) return -errno;
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid < 0) {
-    int error = errno;
-    close(gate[0]);
-    close(gate[1]);
-    return -error;
-  }
-  if (pid == 0) {
-    close(gate[1]);
-    setpgid(0, 0);
-    /* Default dispositions: hugify's handlers and ignored signals are not the server's business. */
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    signal(SIGHUP, SIG_DFL);
-    signal(SIGPIPE, SIG_DFL);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    int null = open("/dev/null", O_RDONLY);
-    if (null >= 0) { dup2(null, 0); if (null > 2) close(null); }
-    if (output_fd >= 0) {
-      dup2(output_fd, 1);
-      dup2(output_fd, 2);
-    }
-    char byte;
-    while (read(gate[0], &byte, 1) < 0 && errno == EINTR) {} /* the parent has put us in our group */
-    execvp(argv[0], (char *const *)argv);
-    int error = errno;
-    dprintf(2, "hugify: cannot run %s: %s\n", argv[0], strerror(error));
-    _exit(error == ENOENT ? 127 : 126);
-  }
-  setpgid(pid, pid); /* also here: whichever of the two runs first, the group exists before exec */
-  remember(pid);
-  out->pid = pid;
-  out->started = now_seconds();
-  close(gate[0]);
-  close(gate[1]);
+  /* The measurement module's start: stdin on /dev/null, output as asked, the child waiting at a gate
+   * before it execs; while it waits, it is put in a group of its own (a parent may do that before exec). */
+  struct measure_command command = {.argv = argv, .stdout_fd = output_fd, .stderr_fd = output_fd};
+  struct measure_child child;
+  int rc = measure_start(&command, &child);
+  if (rc != 0) return rc;
+  setpgid(child.pid, child.pid);
+  remember(child.pid);
+  measure_release(&child);
+  out->pid = child.pid;
+  out->started = child.started;
   return 0;
 }
 
@@ -143,11 +110,11 @@ int group_wait(struct group_process *process, double timeout_seconds) {
       if (group_interrupted()) return -EINTR;
     return 0;
   }
-  double deadline = now_seconds() + timeout_seconds;
+  double deadline = measure_now() + timeout_seconds;
   for (double pause = 0.001;; pause = pause < 0.05 ? pause * 2 : 0.05) {
     if (reap(process, false)) return 0;
     if (group_interrupted()) return -EINTR;
-    if (now_seconds() >= deadline) return -ETIMEDOUT;
+    if (measure_now() >= deadline) return -ETIMEDOUT;
     sleep_seconds(pause);
   }
 }
@@ -157,8 +124,8 @@ int group_stop(struct group_process *process, double term_seconds) {
   pid_t pgid = process->pid;
   kill(-pgid, SIGTERM);
   kill(pgid, SIGCONT); /* a stopped leader could not act on SIGTERM */
-  double deadline = now_seconds() + term_seconds;
-  for (double pause = 0.001; now_seconds() < deadline; pause = pause < 0.05 ? pause * 2 : 0.05) {
+  double deadline = measure_now() + term_seconds;
+  for (double pause = 0.001; measure_now() < deadline; pause = pause < 0.05 ? pause * 2 : 0.05) {
     if (reap(process, false)) return 0;
     sleep_seconds(pause);
   }
@@ -187,7 +154,7 @@ void group_describe_status(int status, char *out, size_t cap) {
 
 int group_wait_ready(struct group_process *server, int port, const char *ready_command, double timeout_seconds,
                      char *reason, size_t cap) {
-  double deadline = now_seconds() + timeout_seconds;
+  double deadline = measure_now() + timeout_seconds;
   int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
   int rc = -ETIMEDOUT;
   for (;;) {
@@ -205,13 +172,13 @@ int group_wait_ready(struct group_process *server, int port, const char *ready_c
     } else if (ready_command) {
       struct group_process probe;
       if (group_start_shell(ready_command, null, &probe) == 0) {
-        double left = deadline - now_seconds();
+        double left = deadline - measure_now();
         if (group_wait(&probe, left > 0 ? left : 0) == 0) ready = WIFEXITED(probe.status) && WEXITSTATUS(probe.status) == 0;
         else group_stop(&probe, 1.0);
       }
     }
     if (ready) { rc = 0; break; }
-    if (now_seconds() >= deadline) {
+    if (measure_now() >= deadline) {
       if (port > 0) snprintf(reason, cap, "nothing accepted connections on 127.0.0.1:%d within %.0f s", port, timeout_seconds);
       else snprintf(reason, cap, "the ready command did not succeed within %.0f s: %s", timeout_seconds, ready_command);
       break;
