@@ -406,6 +406,17 @@ static void show_progress(const struct check *c, const struct config *config, si
              config->kind->name, c->estimate);
 }
 
+/* The coverage of a configuration's run, from the report its preload wrote (NULL: plain, or no report). */
+static const struct coverage *record_coverage(struct check *c, struct config *config) {
+  if (config->id == CONFIG_PLAIN) return NULL;
+  struct coverage coverage;
+  read_report(c->report_path, &coverage);
+  if (!coverage.present) return NULL;
+  config->coverage = coverage;
+  config->reports++;
+  return &config->coverage;
+}
+
 static void record(struct check *c, struct config *config, const struct run_result *r) {
   size_t i = config->runs++;
   config->wall[i] = r->run.wall_seconds;
@@ -415,16 +426,9 @@ static void record(struct check *c, struct config *config, const struct run_resu
   config->minor_faults[i] = r->run.minor_faults;
   if (r->counted) add_counters(config, &r->counters);
   config->peak_memory[i] = r->run.max_rss_bytes;
-  if (config->id != CONFIG_PLAIN) {
-    struct coverage coverage;
-    read_report(c->report_path, &coverage);
-    if (coverage.present) {
-      config->coverage = coverage;
-      config->reports++;
-    }
-    /* ru_maxrss leaves out hugetlb pages: the report's peak counts them */
-    if (coverage.peak_memory > config->peak_memory[i]) config->peak_memory[i] = coverage.peak_memory;
-  }
+  const struct coverage *coverage = record_coverage(c, config);
+  /* ru_maxrss leaves out hugetlb pages: the report's peak counts them */
+  if (coverage && coverage->peak_memory > config->peak_memory[i]) config->peak_memory[i] = coverage->peak_memory;
 }
 
 /* One round of load against the server: the compared time is the load's (1 / score, or its wall time)
@@ -446,14 +450,7 @@ static int run_one_server(struct check *c, struct config *config, const char *co
     config->system[i] = load.server_system_seconds;
     config->score[i] = isnan(load.score) ? load.load_seconds : load.score;
     config->ready[i] = load.ready_seconds;
-    if (config->id != CONFIG_PLAIN) {
-      struct coverage coverage;
-      read_report(c->report_path, &coverage);
-      if (coverage.present) {
-        config->coverage = coverage;
-        config->reports++;
-      }
-    }
+    record_coverage(c, config);
   }
   *seconds = c->metric_wall ? load.seconds : load.server_cpu_seconds;
   *system = load.server_system_seconds;

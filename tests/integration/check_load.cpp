@@ -29,16 +29,9 @@ namespace {
 namespace fs = std::filesystem;
 using test_support::command_result;
 
-struct scratch_dir {
-  std::string path;
-  scratch_dir() {
-    char name[] = "/tmp/hugify-check-load-XXXXXX";
-    path = mkdtemp(name) ? name : "";
-  }
-  ~scratch_dir() {
-    std::error_code ignored;
-    if (!path.empty()) fs::remove_all(path, ignored);
-  }
+// The test's own directory (removed afterwards).
+struct scratch_dir : test_support::scratch_dir {
+  scratch_dir() : test_support::scratch_dir("hugify-check-load") {}
 };
 
 // A TCP port on 127.0.0.1 that was free a moment ago.

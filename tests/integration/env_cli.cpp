@@ -30,16 +30,9 @@ const std::vector<std::string> kManaged = {"LD_PRELOAD",  "GLIBC_TUNABLES", "HUG
 // A user's GLIBC_TUNABLES with every character the forms must quote: ' " \ $ % and a space.
 const std::string kAwkward = "glibc.malloc.check=0:glibc.x=it's \"a\" \\$HOME %b";
 
-struct scratch_dir {
-  std::string path;
-  scratch_dir() {
-    char name[] = "/tmp/hugify-env-test-XXXXXX";
-    path = mkdtemp(name) ? name : "";
-  }
-  ~scratch_dir() {
-    std::error_code ignored;
-    if (!path.empty()) fs::remove_all(path, ignored);
-  }
+// The test's own directory (removed afterwards).
+struct scratch_dir : test_support::scratch_dir {
+  scratch_dir() : test_support::scratch_dir("hugify-env-test") {}
 };
 
 std::map<std::string, std::string> parse_env_output(const std::string &text) {

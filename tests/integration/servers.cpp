@@ -70,16 +70,9 @@ class shmem_setting {
   std::string previous_, reason_;
 };
 
-struct scratch_dir {
-  std::string path;
-  scratch_dir() {
-    char name[] = "/tmp/hugify-servers-test-XXXXXX";
-    path = mkdtemp(name) ? name : "";
-  }
-  ~scratch_dir() {
-    std::error_code ignored;
-    if (!path.empty()) fs::remove_all(path, ignored);
-  }
+// The test's own directory (removed afterwards).
+struct scratch_dir : test_support::scratch_dir {
+  scratch_dir() : test_support::scratch_dir("hugify-servers-test") {}
 };
 
 // A server started in the background (stdout and stderr to LOG): stopped with SIGTERM, then SIGKILL, when
@@ -155,17 +148,36 @@ regions ask_regions(int port) {
 
 double fraction(uint64_t part, uint64_t whole) { return whole ? (double)part / (double)whole : 0.0; }
 
+// The bundled test server, started (after `prefix`, e.g. `hugify run --`), waited for, its regions known.
+struct test_server {
+  const scratch_dir &dir;
+  server_process process;
+  int port = -1;
+  regions where;
+  static std::vector<std::string> command(const scratch_dir &dir, std::vector<std::string> prefix,
+                                          const std::vector<std::string> &options) {
+    prefix.insert(prefix.end(), {test_support::helper_path("run_shm_server"), "--port-file", dir.path + "/port"});
+    prefix.insert(prefix.end(), options.begin(), options.end());
+    return prefix;
+  }
+  test_server(const scratch_dir &d, const std::vector<std::string> &prefix, const std::vector<std::string> &options)
+      : dir(d), process(command(d, prefix, options), d.path + "/server.log") {
+    port = wait_for_port(dir.path + "/port", process);
+    if (port > 0) where = ask_regions(port);
+  }
+  std::string log() const { return test_support::read_file(dir.path + "/server.log"); }
+};
+
 TEST(ShmServer, SharedMemoryAndHeapHugeUnderRunWithAdvise) {
   shmem_setting setting("advise");
   if (!setting.skip_reason().empty()) GTEST_SKIP() << setting.skip_reason();
   scratch_dir dir;
-  std::string port_file = dir.path + "/port", report = dir.path + "/report.json";
-  server_process server({HUGIFY_CLI_PATH, "run", "--report", report, "--", test_support::helper_path("run_shm_server"),
-                         "--port-file", port_file, "--shared", "128M", "--heap", "128M", "--sysv", "64M"},
-                        dir.path + "/server.log");
-  int port = wait_for_port(port_file, server);
-  ASSERT_GT(port, 0) << test_support::read_file(dir.path + "/server.log");
-  regions r = ask_regions(port);
+  std::string report = dir.path + "/report.json";
+  test_server started(dir, {HUGIFY_CLI_PATH, "run", "--report", report, "--"},
+                      {"--shared", "128M", "--heap", "128M", "--sysv", "64M"});
+  ASSERT_GT(started.port, 0) << started.log();
+  server_process &server = started.process;
+  const regions &r = started.where;
   ASSERT_EQ(r.shared_size, 128u << 20);
   EXPECT_EQ(r.shared % (2u << 20), 0u) << "the preload places shared memory on a 2 MiB boundary";
   EXPECT_EQ(r.sysv % (2u << 20), 0u) << "... and SysV segments";
@@ -186,13 +198,11 @@ TEST(ShmServer, NeverIsExplainedWithTheFix) {
   shmem_setting setting("never");
   if (!setting.skip_reason().empty()) GTEST_SKIP() << setting.skip_reason();
   scratch_dir dir;
-  std::string port_file = dir.path + "/port", report = dir.path + "/report.json";
-  server_process server({HUGIFY_CLI_PATH, "run", "--report", report, "--", test_support::helper_path("run_shm_server"),
-                         "--port-file", port_file, "--shared", "64M", "--heap", "16M"},
-                        dir.path + "/server.log");
-  int port = wait_for_port(port_file, server);
-  ASSERT_GT(port, 0) << test_support::read_file(dir.path + "/server.log");
-  regions r = ask_regions(port);
+  std::string report = dir.path + "/report.json";
+  test_server started(dir, {HUGIFY_CLI_PATH, "run", "--report", report, "--"}, {"--shared", "64M", "--heap", "16M"});
+  ASSERT_GT(started.port, 0) << started.log();
+  server_process &server = started.process;
+  const regions &r = started.where;
   EXPECT_EQ(r.shared % (2u << 20), 0u) << "aligned under 'never' too, so a later collapse can work";
   auto inspect = test_support::hugify({"inspect", std::to_string(server.pid())});
   EXPECT_NE(inspect.out.find("shmem_enabled"), std::string::npos) << inspect.out;
@@ -213,13 +223,10 @@ TEST(ShmServer, CollapseOfALiveSharedMapping) {
   shmem_setting setting("never");
   if (!setting.skip_reason().empty()) GTEST_SKIP() << setting.skip_reason();
   scratch_dir dir;
-  std::string port_file = dir.path + "/port";
-  server_process server({HUGIFY_CLI_PATH, "run", "--", test_support::helper_path("run_shm_server"), "--port-file",
-                         port_file, "--shared", "512M", "--heap", "0"},
-                        dir.path + "/server.log");
-  int port = wait_for_port(port_file, server);
-  ASSERT_GT(port, 0) << test_support::read_file(dir.path + "/server.log");
-  regions r = ask_regions(port);
+  test_server started(dir, {HUGIFY_CLI_PATH, "run", "--"}, {"--shared", "512M", "--heap", "0"});
+  ASSERT_GT(started.port, 0) << started.log();
+  server_process &server = started.process;
+  const regions &r = started.where;
   ASSERT_EQ(r.shared_size, 512u << 20);
   int pid = server.pid();
   EXPECT_LT(fraction(test_support::smaps_field(pid, r.shared, r.shared_size, "ShmemPmdMapped"), r.shared_size), 0.1)
@@ -239,14 +246,11 @@ TEST(ShmServer, CollapseOfMisalignedSharedMemorySaysWhatToChange) {
   shmem_setting setting("never");
   if (!setting.skip_reason().empty()) GTEST_SKIP() << setting.skip_reason();
   scratch_dir dir;
-  std::string port_file = dir.path + "/port";
   // Odd-sized (not a multiple of 2 MiB) so the kernel does not happen to align it.
-  server_process server({test_support::helper_path("run_shm_server"), "--port-file", port_file, "--shared", "65M",
-                         "--heap", "0"},
-                        dir.path + "/server.log");
-  int port = wait_for_port(port_file, server);
-  ASSERT_GT(port, 0) << test_support::read_file(dir.path + "/server.log");
-  regions r = ask_regions(port);
+  test_server started(dir, {}, {"--shared", "65M", "--heap", "0"});
+  ASSERT_GT(started.port, 0) << started.log();
+  server_process &server = started.process;
+  const regions &r = started.where;
   if (r.shared % (2u << 20) == 0) GTEST_SKIP() << "the kernel placed the mapping on a 2 MiB boundary by chance";
   auto collapse = test_support::hugify({"collapse", std::to_string(server.pid())});
   EXPECT_EQ(collapse.status, 3) << collapse.out << collapse.err;

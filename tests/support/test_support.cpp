@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -250,6 +251,18 @@ std::vector<json_view> parse_json_documents(const std::string &text, std::string
     documents.push_back(own(document));
   }
   return documents;
+}
+
+scratch_dir::scratch_dir(const std::string &prefix) {
+  std::string name = "/tmp/" + prefix + "-XXXXXX";
+  std::vector<char> buffer(name.begin(), name.end());
+  buffer.push_back('\0');
+  if (mkdtemp(buffer.data())) path = buffer.data();
+}
+
+scratch_dir::~scratch_dir() {
+  std::error_code ignored;
+  if (!path.empty()) std::filesystem::remove_all(path, ignored);
 }
 
 }  // namespace test_support

@@ -83,4 +83,14 @@ json_view load_json(const std::string &path, std::string *error = nullptr);
 // Every JSON document in text, one after the other (status --watch prints one per interval).
 std::vector<json_view> parse_json_documents(const std::string &text, std::string *error = nullptr);
 
+// A fresh directory /tmp/<prefix>-XXXXXX, removed with all it holds when the object goes away ("" in
+// path when it could not be made).
+struct scratch_dir {
+  std::string path;
+  explicit scratch_dir(const std::string &prefix = "hugify-test");
+  ~scratch_dir();
+  scratch_dir(const scratch_dir &) = delete;
+  scratch_dir &operator=(const scratch_dir &) = delete;
+};
+
 }  // namespace test_support
