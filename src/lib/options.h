@@ -16,7 +16,8 @@ struct hugify_options {
   enum heap_mode heap;   /* HUGIFY_HEAP=off|auto|thp|hugetlb|mimalloc|jemalloc */
   char report[4096];     /* HUGIFY_REPORT=FILE|-: the exit report (JSON to FILE, text to stderr for -) */
   bool report_json;      /* HUGIFY_REPORT_JSON=1: with HUGIFY_REPORT=-, JSON on stderr instead of text */
-  int run_pid;           /* HUGIFY_RUN_PID=PID: the process `hugify run` started (set by the CLI); any other
+  int run_pid;           /* HUGIFY_RUN_PID=PID: the process `hugify run` started (set by the CLI; when absent,
+                            the first process that loads the preload sets it to its own pid); any other
                             process writes its report to FILE.<pid> and keeps quiet on stderr */
   char preload_path[4096];/* HUGIFY_PRELOAD_PATH=FILE: read by the CLI only: libhugify-preload.so to use
                             instead of the one next to the hugify binary */

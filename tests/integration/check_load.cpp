@@ -92,8 +92,10 @@ command_result check(const scratch_dir &dir, const std::vector<std::string> &arg
 TEST(CheckLoad, TestServerGetsAVerdictAndNothingIsLeft) {
   scratch_dir dir;
   int port = free_port();
-  auto result = check(dir, check_args({"--runs", "6", "--configs", "heap", "--ready-port", std::to_string(port),
-                                                 "--load", load_command(port), "--score", "requests per second ([0-9.]+)"},
+  // 6 rounds x 4 configurations (plain, heap, heap+text, text), as a server check would be run.
+  auto result = check(dir, check_args({"--runs", "6", "--configs", "heap,heap+text,text", "--ready-port",
+                                       std::to_string(port), "--load", load_command(port), "--score",
+                                       "requests per second ([0-9.]+)", "--json=" + dir.path + "/check.json"},
                                                 test_server(dir, port)));
   EXPECT_EQ(result.status, 0) << result.out << result.err;
   EXPECT_NE(result.out.find("plain"), std::string::npos) << result.out;
@@ -102,6 +104,11 @@ TEST(CheckLoad, TestServerGetsAVerdictAndNothingIsLeft) {
   EXPECT_TRUE(result.out.find("no measurable gain") != std::string::npos || result.out.find("faster") != std::string::npos ||
               result.out.find("slower") != std::string::npos)
       << "a verdict\n" << result.out;
+  EXPECT_NE(result.out.find("6 rounds of 4 configurations"), std::string::npos) << result.out;
+  auto doc = test_support::load_json(dir.path + "/check.json");
+  EXPECT_EQ(doc["metric"].text(), "score");
+  EXPECT_EQ(doc["configs"][1]["score_per_round"].size(), 6u);
+  EXPECT_GT(doc["configs"][0]["cpu_seconds"].number(), 0.0) << "the server's CPU time per round";
   EXPECT_TRUE(processes_mentioning(dir.path).empty());
 }
 
