@@ -15,7 +15,7 @@
  * Requests, one per line, answered with one line:
  *   PING        -> PONG
  *   WALK N      -> OK CHECKSUM     N dependent random reads spread over the shared region and the heap
- *   MAPS        -> SHARED 0xADDR SIZE HEAP 0xADDR SIZE SYSV 0xADDR SIZE
+ *   MAPS        -> SHARED 0xADDR SIZE HEAP 0xADDR SIZE SYSV 0xADDR SIZE PID PID
  *   QUIT        -> BYE, and the server exits 0
  * SIGTERM and SIGINT end it with status 0 (the way a well-behaved server stops). Connections are served
  * one at a time, which is enough for a test load and keeps the server's CPU time easy to reason about.
@@ -181,8 +181,8 @@ int main(int argc, char **argv) {
       else if (sscanf(line, "WALK %llu", &steps) == 1)
         snprintf(answer, sizeof answer, "OK %llu\n", (unsigned long long)walk(regions, region_count, steps));
       else if (strcmp(line, "MAPS") == 0)
-        snprintf(answer, sizeof answer, "SHARED %p %zu HEAP %p %zu SYSV %p %zu\n", (void *)shared.words, shared.size,
-                 (void *)heap.words, heap.size, (void *)sysv.words, sysv.size);
+        snprintf(answer, sizeof answer, "SHARED %p %zu HEAP %p %zu SYSV %p %zu PID %d\n", (void *)shared.words,
+                 shared.size, (void *)heap.words, heap.size, (void *)sysv.words, sysv.size, (int)getpid());
       else if (strcmp(line, "QUIT") == 0) { snprintf(answer, sizeof answer, "BYE\n"); quit = true; }
       else snprintf(answer, sizeof answer, "ERROR unknown request\n");
       if (write(client, answer, strlen(answer)) < 0) break;
