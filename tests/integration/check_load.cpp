@@ -188,8 +188,8 @@ TEST(CheckLoad, InterruptedCheckStopsTheServer) {
   // Wait (bounded) until the load runs: the server is up then.
   bool loading = false;
   for (int i = 0; i < 6000 && !loading; i++) {
-    for (int found : processes_mentioning(dir.path))
-      if (test_support::read_file("/proc/" + std::to_string(found) + "/cmdline").find("sleep") != std::string::npos)
+    for (int found : processes_mentioning(dir.path)) // the load's shell: "sh -c sleep 300 # DIR" (not hugify's)
+      if (test_support::read_file("/proc/" + std::to_string(found) + "/cmdline").rfind(std::string("/bin/sh\0-c\0sleep", 16), 0) == 0)
         loading = true;
     if (!loading) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
