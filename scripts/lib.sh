@@ -77,3 +77,24 @@ restore_pools() {
     say "hugetlb ${kb} kB pool restored to ${SAVED_POOL[$kb]}"
   done
 }
+
+# The THP settings some tests change (and restore themselves, also on failure): remembered here too, so
+# that even a test killed midway cannot leave the machine changed.
+THP_SETTINGS="/sys/kernel/mm/transparent_hugepage/shmem_enabled /sys/kernel/mm/transparent_hugepage/enabled"
+declare -A SAVED_THP=()
+save_thp_settings() {
+  for file in $THP_SETTINGS; do
+    [ -r "$file" ] && SAVED_THP[$file]=$(sed -n 's/.*\[\(.*\)\].*/\1/p' "$file")
+  done
+  return 0
+}
+restore_thp_settings() {
+  for file in "${!SAVED_THP[@]}"; do
+    local now
+    now=$(sed -n 's/.*\[\(.*\)\].*/\1/p' "$file")
+    if [ "$now" != "${SAVED_THP[$file]}" ]; then
+      echo "${SAVED_THP[$file]}" > "$file" 2>/dev/null || true
+      say "$file restored to ${SAVED_THP[$file]} (it was $now)"
+    fi
+  done
+}
