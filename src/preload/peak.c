@@ -18,7 +18,6 @@
  * signal, so the host's signals are never delivered on it; a forked child starts its own. */
 #include <dlfcn.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -59,23 +58,11 @@ static munmap_function next_munmap;
 static mremap_function next_mremap;
 static madvise_function next_madvise;
 
-/* A /proc/self text into a buffer on the stack: no allocation, so it is safe inside allocator hooks. */
-static bool read_self(const char *path, char *buf, size_t cap) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  size_t used = 0;
-  ssize_t n;
-  while (used < cap - 1 && (n = read(fd, buf + used, cap - 1 - used)) > 0) used += (size_t)n;
-  close(fd);
-  buf[used] = '\0';
-  return used > 0;
-}
-
 /* RSS + hugetlb pages of this process now (bytes), or 0 when /proc cannot be read. */
 static uint64_t memory_now(void) {
   char text[4096];
   uint64_t rss = 0, hugetlb = 0;
-  if (!read_self("/proc/self/status", text, sizeof text) || !parse_keyed_value(text, "VmRSS", &rss)) return 0;
+  if (os_read_small("/proc/self/status", text, sizeof text) <= 0 || !parse_keyed_value(text, "VmRSS", &rss)) return 0;
   parse_keyed_value(text, "HugetlbPages", &hugetlb);
   return rss + hugetlb;
 }
@@ -84,7 +71,7 @@ static uint64_t memory_now(void) {
  * too, which are small). */
 static bool measure_allocated(struct preload_peak *out) {
   char text[4096];
-  if (!read_self("/proc/self/smaps_rollup", text, sizeof text)) return false;
+  if (os_read_small("/proc/self/smaps_rollup", text, sizeof text) <= 0) return false;
   uint64_t anonymous = 0, thp = 0, hugetlb = 0;
   if (!parse_keyed_value(text, "Anonymous", &anonymous)) return false;
   parse_keyed_value(text, "AnonHugePages", &thp);
