@@ -590,6 +590,14 @@ static struct config *find_config(const struct check *c, enum config_id id, int 
   return NULL;
 }
 
+/* A configuration is credited only with what it changed. One that remaps code but ended with no code on huge
+ * pages (a program whose code is smaller than one 2 MiB page, or a remap that was refused) runs exactly as its
+ * twin without the remap: whatever separates their times is not the code's, so it is never chosen. */
+static bool moved_no_code(const struct config *config) {
+  return (config->id == CONFIG_HEAP_TEXT || config->id == CONFIG_TEXT) && config->coverage.present &&
+         config->coverage.text_huge <= 0;
+}
+
 static void decide(const struct check *c, struct verdict *v) {
   memset(v, 0, sizeof *v);
   v->chosen = v->best = -1;
@@ -598,14 +606,14 @@ static void decide(const struct check *c, struct verdict *v) {
     const struct config *config = c->configs[i];
     if (config->ratio_rc != 0) continue;
     if (v->best < 0 || config->ratio.estimate > c->configs[v->best]->ratio.estimate) v->best = i;
-    if (is_gain(&config->ratio) &&
+    if (is_gain(&config->ratio) && !moved_no_code(config) &&
         (best_gain < 0 || config->ratio.estimate > c->configs[best_gain]->ratio.estimate))
       best_gain = i;
   }
   /* The simplest configuration with a gain that the best one does not measurably beat. */
   for (int i = 1; best_gain >= 0 && i < c->config_count; i++) {
     const struct config *config = c->configs[i];
-    if (config->ratio_rc != 0 || !is_gain(&config->ratio)) continue;
+    if (config->ratio_rc != 0 || !is_gain(&config->ratio) || moved_no_code(config)) continue;
     struct stats_interval better;
     if (i == best_gain ||
         stats_paired_ratio(times(c, config), times(c, c->configs[best_gain]), c->rounds, CHECK_CONFIDENCE, &better) != 0 ||
@@ -735,15 +743,19 @@ static void print_human(const struct check *c, const struct verdict *v, FILE *ou
 
   if (v->heap >= 0 && v->heap_text >= 0 && v->code_rc == 0) {
     const struct stats_interval *data = &c->configs[v->heap]->ratio;
-    fprintf(out, "\nCode vs data: the heap (data) gave %.2fx [%.2f, %.2f], %s; the text remap (code) on top of it "
-                 "%.2fx [%.2f, %.2f], %s.\n",
-            data->estimate, data->low, data->high, judgement(data), v->code.estimate, v->code.low, v->code.high,
-            judgement(&v->code));
+    fprintf(out, "\nCode vs data: the heap (data) gave %.2fx [%.2f, %.2f], %s; ", data->estimate, data->low, data->high,
+            judgement(data));
+    if (moved_no_code(c->configs[v->heap_text]))
+      fprintf(out, "the text remap (code) put no code on huge pages, so its %.2fx [%.2f, %.2f] on top of the heap "
+                   "is not the code's.\n", v->code.estimate, v->code.low, v->code.high);
+    else
+      fprintf(out, "the text remap (code) on top of it %.2fx [%.2f, %.2f], %s.\n", v->code.estimate, v->code.low,
+              v->code.high, judgement(&v->code));
   }
   if (v->text >= 0 && c->configs[v->text]->ratio_rc == 0) {
     const struct stats_interval *code = &c->configs[v->text]->ratio;
-    fprintf(out, "Code alone (text): %.2fx [%.2f, %.2f], %s.\n", code->estimate, code->low, code->high,
-            judgement(code));
+    fprintf(out, "Code alone (text): %.2fx [%.2f, %.2f], %s%s.\n", code->estimate, code->low, code->high,
+            judgement(code), moved_no_code(c->configs[v->text]) ? " - but no code was on huge pages: not the code's" : "");
   }
   print_counters(c, v, out);
 
@@ -917,6 +929,7 @@ static void json_verdict(struct json_writer *j, const struct check *c, const str
     json_open_object(j, "code_vs_data");
     json_interval(j, "data", c->configs[v->heap]->ratio_rc, &c->configs[v->heap]->ratio);
     json_interval(j, "code", v->code_rc, &v->code);
+    json_put_bool(j, "code_on_huge_pages", !moved_no_code(c->configs[v->heap_text]));
     json_close(j);
   } else {
     json_put_null(j, "code_vs_data");
