@@ -8,7 +8,8 @@
  *   jemalloc  LD_PRELOAD=libjemalloc.so.2 MALLOC_CONF=thp:always,metadata_thp:always
  * and prints medians, speedups over plain, RSS ratios, and the issue's targets with pass/miss. Spawning,
  * the balanced order and the medians are the measurement module's (src/lib/measure.c, stats.c); the
- * program's JSON line is read with jansson (src/cli/json_read.c). */
+ * program's JSON line is read with jansson (src/cli/json_read.c); --json writes schema hugify.run_targets/1 with
+ * the format layer's writer. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -18,6 +19,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "format.h"
 #include "json_read.h"
 #include "measure.h"
 #include "os.h"
@@ -37,7 +39,7 @@ static const char usage[] =
     "--key: the time field to compare (default seconds; its CPU twin is FIELD with seconds -> cpu_seconds,\n"
     "       e.g. lookup_seconds and lookup_cpu_seconds of threaded_heap).\n"
     "Targets checked: hugify >= 1.25x plain, hugify >= 0.97x the best other, hugify RSS <= 1.05x plain.\n"
-    "--json: {\"program\":\"...\",\"rounds\":10,\"configs\":[{\"name\":\"plain\",\"seconds\":1.14,\"seconds_min\":1.1,\n"
+    "--json: {\"schema\":\"hugify.run_targets/1\",\"program\":\"...\",\"key\":\"seconds\",\"rounds\":10,\"configs\":[{\"name\":\"plain\",\"seconds\":1.14,\"seconds_min\":1.1,\n"
     "        \"cpu_seconds\":0.6,\"speedup\":1.0,\"cpu_speedup\":1.0,\"huge_fraction\":0.0,\"max_rss_bytes\":N,\n"
     "        \"rss_ratio\":1.0,\"failures\":0},...],\n"
     "        \"targets\":[{\"what\":\"...\",\"value\":1.3,\"target\":1.25,\"met\":true},...]}\n"
@@ -232,21 +234,41 @@ int main(int argc, char **argv) {
   targets[target_count++] = (struct target){"hugify peak RSS relative to plain", rss_ratio, 1.05, 0};
 
   if (json) {
-    printf("{\"program\":\"%s\",\"key\":\"%s\",\"rounds\":%d,\"configs\":[", program[0], time_key, rounds);
-    for (int c = 0; c < CONFIG_COUNT; c++)
-      printf("%s{\"name\":\"%s\",\"seconds\":%.4f,\"seconds_min\":%.4f,\"cpu_seconds\":%.4f,\"speedup\":%.4f,"
-             "\"cpu_speedup\":%.4f,\"huge_fraction\":%.4f,\"max_rss_bytes\":%.0f,\"rss_ratio\":%.4f,\"failures\":%d}",
-             c ? "," : "", config_names[c], time[WALL][c], time[FASTEST][c], time[CPU][c],
-             time[WALL][c] > 0 ? time[WALL][PLAIN] / time[WALL][c] : 0,
-             time[CPU][c] > 0 ? time[CPU][PLAIN] / time[CPU][c] : 0, fraction[c], rss[c],
-             rss[PLAIN] > 0 ? rss[c] / rss[PLAIN] : 0, failures[c]);
-    printf("],\"targets\":[");
-    for (int i = 0; i < target_count; i++)
-      printf("%s{\"what\":\"%s\",\"value\":%.4f,\"target\":%.2f,\"met\":%s}", i ? "," : "", targets[i].what,
-             targets[i].value, targets[i].target,
-             (targets[i].higher_is_better ? targets[i].value >= targets[i].target : targets[i].value <= targets[i].target)
-                 ? "true" : "false");
-    printf("]}\n");
+    struct json_writer j;
+    json_begin(&j, stdout);
+    json_put_string(&j, "schema", "hugify.run_targets/1");
+    json_put_string(&j, "program", program[0]);
+    json_put_string(&j, "key", time_key);
+    json_put_i64(&j, "rounds", rounds);
+    json_open_array(&j, "configs");
+    for (int c = 0; c < CONFIG_COUNT; c++) {
+      json_open_object(&j, NULL);
+      json_put_string(&j, "name", config_names[c]);
+      json_put_double(&j, "seconds", time[WALL][c]);
+      json_put_double(&j, "seconds_min", time[FASTEST][c]);
+      json_put_double(&j, "cpu_seconds", time[CPU][c]);
+      json_put_double(&j, "speedup", time[WALL][c] > 0 ? time[WALL][PLAIN] / time[WALL][c] : 0);
+      json_put_double(&j, "cpu_speedup", time[CPU][c] > 0 ? time[CPU][PLAIN] / time[CPU][c] : 0);
+      json_put_double(&j, "huge_fraction", fraction[c]);
+      if (rss[c] >= 0) json_put_u64(&j, "max_rss_bytes", (uint64_t)rss[c]);
+      else json_put_null(&j, "max_rss_bytes");
+      json_put_double(&j, "rss_ratio", rss[PLAIN] > 0 ? rss[c] / rss[PLAIN] : 0);
+      json_put_i64(&j, "failures", failures[c]);
+      json_close(&j);
+    }
+    json_close(&j);
+    json_open_array(&j, "targets");
+    for (int i = 0; i < target_count; i++) {
+      json_open_object(&j, NULL);
+      json_put_string(&j, "what", targets[i].what);
+      json_put_double(&j, "value", targets[i].value);
+      json_put_double(&j, "target", targets[i].target);
+      json_put_bool(&j, "met", targets[i].higher_is_better ? targets[i].value >= targets[i].target
+                                                           : targets[i].value <= targets[i].target);
+      json_close(&j);
+    }
+    json_close(&j);
+    json_end(&j);
     return 0;
   }
   printf("%s: %s, %d rounds, interleaved in a balanced order\n", program[0], time_key, rounds);

@@ -886,7 +886,10 @@ int cmd_agent(int argc, char **argv) {
   agent_budget_init(&a->budget, c->cpu_budget, 60, c->interval, clock_seconds(CLOCK_MONOTONIC));
 
   FILE *json = NULL;
-  if (a->cl.json.wanted && !(json = json_output_open(&a->cl.json, COMMAND))) return EXIT_USAGE;
+  /* --once and --status write one document; the daemon appends one per pass as it goes. */
+  if (a->cl.json.wanted && !(json = status || c->once ? json_output_open(&a->cl.json, COMMAND)
+                                                      : json_output_open_append(&a->cl.json, COMMAND)))
+    return EXIT_USAGE;
   if (status || c->once) {
     run_pass(a, !status);
     if (!status) publish_metrics(a);
@@ -904,7 +907,10 @@ int cmd_agent(int argc, char **argv) {
   sigaddset(&a->signals, SIGINT);
   sigaddset(&a->signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &a->signals, NULL); /* before the HTTP thread starts: it inherits the mask */
-  if (c->listen[0] && (rc = start_http(a)) != 0) return rc;
+  if (c->listen[0] && (rc = start_http(a)) != 0) {
+    json_output_close(json, &a->cl.json, COMMAND);
+    return rc;
+  }
   fprintf(stderr, "hugify agent: started (pid %d): interval %.3g s, CPU budget %.3g %% of a core, bloat guard %.3g %%%s%s%s\n",
           (int)getpid(), c->interval, c->cpu_budget * 100, c->min_present * 100, c->dry_run ? ", dry run" : "",
           c->listen[0] ? ", metrics on http://" : "", c->listen);

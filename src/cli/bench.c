@@ -147,6 +147,7 @@ struct bench {
   struct json_output json; /* --json / --json=FILE */
   const char *chart_path;
   FILE *json_file, *chart_file; /* opened before the run, so a bad path fails at once */
+  struct output_file chart;
   unsigned unavailable; /* bit per kind: HUGIFY_BENCH_UNAVAILABLE */
   int inject_noise;     /* --inject-noise KIND: that kind, or -1 */
   double target_seconds;
@@ -1286,7 +1287,7 @@ static int finish(struct bench *b) {
   }
   if (b->chart_file) {
     int rc = write_chart(b, b->chart_file);
-    if (fclose(b->chart_file) != 0 || rc != 0) return fail(EXIT_SHORT, COMMAND, "writing %s failed", b->chart_path);
+    if (!output_file_close(&b->chart, COMMAND) || rc != 0) return fail(EXIT_SHORT, COMMAND, "writing %s failed", b->chart_path);
     if (!json_stdout) printf("\nchart: %s\n", b->chart_path);
   }
   if (b->backing_failed)
@@ -1300,10 +1301,14 @@ int cmd_bench(int argc, char **argv) {
   if (!b) return fail(EXIT_SHORT, COMMAND, "out of memory");
   int rc = parse_arguments(b, argc, argv);
   if (rc == EXIT_DONE && b->json.wanted && !(b->json_file = json_output_open(&b->json, COMMAND))) rc = EXIT_USAGE;
-  if (rc == EXIT_DONE && b->chart_path && !(b->chart_file = fopen(b->chart_path, "we")))
-    rc = usage_error(COMMAND, "--chart: cannot write %s: %s", b->chart_path, strerror(errno));
+  if (rc == EXIT_DONE && b->chart_path &&
+      !(b->chart_file = output_file_open(&b->chart, b->chart_path, COMMAND, "--chart", "or give another name")))
+    rc = EXIT_USAGE;
   if (rc != EXIT_DONE) {
-    if (b->json_file && b->json_file != stdout) fclose(b->json_file);
+    if (b->json_file && b->json_file != stdout) {
+      fclose(b->json_file);
+      free(b->json.file.buffer);
+    }
     free(b);
     return rc;
   }

@@ -53,9 +53,36 @@ void progress(bool done, const char *format, ...) __attribute__((format(printf, 
 /* ---- output.c: the --json option, the same in every command ----
  * --json: JSON on stdout instead of the text. --json=FILE: the text on stdout, the JSON to FILE
  * (--json=- is stdout, like --json). The JSON itself is written with the format layer (format.h). */
+/* ---- output.c: files the user names for output (--json=FILE, bench --chart FILE) ----
+ * They follow the file rules of safe_file.h like every file hugify writes: checked when the command starts
+ * (a link is never written through; a directory, block device or socket never written), written to memory
+ * while the command runs, and then put in place at once with safe_file_replace (a regular file: temporary +
+ * rename, mode 0644), or written into a character device or FIFO the user named. */
+struct output_file {
+  const char *path;
+  char *buffer; /* open_memstream's */
+  size_t length;
+  FILE *stream;
+  bool appending; /* a stream written as it goes (the agent's per-pass JSON): appended to, not replaced */
+};
+/* Checks `path` (named by `option`; `instead` ends the message about a link, e.g. "--json for stdout") and
+ * opens the memory stream. NULL after a usage message when the path cannot be written. */
+FILE *output_file_open(struct output_file *f, const char *path, const char *command, const char *option,
+                       const char *instead);
+/* For output written as it goes (a daemon's records): the same check, then safe_file_open_append (a regular
+ * file owned by the effective user, created 0600; appended to). NULL after a message. */
+FILE *output_file_open_append(struct output_file *f, const char *path, const char *command, const char *option,
+                              const char *instead);
+/* Closes the stream and writes the file; false after a message when it could not be written. */
+bool output_file_close(struct output_file *f, const char *command);
+/* The check alone: EXIT_DONE, or EXIT_USAGE after the message. *kind (may be NULL) gets what is there. */
+int output_file_check(const char *path, const char *command, const char *option, const char *instead,
+                      int *kind);
+
 struct json_output {
   bool wanted;      /* --json or --json=FILE was given */
   const char *path; /* NULL: stdout, instead of the text; else FILE, besides the text */
+  struct output_file file;
 };
 /* 1 when arg is --json or --json=FILE (recorded in o), 0 when it is another argument, -1 after a usage
  * message when its value is empty. */
@@ -64,8 +91,10 @@ int json_output_option(const char *command, const char *arg, struct json_output 
 static inline bool json_output_text(const struct json_output *o) { return !o->wanted || o->path; }
 /* Where the JSON goes: stdout, FILE opened for writing, or NULL when no JSON is wanted or (after a
  * message) FILE cannot be written. Commands open it before they start work, so a bad path costs nothing. */
-FILE *json_output_open(const struct json_output *o, const char *command);
-/* Flush (stdout) or close (FILE) it; false, after a message, when the JSON could not be written. */
-bool json_output_close(FILE *out, const struct json_output *o, const char *command);
+FILE *json_output_open(struct json_output *o, const char *command);
+/* The same for JSON written as it goes: FILE is appended to (output_file_open_append). */
+FILE *json_output_open_append(struct json_output *o, const char *command);
+/* Flush (stdout) or write FILE; false, after a message, when the JSON could not be written. */
+bool json_output_close(FILE *out, struct json_output *o, const char *command);
 
 #endif

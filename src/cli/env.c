@@ -343,7 +343,7 @@ static int install(const struct env_args *args, const struct run_environment *en
 }
 
 static int print_or_install(const struct env_args *args_in, const struct run_environment *environment) {
-  const struct env_args args = *args_in;
+  struct env_args args = *args_in; /* a copy: --json=FILE keeps its buffer in it */
   int rc;
   if (args.install) return install(&args, environment);
   FILE *json = json_output_open(&args.json, "env");

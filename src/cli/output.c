@@ -1,11 +1,13 @@
 /* output.c - what every command shares on the command line: messages, usage, progress, the --json option. */
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "safe_file.h"
 
 int fail(int code, const char *command, const char *format, ...) {
   va_list args;
@@ -72,19 +74,105 @@ int json_output_option(const char *command, const char *arg, struct json_output 
   return 1;
 }
 
-FILE *json_output_open(const struct json_output *o, const char *command) {
+FILE *json_output_open(struct json_output *o, const char *command) {
   if (!o->wanted) return NULL;
   if (!o->path) return stdout;
-  FILE *out = fopen(o->path, "we");
-  if (!out) fail(EXIT_USAGE, command, "cannot write the JSON to %s: %s", o->path, strerror(errno));
-  return out;
+  return output_file_open(&o->file, o->path, command, "--json", "or use --json for stdout");
 }
 
-bool json_output_close(FILE *out, const struct json_output *o, const char *command) {
+FILE *json_output_open_append(struct json_output *o, const char *command) {
+  if (!o->wanted) return NULL;
+  if (!o->path) return stdout;
+  return output_file_open_append(&o->file, o->path, command, "--json", "or use --json for stdout");
+}
+
+bool json_output_close(FILE *out, struct json_output *o, const char *command) {
   if (!out) return true;
-  bool ok = !ferror(out);
-  if (out == stdout) ok = fflush(out) == 0 && ok;
-  else ok = fclose(out) == 0 && ok;
-  if (!ok) fail(EXIT_SHORT, command, "could not write the JSON to %s", o->path ? o->path : "stdout");
-  return ok;
+  if (out == stdout) {
+    bool ok = !ferror(out) && fflush(out) == 0;
+    if (!ok) fail(EXIT_SHORT, command, "could not write the JSON to stdout");
+    return ok;
+  }
+  return output_file_close(&o->file, command);
+}
+
+/* ---- files named for output ------------------------------------------------------------------------ */
+
+int output_file_check(const char *path, const char *command, const char *option, const char *instead, int *kind) {
+  enum safe_file_kind now = safe_file_kind(path);
+  if (kind) *kind = (int)now;
+  switch (now) {
+  case SAFE_FILE_LINK:
+    return usage_error(command, "%s %s is a symbolic link: hugify never writes through a link (name the file "
+                       "itself, %s)", option, path, instead);
+  case SAFE_FILE_OTHER:
+    return usage_error(command, "%s %s is a directory, block device or socket, not a file", option, path);
+  case SAFE_FILE_ERROR:
+    return usage_error(command, "%s %s: %s", option, path, strerror(errno));
+  default:
+    return EXIT_DONE;
+  }
+}
+
+FILE *output_file_open(struct output_file *f, const char *path, const char *command, const char *option,
+                       const char *instead) {
+  memset(f, 0, sizeof *f);
+  int kind;
+  if (output_file_check(path, command, option, instead, &kind) != EXIT_DONE) return NULL;
+  if (kind == SAFE_FILE_ABSENT || kind == SAFE_FILE_REGULAR) {
+    /* The new file is made in the target's directory: say now, not after the work, when that cannot be. */
+    char dir[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash == path ? 1 : slash - path) : 1, slash ? path : ".");
+    if (access(dir, W_OK | X_OK) != 0) {
+      usage_error(command, "%s: cannot write %s: %s: %s", option, path, dir, strerror(errno));
+      return NULL;
+    }
+  }
+  f->path = path;
+  f->stream = open_memstream(&f->buffer, &f->length);
+  if (!f->stream) fail(EXIT_SHORT, command, "out of memory for %s", path);
+  return f->stream;
+}
+
+FILE *output_file_open_append(struct output_file *f, const char *path, const char *command, const char *option,
+                              const char *instead) {
+  memset(f, 0, sizeof *f);
+  if (output_file_check(path, command, option, instead, NULL) != EXIT_DONE) return NULL;
+  char reason[256] = "";
+  int fd = safe_file_open_append(path, reason, sizeof reason);
+  if (fd < 0) {
+    usage_error(command, "%s: cannot write %s: %s", option, path, reason[0] ? reason : strerror(-fd));
+    return NULL;
+  }
+  f->path = path;
+  f->appending = true;
+  f->stream = fdopen(fd, "a");
+  if (!f->stream) {
+    close(fd);
+    fail(EXIT_SHORT, command, "out of memory for %s", path);
+  }
+  return f->stream;
+}
+
+bool output_file_close(struct output_file *f, const char *command) {
+  if (!f->stream) return true;
+  if (f->appending) {
+    bool ok = !ferror(f->stream);
+    ok = fclose(f->stream) == 0 && ok;
+    f->stream = NULL;
+    if (!ok) fail(EXIT_SHORT, command, "could not write %s", f->path);
+    return ok;
+  }
+  bool ok = !ferror(f->stream);
+  ok = fclose(f->stream) == 0 && ok;
+  f->stream = NULL;
+  char reason[256] = "";
+  int rc = ok ? safe_file_replace(f->path, f->buffer, f->length, 0644, SAFE_FILE_ALLOW_DEVICE, reason, sizeof reason)
+              : -ENOMEM;
+  if (rc != 0)
+    fail(EXIT_SHORT, command, "could not write %s: %s", f->path, reason[0] ? reason : strerror(-rc));
+  free(f->buffer);
+  f->buffer = NULL;
+  return rc == 0;
 }

@@ -293,13 +293,12 @@ int run_environment_build(const char *command, const struct run_settings *settin
 int run_report_check(const char *command, const char *report, enum safe_file_kind *kind) {
   /* The report's file rules (safe_file.h) checked now rather than found at the end: a link is never
    * written through, a directory or block device never written; a character device or FIFO named here is. */
-  *kind = strcmp(report, "-") == 0 ? SAFE_FILE_ABSENT : safe_file_kind(report);
-  if (*kind == SAFE_FILE_LINK)
-    return usage_error(command, "--report %s is a symbolic link: hugify never writes a report through a link "
-                       "(name the file itself, or use --report - [--json] for stderr)", report);
-  if (*kind == SAFE_FILE_OTHER)
-    return usage_error(command, "--report %s is a directory, block device or socket, not a file", report);
-  return EXIT_DONE;
+  *kind = SAFE_FILE_ABSENT;
+  if (strcmp(report, "-") == 0) return EXIT_DONE;
+  int found;
+  int rc = output_file_check(report, command, "--report", "or use --report - [--json] for stderr", &found);
+  *kind = (enum safe_file_kind)found;
+  return rc;
 }
 
 int run_environment_add_report(const char *command, struct run_environment *environment, const char *report) {

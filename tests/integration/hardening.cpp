@@ -207,6 +207,50 @@ TEST(RunReport, ATargetThatIsALinkIsRefusedByTheCliAndByThePreload) {
   EXPECT_EQ(dir.entries(), (std::set<std::string>{"victim", "r.json"}));
 }
 
+// --json=FILE and bench --chart FILE used to be opened with fopen: through a planted link, onto a block
+// device. They follow the same file rules as the report now, checked before any work is done.
+TEST(OutputFiles, JsonAndChartFilesNeverGoThroughALinkAndAreWrittenWhole) {
+  symlinks_unprotected guard;
+  if (!guard.skip.empty()) GTEST_SKIP() << guard.skip;
+  temp_dir dir;
+  write_text(dir / "victim", "precious\n");
+  ASSERT_EQ(symlink((dir / "victim").c_str(), (dir / "s.json").c_str()), 0);
+  ASSERT_EQ(symlink((dir / "victim").c_str(), (dir / "c.svg").c_str()), 0);
+  auto status = test_support::hugify({"status", "--json=" + (dir / "s.json")});
+  EXPECT_EQ(status.status, 2) << status.err;
+  EXPECT_NE(status.err.find("--json " + (dir / "s.json") + " is a symbolic link"), std::string::npos) << status.err;
+  auto bench = test_support::hugify({"bench", "chase", "--quick", "--chart", dir / "c.svg"});
+  EXPECT_EQ(bench.status, 2) << bench.err;
+  EXPECT_NE(bench.err.find("--chart " + (dir / "c.svg") + " is a symbolic link"), std::string::npos) << bench.err;
+  EXPECT_EQ(bench.out, "") << "nothing ran before the check";
+  EXPECT_EQ(slurp(dir / "victim"), "precious\n");
+  EXPECT_TRUE(is_link(dir / "s.json") && is_link(dir / "c.svg"));
+  // A directory is refused; a missing directory is said at once.
+  EXPECT_EQ(test_support::hugify({"elf", "--json=" + dir.path, "/bin/true"}).status, 2);
+  auto missing = test_support::hugify({"elf", "--json=" + (dir / "no/such.json"), "/bin/true"});
+  EXPECT_EQ(missing.status, 2) << missing.err;
+  EXPECT_NE(missing.err.find("cannot write"), std::string::npos) << missing.err;
+  // A regular file is replaced whole (a new inode, no temporary left), with the text still on stdout.
+  write_text(dir / "e.json", std::string(100000, '\x01')); // JSON never holds a raw control character
+  struct stat before {};
+  ASSERT_EQ(stat((dir / "e.json").c_str(), &before), 0);
+  auto elf = test_support::hugify({"elf", "--json=" + (dir / "e.json"), "/bin/true"});
+  ASSERT_EQ(elf.status, 0) << elf.err;
+  EXPECT_NE(elf.out, "");
+  std::string json = slurp(dir / "e.json");
+  EXPECT_EQ(json.rfind("{\n  \"schema\": \"hugify.elf/1\"", 0), 0u) << json.substr(0, 200);
+  EXPECT_EQ(json.find('\x01'), std::string::npos) << "the old contents are gone";
+  struct stat after {};
+  ASSERT_EQ(stat((dir / "e.json").c_str(), &after), 0);
+  EXPECT_NE(before.st_ino, after.st_ino) << "replaced by rename, not rewritten in place";
+  EXPECT_EQ(dir.entries(), (std::set<std::string>{"victim", "s.json", "c.svg", "e.json"}));
+  // A character device the user names is written into (here /dev/null), not replaced.
+  EXPECT_EQ(test_support::hugify({"elf", "--json=/dev/null", "/bin/true"}).status, 0);
+  struct stat null {};
+  ASSERT_EQ(stat("/dev/null", &null), 0);
+  EXPECT_TRUE(S_ISCHR(null.st_mode));
+}
+
 // Children of a device target used to create `<device>.<pid>` files next to it (/dev/null.1234 in /dev).
 TEST(RunReport, ChildrenOfADeviceTargetCreateNoSiblings) {
   if (!is_root()) GTEST_SKIP() << "mknod of a null device needs root (CAP_MKNOD)";
