@@ -118,15 +118,6 @@ static void config_defaults(struct agent_config *c) {
   c->max_pressure = 10;
 }
 
-static bool parse_number(const char *text, double low, double high, double *value) {
-  char *end;
-  errno = 0;
-  double v = strtod(text, &end);
-  if (errno || end == text || *end || !(v >= low && v <= high)) return false;
-  *value = v;
-  return true;
-}
-
 static bool parse_bool(const char *text, bool *value) {
   if (!strcmp(text, "true") || !strcmp(text, "yes") || !strcmp(text, "1") || !strcmp(text, "on")) *value = true;
   else if (!strcmp(text, "false") || !strcmp(text, "no") || !strcmp(text, "0") || !strcmp(text, "off")) *value = false;
@@ -143,11 +134,11 @@ static int config_set(struct agent_config *c, const char *name, const char *valu
 #define ERROR(...) (snprintf(c->error, sizeof c->error, __VA_ARGS__), -1)
 #define LIST_FULL(count) ((count) >= AGENT_SELECTOR_MAX ? ERROR("too many '%s' (at most %d)", name, AGENT_SELECTOR_MAX) : 0)
   if (!strcmp(name, "pid")) {
-    if (!parse_u64(value, &u) || u == 0 || u > INT_MAX) return ERROR("pid: '%s' is not a process id", value);
+    if (!parse_count(value, 1, INT_MAX, &u)) return ERROR("pid: '%s' is not a process id", value);
     if (LIST_FULL(s->pid_count)) return -1;
     s->pids[s->pid_count++] = (pid_t)u;
   } else if (!strcmp(name, "uid")) {
-    if (!parse_u64(value, &u) || u > UINT32_MAX - 1) return ERROR("uid: '%s' is not a user id", value);
+    if (!parse_count(value, 0, UINT32_MAX - 1, &u)) return ERROR("uid: '%s' is not a user id", value);
     if (LIST_FULL(s->uid_count)) return -1;
     s->uids[s->uid_count++] = (uid_t)u;
   } else if (!strcmp(name, "comm") || !strcmp(name, "exclude-comm")) {
@@ -167,15 +158,15 @@ static int config_set(struct agent_config *c, const char *name, const char *valu
   } else if (!strcmp(name, "free-floor")) {
     if (!parse_size(value, &c->free_floor)) return ERROR("free-floor: '%s' is not a size like 512M", value);
   } else if (!strcmp(name, "interval")) {
-    if (!parse_number(value, 0.05, 86400, &c->interval)) return ERROR("interval: '%s' is not a number of seconds from 0.05 to 86400", value);
+    if (!parse_decimal(value, 0.05, 86400, &c->interval)) return ERROR("interval: '%s' is not a number of seconds from 0.05 to 86400", value);
   } else if (!strcmp(name, "cpu-budget")) {
-    if (!parse_number(value, 0.01, 100, &d)) return ERROR("cpu-budget: '%s' is not a percentage of one core from 0.01 to 100", value);
+    if (!parse_decimal(value, 0.01, 100, &d)) return ERROR("cpu-budget: '%s' is not a percentage of one core from 0.01 to 100", value);
     c->cpu_budget = d / 100;
   } else if (!strcmp(name, "min-present")) {
-    if (!parse_number(value, 0, 100, &d)) return ERROR("min-present: '%s' is not a percentage from 0 to 100", value);
+    if (!parse_decimal(value, 0, 100, &d)) return ERROR("min-present: '%s' is not a percentage from 0 to 100", value);
     c->min_present = d / 100;
   } else if (!strcmp(name, "max-pressure")) {
-    if (!parse_number(value, 0, 100, &c->max_pressure)) return ERROR("max-pressure: '%s' is not a percentage from 0 to 100", value);
+    if (!parse_decimal(value, 0, 100, &c->max_pressure)) return ERROR("max-pressure: '%s' is not a percentage from 0 to 100", value);
   } else if (!strcmp(name, "metrics-file")) {
     if (!value[0] || strlen(value) >= sizeof c->metrics_file) return ERROR("metrics-file: needs a file name");
     snprintf(c->metrics_file, sizeof c->metrics_file, "%s", value);

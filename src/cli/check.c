@@ -1053,15 +1053,6 @@ static int parse_configs(const char *list, bool *wanted) {
   return EXIT_DONE;
 }
 
-static bool parse_count(const char *text, size_t *value) {
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(text, &end, 10);
-  if (errno || end == text || *end || text[0] == '-') return false;
-  *value = (size_t)v;
-  return true;
-}
-
 static void remove_scratch(const struct check *c) {
   DIR *dir = c->dir[0] ? opendir(c->dir) : NULL;
   if (!dir) return;
@@ -1107,19 +1098,20 @@ static int parse_option(struct check *c, struct check_options *o, const char *a,
   }
   if (strcmp(a, "--runs") == 0) {
     size_t min = stats_min_samples(CHECK_CONFIDENCE);
-    if (!parse_count(value, &c->runs) || c->runs < min || c->runs > CHECK_MAX_ROUNDS)
+    uint64_t runs;
+    if (!parse_count(value, min, CHECK_MAX_ROUNDS, &runs))
       return usage_error("check", "--runs '%s': expected %zu to %d (%zu is the fewest rounds for a 95 %% interval)",
                          value, min, CHECK_MAX_ROUNDS, min);
+    c->runs = (size_t)runs;
     c->fixed_runs = true;
   } else if (strcmp(a, "--budget") == 0) {
-    char *end;
-    c->budget = strtod(value, &end);
-    if (end == value || *end || !(c->budget > 0) || c->budget > 86400 * 7)
+    if (!parse_decimal(value, 0, 86400 * 7, &c->budget) || !(c->budget > 0))
       return usage_error("check", "--budget '%s': expected seconds, e.g. 60", value);
     o->budget_given = true;
   } else if (strcmp(a, "--warmup") == 0) {
-    if (!parse_count(value, &c->warmup) || c->warmup > 100)
-      return usage_error("check", "--warmup '%s': expected 0 to 100", value);
+    uint64_t warmup;
+    if (!parse_count(value, 0, 100, &warmup)) return usage_error("check", "--warmup '%s': expected 0 to 100", value);
+    c->warmup = (size_t)warmup;
   } else if (strcmp(a, "--metric") == 0) {
     if (strcmp(value, "wall") != 0 && strcmp(value, "cpu") != 0)
       return usage_error("check", "--metric '%s': expected cpu or wall", value);

@@ -18,19 +18,12 @@
 #include "measure.h"
 #include "server.h"
 #include "procfs.h"
+#include "units.h"
 
 #define LOAD_LOG_TAIL 2048
 
 void load_options_init(struct load_options *options) {
   *options = (struct load_options){.ready_timeout = 60, .stop_timeout = 10};
-}
-
-static bool parse_seconds(const char *text, double *out) {
-  char *end;
-  double value = text ? strtod(text, &end) : 0;
-  if (!text || end == text || *end || !(value > 0) || value > 86400) return false;
-  *out = value;
-  return true;
 }
 
 int load_option(struct load_options *options, const char *option, const char *value) {
@@ -50,7 +43,7 @@ int load_option(struct load_options *options, const char *option, const char *va
     options->score_pattern = value;
   } else if (strcmp(option, "--ready-timeout") == 0 || strcmp(option, "--stop-timeout") == 0) {
     double *field = option[2] == 'r' ? &options->ready_timeout : &options->stop_timeout;
-    if (!parse_seconds(value, field)) return usage_error("check", "%s takes a number of seconds", option);
+    if (!parse_decimal(value, 0, 86400, field) || !(*field > 0)) return usage_error("check", "%s takes a number of seconds", option);
   } else {
     return 0;
   }

@@ -123,7 +123,7 @@ static int parse_request(const struct machine *m, const char *arg, struct hugify
 }
 
 static int parse_number_option(const char *option, const char *value, uint64_t max, uint64_t *out) {
-  if (!isdigit((unsigned char)value[0]) || !parse_u64(value, out) || *out > max)
+  if (!parse_count(value, 0, max, out))
     return usage_error("pool", "%s takes a number, not '%s'", option, value);
   return EXIT_DONE;
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "elf_image.h"
 #include "run_env.h"
 #include "options.h"
 #include "os.h"
@@ -120,22 +121,15 @@ static void find_command(const char *name, char *out, size_t cap, bool *not_exec
 
 /* ---- what the dynamic loader will do with the program --------------------------------------------- */
 
-/* "#!/bin/sh -e" -> "/bin/sh". False when the file is not a script. */
+/* "#!/bin/sh -e" -> "/bin/sh" (the library's parser, over the file's first 256 bytes). False when the file
+ * is not a script. */
 static bool script_interpreter(const char *path, char *out, size_t cap) {
   char line[256];
   int fd = safe_file_open_read(path, true); /* a FIFO named as CMD must not hang hugify */
   if (fd < 0) return false;
-  ssize_t n = read(fd, line, sizeof line - 1);
+  ssize_t n = read(fd, line, sizeof line);
   close(fd);
-  if (n < 3 || line[0] != '#' || line[1] != '!') return false;
-  line[n] = '\0';
-  char *p = line + 2;
-  while (*p == ' ' || *p == '\t') p++;
-  size_t length = strcspn(p, " \t\n");
-  if (length == 0 || length >= cap) return false;
-  memcpy(out, p, length);
-  out[length] = '\0';
-  return true;
+  return n > 0 && elf_script_interpreter(line, (size_t)n, out, cap);
 }
 
 /* Why the loader would run the file in secure mode (AT_SECURE), dropping LD_PRELOAD and GLIBC_TUNABLES;

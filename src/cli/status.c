@@ -1,5 +1,6 @@
 /* status.c - hugify status: everything the kernel says about huge pages here, with diagnoses and fixes. */
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -555,17 +556,16 @@ int cmd_status(int argc, char **argv) {
     } else if (strcmp(arg, "--watch") == 0 || strcmp(arg, "--count") == 0 || strcmp(arg, "--root") == 0) {
       if (i + 1 >= argc) return usage_error("status", "%s needs a value", arg);
       const char *value = argv[++i];
-      char *end;
+      uint64_t number;
       if (strcmp(arg, "--root") == 0) {
         root = value;
       } else if (strcmp(arg, "--watch") == 0) {
-        interval = strtod(value, &end);
-        if (*end || !(interval >= 0.1 && interval <= 86400))
+        if (!parse_decimal(value, 0.1, 86400, &interval))
           return usage_error("status", "--watch takes seconds between 0.1 and 86400, not '%s'", value);
       } else {
-        count = strtoul(value, &end, 10);
-        if (*end || count == 0 || value[0] == '-')
+        if (!parse_count(value, 1, ULONG_MAX, &number))
           return usage_error("status", "--count takes a positive number of intervals, not '%s'", value);
+        count = (unsigned long)number;
       }
     } else {
       return usage_error("status", "unknown argument '%s'", arg);

@@ -234,3 +234,15 @@ int hugify_elf_read(const char *path, struct hugify_elf_info *out) {
   munmap(data, size);
   return rc;
 }
+
+bool elf_script_interpreter(const char *data, size_t length, char *out, size_t cap) {
+  if (length < 3 || data[0] != '#' || data[1] != '!') return false;
+  size_t at = 2;
+  while (at < length && (data[at] == ' ' || data[at] == '\t')) at++;
+  size_t end = at;
+  while (end < length && data[end] != ' ' && data[end] != '\t' && data[end] != '\n' && data[end] != '\0') end++;
+  if (end == at || end - at >= cap) return false;
+  memcpy(out, data + at, end - at);
+  out[end - at] = '\0';
+  return true;
+}

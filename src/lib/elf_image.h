@@ -27,6 +27,12 @@ typedef void (*elf_function_fn)(void *context, uint64_t value, uint64_t size, co
  * NULL (count only). */
 long elf_functions(const void *data, size_t size, elf_function_fn fn, void *context);
 
+/* What the kernel runs for a script: the interpreter its "#!" line names ("#! /bin/sh -e" -> "/bin/sh"),
+ * from the first `length` bytes of the file (any bytes). False when they do not start with "#!", name no
+ * interpreter, or name one of `cap` bytes or more. The name ends at a blank, newline or NUL, as the
+ * kernel's binfmt_script reads it. */
+bool elf_script_interpreter(const char *data, size_t length, char *out, size_t cap);
+
 /* Map a regular file read-only (never blocks: a FIFO or device is EINVAL, safe_file_open_read). Returns the
  * address (and *size) or NULL with errno. Unmap with munmap. */
 void *elf_map_file(const char *path, size_t *size);

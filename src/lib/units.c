@@ -2,18 +2,59 @@
 #include "units.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-bool parse_size(const char *text, uint64_t *bytes) {
-  if (!text || !isdigit((unsigned char)*text)) return false;
+/* The decimal digits at *text (at least one) as a number; *text moves past them. False on overflow. */
+static bool leading_digits(const char **text, uint64_t *value) {
+  const char *p = *text;
+  if (!p || !isdigit((unsigned char)*p)) return false;
   uint64_t v = 0;
-  for (; isdigit((unsigned char)*text); text++) {
-    unsigned digit = (unsigned)(*text - '0');
+  for (; isdigit((unsigned char)*p); p++) {
+    unsigned digit = (unsigned)(*p - '0');
     if (v > (UINT64_MAX - digit) / 10) return false;
     v = v * 10 + digit;
   }
+  *text = p;
+  *value = v;
+  return true;
+}
+
+bool parse_count(const char *text, uint64_t low, uint64_t high, uint64_t *value) {
+  uint64_t v;
+  if (!leading_digits(&text, &v) || *text || v < low || v > high) return false;
+  *value = v;
+  return true;
+}
+
+bool parse_decimal(const char *text, double low, double high, double *value) {
+  if (!text) return false;
+  const char *p = text;
+  size_t digits = 0;
+  for (; isdigit((unsigned char)*p); p++) digits++;
+  if (*p == '.')
+    for (p++; isdigit((unsigned char)*p); p++) digits++;
+  if (digits == 0) return false;
+  if (*p == 'e' || *p == 'E') {
+    p++;
+    if (*p == '+' || *p == '-') p++;
+    if (!isdigit((unsigned char)*p)) return false;
+    while (isdigit((unsigned char)*p)) p++;
+  }
+  if (*p) return false;
+  char *end;
+  double v = strtod(text, &end); /* the syntax is checked above: no sign, blank, hex, inf or nan gets here */
+  if (end != p || !isfinite(v) || !(v >= low && v <= high)) return false;
+  *value = v;
+  return true;
+}
+
+bool parse_size(const char *text, uint64_t *bytes) {
+  uint64_t v;
+  if (!leading_digits(&text, &v)) return false;
   static const struct { const char *suffix; unsigned shift; } units[] = {
       {"", 0}, {"b", 0}, {"k", 10}, {"kb", 10}, {"kib", 10}, {"m", 20}, {"mb", 20}, {"mib", 20},
       {"g", 30}, {"gb", 30}, {"gib", 30}, {"t", 40}, {"tb", 40}, {"tib", 40},

@@ -1,4 +1,5 @@
-/* units.h - sizes as people write them ("2M", "2MB", "2048kB", "1G", "8GiB") and back. */
+/* units.h - sizes, counts and decimal numbers as people write them ("2M", "2MB", "2048kB", "1G", "8GiB";
+ * "12"; "0.5") and sizes back. Pure functions, fuzzed (fuzz/values.c). */
 #ifndef HUGIFY_UNITS_H
 #define HUGIFY_UNITS_H
 
@@ -9,6 +10,12 @@
 /* Binary units (K = 1024). Accepts digits followed by one of: "", B, k, K, kB, KB, KiB, M, MB, MiB, G,
  * GB, GiB, T, TB, TiB (case-insensitive). Plain digits are bytes. False on anything else or overflow. */
 bool parse_size(const char *text, uint64_t *bytes);
+/* A count as people write it on a command line or in a config file: decimal digits only (no sign, blank
+ * or base prefix), from low to high inclusive. False otherwise, *value untouched. */
+bool parse_count(const char *text, uint64_t low, uint64_t high, uint64_t *value);
+/* A decimal number (seconds, percentages): digits with at most one '.', and an optional exponent ("0.5",
+ * "10", "2e-3"); no sign, blank, hex, inf or nan; from low to high inclusive. False otherwise. */
+bool parse_decimal(const char *text, double low, double high, double *value);
 /* "2 MiB", "1 GiB", "512 KiB", "17 B", "1.5 GiB" (one decimal when not whole). */
 void format_bytes(uint64_t bytes, char *out, size_t cap);
 /* "2M", "1G", "64K": the short page-size label used in commands and sysfs-like places. */

@@ -201,7 +201,10 @@ TEST(CheckCli, BundledTlbBoundWorkloadVerdictIsHeap) {
   // heap on a loaded machine): the code-vs-data line says the difference is not the code's.
   EXPECT_EQ(summary[1], "heap") << r.out;
   EXPECT_NE(r.out.find("the text remap (code) put no code on huge pages, so its "), std::string::npos) << r.out;
-  EXPECT_GT(std::atof(summary[2].c_str()), 1.1) << r.out;
+  // The gain itself is the verdict's (its interval lies above 1); the bound on it here is loose on purpose:
+  // a test asserts what check found, never how fast this shared machine was (CI once saw heap 1.55x with its
+  // lower bound at 1.07, after two rounds whose kernel time swung tenfold).
+  EXPECT_GT(std::atof(summary[2].c_str()), 1.0) << r.out;
   EXPECT_GT(std::atof(summary[3].c_str()), 0.9) << "the heap config's data on huge pages, from the run report\n" << r.out;
   EXPECT_NE(r.out.find("(the bundled TLB-bound workload)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Verdict: heap (heap on transparent huge pages) - "), std::string::npos) << r.out;

@@ -243,6 +243,30 @@ TEST(ShmServer, CollapseOfALiveSharedMapping) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the server survived the collapse: status " << status;
 }
 
+// The agent takes shared memory too (issue 13: "shared memory when shmem_enabled allows"): one pass over a
+// live server whose 256 MiB shared mapping starts on 4 KiB pages puts it on huge pages, and says so.
+TEST(ShmServer, AgentCollapsesALiveSharedMapping) {
+  if (geteuid() != 0) GTEST_SKIP() << "the agent needs root (CAP_SYS_ADMIN, CAP_SYS_NICE)";
+  shmem_setting setting("never");
+  if (!setting.skip_reason().empty()) GTEST_SKIP() << setting.skip_reason();
+  scratch_dir dir;
+  test_server started(dir, {HUGIFY_CLI_PATH, "run", "--"}, {"--shared", "256M", "--heap", "0"});
+  ASSERT_GT(started.port, 0) << started.log();
+  const regions &r = started.where;
+  ASSERT_EQ(r.shared_size, 256u << 20);
+  ASSERT_EQ(r.shared % (2u << 20), 0u);
+  EXPECT_LT(fraction(test_support::smaps_field(r.pid, r.shared, r.shared_size, "ShmemPmdMapped"), r.shared_size), 0.1)
+      << "under 'never' the pages start small";
+  auto agent = test_support::hugify({"agent", "--once", "--pid", std::to_string(r.pid), "--min-rss", "0", "--json"});
+  ASSERT_EQ(agent.status, 0) << agent.out << agent.err;
+  double shared = fraction(test_support::smaps_field(r.pid, r.shared, r.shared_size, "ShmemPmdMapped"), r.shared_size);
+  EXPECT_GE(shared, 0.90) << agent.out;
+  auto doc = test_support::parse_json(agent.out);
+  ASSERT_EQ(doc["processes"].size(), 1u) << agent.out;
+  EXPECT_GE(doc.at("processes.0.collapsed_bytes").number(), 0.9 * (double)r.shared_size) << agent.out;
+  EXPECT_TRUE(started.process.alive()) << "the server survived the collapse";
+}
+
 // Mapped by the kernel under 'never', shared memory is misaligned for good: collapse says why and what to
 // change, and exits 3 when that was all there was.
 TEST(ShmServer, CollapseOfMisalignedSharedMemorySaysWhatToChange) {

@@ -139,6 +139,33 @@ TEST(Units, ParseSize) {
     EXPECT_FALSE(parse_size(bad, &v)) << bad;
 }
 
+// What people type for counts and for seconds or percentages: digits only, within the bounds, or refused.
+TEST(Units, CountsAndDecimalsAsTyped) {
+  uint64_t count = 7;
+  EXPECT_TRUE(parse_count("12", 6, 1000, &count));
+  EXPECT_EQ(count, 12u);
+  EXPECT_TRUE(parse_count("18446744073709551615", 0, UINT64_MAX, &count));
+  EXPECT_EQ(count, UINT64_MAX);
+  count = 7;
+  for (const char *bad : {"", "5", "1001", "-12", "+12", " 12", "12 ", "0x10", "1e3", "12.0", "18446744073709551616"})
+    EXPECT_FALSE(parse_count(bad, 6, 1000, &count)) << bad;
+  EXPECT_EQ(count, 7u) << "untouched when refused";
+  double d = -1;
+  const std::vector<std::pair<std::string, double>> good = {{"0.5", 0.5}, {"10", 10}, {".5", 0.5}, {"5.", 5},
+                                                            {"2e-3", 0.002}, {"1E+2", 100}, {"86400", 86400}};
+  for (const auto &[text, value] : good) {
+    EXPECT_TRUE(parse_decimal(text.c_str(), 0, 86400, &d)) << text;
+    EXPECT_DOUBLE_EQ(d, value) << text;
+  }
+  d = -1;
+  for (const char *bad : {"", ".", "-1", "+1", " 1", "1 ", "0x10", "inf", "nan", "1e", "1e+", "1..2", "86401",
+                          "1e999", "5%"})
+    EXPECT_FALSE(parse_decimal(bad, 0, 86400, &d)) << bad;
+  EXPECT_EQ(d, -1) << "untouched when refused";
+  EXPECT_FALSE(parse_decimal(nullptr, 0, 1, &d));
+  EXPECT_FALSE(parse_decimal("0.01", 0.05, 1, &d)) << "below the low bound";
+}
+
 TEST(Units, FormatBytes) {
   char out[32];
   format_bytes(2u << 20, out, sizeof out);

@@ -335,3 +335,22 @@ TEST(TextOptions, PageKindAndFaultStepFromTheEnvironment) {
 }
 
 }  // namespace
+
+// run's "#!" reader: what the kernel's binfmt_script would run.
+TEST(ElfScript, InterpreterOfAHashBangLine) {
+  char out[32];
+  auto interpreter = [&](const std::string &bytes, size_t cap = sizeof out) -> std::string {
+    return elf_script_interpreter(bytes.data(), bytes.size(), out, cap) ? out : "(none)";
+  };
+  EXPECT_EQ(interpreter("#!/bin/sh -e\necho hi\n"), "/bin/sh");
+  EXPECT_EQ(interpreter("#! \t/usr/bin/env python3\n"), "/usr/bin/env");
+  EXPECT_EQ(interpreter("#!/bin/bash"), "/bin/bash") << "no newline: the file ends the name";
+  EXPECT_EQ(interpreter(std::string("#!/bin/sh\0tail", 14)), "/bin/sh");
+  EXPECT_EQ(interpreter("#!\n"), "(none)");
+  EXPECT_EQ(interpreter("#!   \n"), "(none)");
+  EXPECT_EQ(interpreter("#"), "(none)");
+  EXPECT_EQ(interpreter("\x7f" "ELF..."), "(none)");
+  EXPECT_EQ(interpreter("#!/usr/bin/a-long-interpreter-name\n", 16), "(none)") << "too long for the buffer";
+  EXPECT_EQ(interpreter("#!/bin/sh\n", 8), "/bin/sh") << "exactly fits with its NUL";
+}
+

@@ -1,0 +1,93 @@
+#!/bin/bash
+# Redis growing under client load, with and without `hugify agent` (issue 13's Redis target): does GET
+# throughput stay at the collapsed level as the server grows, or decay as new memory lands on 4 KiB pages?
+#
+# One round runs three regimes, each on a fresh redis-server (Debian's, jemalloc; THP in madvise mode, so
+# nothing it allocates is made huge by the kernel):
+#   nothing    the server alone
+#   once       `hugify collapse PID` once, after the first step (what a one-off fix gives)
+#   agent      `hugify agent --pid PID` running beside it (--interval and --cpu-budget below)
+# Each regime grows the data set STEPS times by STEP keys (redis-cli --pipe of SETs) and, after each step,
+# measures GET throughput over all keys so far (redis-benchmark -P 32, random keys) and the share of the
+# server's heap + anonymous memory on huge pages (`hugify inspect`). Rounds alternate the regimes' order
+# (nothing once agent, then agent once nothing, ...), and the table gives, per step, the median over rounds.
+#
+# Usage: bench/servers/redis_agent.sh            (root; HUGIFY=path/to/hugify, PORT=16391, ROUNDS=2,
+#                                                 STEPS=5, STEP=1000000, INTERVAL=2, BUDGET=10, REQUESTS=2000000)
+# Prints one line per measurement ("regime round step keys rss_bytes huge_fraction gets_per_second") and
+# the table. Starts only its own servers on 127.0.0.1 in a temporary directory; leaves none behind.
+set -euo pipefail
+HUGIFY=${HUGIFY:-hugify}; PORT=${PORT:-16391}; ROUNDS=${ROUNDS:-2}; STEPS=${STEPS:-5}; STEP=${STEP:-1000000}
+INTERVAL=${INTERVAL:-2}; BUDGET=${BUDGET:-10}; REQUESTS=${REQUESTS:-2000000}
+DIR=$(mktemp -d /var/tmp/hugify-redis-agent.XXXXXX)
+SERVER= AGENT=
+cleanup() {
+  [ -n "$AGENT" ] && kill "$AGENT" 2>/dev/null && wait "$AGENT" 2>/dev/null
+  [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null && wait "$SERVER" 2>/dev/null
+  rm -rf "$DIR"
+}
+trap cleanup EXIT INT TERM
+
+# heap + anon resident and huge bytes of PID, from hugify inspect: "resident huge_fraction"
+memory_of() {
+  "$HUGIFY" inspect "$1" --json | python3 -c '
+import json, sys
+p = json.load(sys.stdin)["processes"][0]["classes"]
+resident = p["heap"]["resident_bytes"] + p["anon"]["resident_bytes"]
+huge = p["heap"]["huge_bytes"] + p["anon"]["huge_bytes"]
+print(resident, "%.3f" % (huge / resident if resident else 0))'
+}
+
+# Keys [FROM, TO) as key:%012d -> xxx, the names redis-benchmark -r draws from.
+populate() {
+  awk -v from="$1" -v to="$2" 'BEGIN { for (i = from; i < to; i++)
+    printf "*3\r\n$3\r\nSET\r\n$16\r\nkey:%012d\r\n$3\r\nxxx\r\n", i }' | redis-cli -p "$PORT" --pipe >/dev/null
+}
+
+regime() { # NAME ROUND
+  local name=$1 round=$2 keys=0 step
+  redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$DIR" \
+    --logfile "$DIR/redis.log" &
+  SERVER=$!
+  until redis-cli -p "$PORT" ping 2>/dev/null | grep -q PONG; do sleep 0.1; done
+  if [ "$name" = agent ]; then
+    "$HUGIFY" agent --pid "$SERVER" --min-rss 0 --interval "$INTERVAL" --cpu-budget "$BUDGET" \
+      --metrics-file "$DIR/agent.prom" 2>>"$DIR/agent.log" &
+    AGENT=$!
+  fi
+  for step in $(seq 1 "$STEPS"); do
+    populate "$keys" $((keys + STEP)); keys=$((keys + STEP))
+    if [ "$name" = once ] && [ "$step" = 1 ]; then "$HUGIFY" collapse "$SERVER" >/dev/null; fi
+    if [ "$name" = agent ]; then sleep $((2 * INTERVAL)); fi # two passes: what the agent promises
+    local gets
+    gets=$(redis-benchmark -p "$PORT" -t get -r "$keys" -n "$REQUESTS" -P 32 -q | sed -n 's/.*GET: \([0-9.]*\) requests per second.*/\1/p' | tail -1)
+    echo "$name $round $step $keys $(memory_of "$SERVER") $gets"
+  done
+  if [ -n "$AGENT" ]; then
+    kill "$AGENT"; wait "$AGENT" || true; AGENT=
+    grep -h '^hugify_agent_cpu_seconds_total' "$DIR/agent.prom" | sed "s/^/# agent round $round: /"
+  fi
+  kill "$SERVER"; wait "$SERVER" || true; SERVER=
+}
+
+{
+  for round in $(seq 1 "$ROUNDS"); do
+    if [ $((round % 2)) = 1 ]; then order="nothing once agent"; else order="agent once nothing"; fi
+    for name in $order; do regime "$name" "$round"; done
+  done
+} | tee "$DIR/lines"
+
+python3 - "$DIR/lines" <<'EOF'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    if line.startswith("#"): continue
+    name, _round, step, keys, resident, huge, gets = line.split()
+    rows.setdefault((int(step), int(keys)), {}).setdefault(name, []).append((float(gets), float(huge), int(resident)))
+print("\n  step     keys   heap+anon  | GET/s median (huge share): nothing          once         agent   | agent/nothing")
+for (step, keys), by in sorted(rows.items()):
+    cell = lambda n: "%9.0f (%3.0f%%)" % (statistics.median(g for g, _, _ in by[n]), 100 * statistics.median(h for _, h, _ in by[n])) if n in by else "-"
+    ratio = statistics.median(g for g, _, _ in by["agent"]) / statistics.median(g for g, _, _ in by["nothing"]) if "agent" in by and "nothing" in by else float("nan")
+    resident = statistics.median(r for _, _, r in by.get("nothing", by[next(iter(by))]))
+    print("  %4d %8d %8.0f MiB  | %s %s %s | %.2fx" % (step, keys, resident / 2**20, cell("nothing"), cell("once"), cell("agent"), ratio))
+EOF

@@ -1,0 +1,43 @@
+/* Values people type (command-line options, config-file settings) and the "#!" line of a program hugify
+ * is asked to run: parse_count, parse_decimal and parse_size over the first line (at the bounds the CLI
+ * uses), elf_script_interpreter over the raw bytes. Each accepted value must lie within its bounds, and
+ * an interpreter must be a non-empty name without blanks that fits its buffer. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "elf_image.h"
+#include "fuzz_input.h"
+#include "units.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  char *text = fuzz_text(data, size);
+  const char *rest;
+  const char *value = fuzz_split_first_line(text, &rest);
+  static const uint64_t bounds[][2] = {{0, UINT64_MAX}, {6, 1000}, {1, 2147483647}, {0, 4294967294u}};
+  for (size_t i = 0; i < sizeof bounds / sizeof bounds[0]; i++) {
+    uint64_t count = 0;
+    if (parse_count(value, bounds[i][0], bounds[i][1], &count) && (count < bounds[i][0] || count > bounds[i][1]))
+      abort();
+  }
+  static const double ranges[][2] = {{0, 86400}, {0.05, 86400}, {0.01, 100}, {0, 604800}, {0, 1e308}};
+  for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++) {
+    double number = -1;
+    if (parse_decimal(value, ranges[i][0], ranges[i][1], &number) &&
+        (!isfinite(number) || number < ranges[i][0] || number > ranges[i][1]))
+      abort();
+  }
+  uint64_t bytes;
+  if (parse_size(value, &bytes)) fuzz_keep(bytes);
+  char interpreter[16];
+  for (size_t cap = 1; cap <= sizeof interpreter; cap += 5) {
+    memset(interpreter, 'x', sizeof interpreter);
+    if (elf_script_interpreter((const char *)data, size, interpreter, cap)) {
+      size_t length = strnlen(interpreter, cap);
+      if (length == 0 || length >= cap || strpbrk(interpreter, " \t\n")) abort();
+    }
+  }
+  free(text);
+  return 0;
+}
