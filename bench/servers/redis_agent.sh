@@ -79,15 +79,23 @@ regime() { # NAME ROUND
 
 python3 - "$DIR/lines" <<'EOF'
 import statistics, sys
-rows = {}
+rows = {}  # (step, keys) -> regime -> round -> (gets, huge, resident)
 for line in open(sys.argv[1]):
     if line.startswith("#"): continue
-    name, _round, step, keys, resident, huge, gets = line.split()
-    rows.setdefault((int(step), int(keys)), {}).setdefault(name, []).append((float(gets), float(huge), int(resident)))
-print("\n  step     keys   heap+anon  | GET/s median (huge share): nothing          once         agent   | agent/nothing")
+    name, rnd, step, keys, resident, huge, gets = line.split()
+    rows.setdefault((int(step), int(keys)), {}).setdefault(name, {})[int(rnd)] = (float(gets), float(huge), int(resident))
+def cell(by, name):
+    if name not in by: return "%17s" % "-"
+    runs = by[name].values()
+    return "%9.0f (%3.0f%%)" % (statistics.median(g for g, _, _ in runs), 100 * statistics.median(h for _, h, _ in runs))
+def paired(by, a, b):  # per-round ratios a/b: median [min, max]
+    ratios = sorted(by[a][r][0] / by[b][r][0] for r in by.get(a, {}) if r in by.get(b, {}))
+    return "%.2fx [%.2f, %.2f]" % (statistics.median(ratios), ratios[0], ratios[-1]) if ratios else "-"
+print("\nGET/s, median over rounds (share of heap + anon on huge pages); agent/nothing and agent/once: median of")
+print("the per-round ratios [lowest, highest]")
+print("  step     keys  heap+anon |           nothing              once             agent | agent/nothing         agent/once")
 for (step, keys), by in sorted(rows.items()):
-    cell = lambda n: "%9.0f (%3.0f%%)" % (statistics.median(g for g, _, _ in by[n]), 100 * statistics.median(h for _, h, _ in by[n])) if n in by else "-"
-    ratio = statistics.median(g for g, _, _ in by["agent"]) / statistics.median(g for g, _, _ in by["nothing"]) if "agent" in by and "nothing" in by else float("nan")
-    resident = statistics.median(r for _, _, r in by.get("nothing", by[next(iter(by))]))
-    print("  %4d %8d %8.0f MiB  | %s %s %s | %.2fx" % (step, keys, resident / 2**20, cell("nothing"), cell("once"), cell("agent"), ratio))
+    resident = statistics.median(r for _, _, r in next(iter(by.values())).values())
+    print("  %4d %8d %6.0f MiB | %s %s %s | %-21s %s" % (step, keys, resident / 2**20, cell(by, "nothing"), cell(by, "once"),
+          cell(by, "agent"), paired(by, "agent", "nothing"), paired(by, "agent", "once")))
 EOF

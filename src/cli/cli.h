@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "format.h"
+#include "safe_file.h"
 
 /* Exit codes of every command (docs/design.md, "Exit codes"). */
 enum {
@@ -50,9 +51,6 @@ bool wants_help(int argc, char **argv);
 /* Progress line on stderr (carriage-return updated), only when stderr is a terminal. done=true ends it. */
 void progress(bool done, const char *format, ...) __attribute__((format(printf, 2, 3)));
 
-/* ---- output.c: the --json option, the same in every command ----
- * --json: JSON on stdout instead of the text. --json=FILE: the text on stdout, the JSON to FILE
- * (--json=- is stdout, like --json). The JSON itself is written with the format layer (format.h). */
 /* ---- output.c: files the user names for output (--json=FILE, bench --chart FILE) ----
  * They follow the file rules of safe_file.h like every file hugify writes: checked when the command starts
  * (a link is never written through; a directory, block device or socket never written), written to memory
@@ -77,8 +75,11 @@ FILE *output_file_open_append(struct output_file *f, const char *path, const cha
 bool output_file_close(struct output_file *f, const char *command);
 /* The check alone: EXIT_DONE, or EXIT_USAGE after the message. *kind (may be NULL) gets what is there. */
 int output_file_check(const char *path, const char *command, const char *option, const char *instead,
-                      int *kind);
+                      enum safe_file_kind *kind);
 
+/* ---- output.c: the --json option, the same in every command ----
+ * --json: JSON on stdout instead of the text. --json=FILE: the text on stdout, the JSON to FILE
+ * (--json=- is stdout, like --json). The JSON itself is written with the format layer (format.h). */
 struct json_output {
   bool wanted;      /* --json or --json=FILE was given */
   const char *path; /* NULL: stdout, instead of the text; else FILE, besides the text */

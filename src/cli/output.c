@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "safe_file.h"
 
 int fail(int code, const char *command, const char *format, ...) {
   va_list args;
@@ -98,9 +97,10 @@ bool json_output_close(FILE *out, struct json_output *o, const char *command) {
 
 /* ---- files named for output ------------------------------------------------------------------------ */
 
-int output_file_check(const char *path, const char *command, const char *option, const char *instead, int *kind) {
+int output_file_check(const char *path, const char *command, const char *option, const char *instead,
+                      enum safe_file_kind *kind) {
   enum safe_file_kind now = safe_file_kind(path);
-  if (kind) *kind = (int)now;
+  if (kind) *kind = now;
   switch (now) {
   case SAFE_FILE_LINK:
     return usage_error(command, "%s %s is a symbolic link: hugify never writes through a link (name the file "
@@ -117,7 +117,7 @@ int output_file_check(const char *path, const char *command, const char *option,
 FILE *output_file_open(struct output_file *f, const char *path, const char *command, const char *option,
                        const char *instead) {
   memset(f, 0, sizeof *f);
-  int kind;
+  enum safe_file_kind kind;
   if (output_file_check(path, command, option, instead, &kind) != EXIT_DONE) return NULL;
   if (kind == SAFE_FILE_ABSENT || kind == SAFE_FILE_REGULAR) {
     /* The new file is made in the target's directory: say now, not after the work, when that cannot be. */
@@ -157,21 +157,14 @@ FILE *output_file_open_append(struct output_file *f, const char *path, const cha
 
 bool output_file_close(struct output_file *f, const char *command) {
   if (!f->stream) return true;
-  if (f->appending) {
-    bool ok = !ferror(f->stream);
-    ok = fclose(f->stream) == 0 && ok;
-    f->stream = NULL;
-    if (!ok) fail(EXIT_SHORT, command, "could not write %s", f->path);
-    return ok;
-  }
   bool ok = !ferror(f->stream);
   ok = fclose(f->stream) == 0 && ok;
   f->stream = NULL;
+  int rc = ok ? 0 : -(errno ? errno : EIO);
   char reason[256] = "";
-  int rc = ok ? safe_file_replace(f->path, f->buffer, f->length, 0644, SAFE_FILE_ALLOW_DEVICE, reason, sizeof reason)
-              : -ENOMEM;
-  if (rc != 0)
-    fail(EXIT_SHORT, command, "could not write %s: %s", f->path, reason[0] ? reason : strerror(-rc));
+  if (ok && !f->appending)
+    rc = safe_file_replace(f->path, f->buffer, f->length, 0644, SAFE_FILE_ALLOW_DEVICE, reason, sizeof reason);
+  if (rc != 0) fail(EXIT_SHORT, command, "could not write %s: %s", f->path, reason[0] ? reason : strerror(-rc));
   free(f->buffer);
   f->buffer = NULL;
   return rc == 0;

@@ -295,10 +295,7 @@ int run_report_check(const char *command, const char *report, enum safe_file_kin
    * written through, a directory or block device never written; a character device or FIFO named here is. */
   *kind = SAFE_FILE_ABSENT;
   if (strcmp(report, "-") == 0) return EXIT_DONE;
-  int found;
-  int rc = output_file_check(report, command, "--report", "or use --report - [--json] for stderr", &found);
-  *kind = (enum safe_file_kind)found;
-  return rc;
+  return output_file_check(report, command, "--report", "or use --report - [--json] for stderr", kind);
 }
 
 int run_environment_add_report(const char *command, struct run_environment *environment, const char *report) {
