@@ -146,8 +146,8 @@ struct bench {
   uint64_t max_size;
   struct json_output json; /* --json / --json=FILE */
   const char *chart_path;
-  FILE *json_file, *chart_file; /* opened before the run, so a bad path fails at once */
-  struct output_file chart;
+  FILE *json_file;          /* opened before the run, so a bad path fails at once */
+  struct output_file chart; /* --chart: its stream is open (NULL without --chart) from the start */
   unsigned unavailable; /* bit per kind: HUGIFY_BENCH_UNAVAILABLE */
   int inject_noise;     /* --inject-noise KIND: that kind, or -1 */
   double target_seconds;
@@ -1285,8 +1285,8 @@ static int finish(struct bench *b) {
     write_json(b, b->json_file, status);
     if (!json_output_close(b->json_file, &b->json, COMMAND)) status = EXIT_SHORT;
   }
-  if (b->chart_file) {
-    int rc = write_chart(b, b->chart_file);
+  if (b->chart.stream) {
+    int rc = write_chart(b, b->chart.stream);
     if (!output_file_close(&b->chart, COMMAND) || rc != 0) return fail(EXIT_SHORT, COMMAND, "writing %s failed", b->chart_path);
     if (!json_stdout) printf("\nchart: %s\n", b->chart_path);
   }
@@ -1302,7 +1302,7 @@ int cmd_bench(int argc, char **argv) {
   int rc = parse_arguments(b, argc, argv);
   if (rc == EXIT_DONE && b->json.wanted && !(b->json_file = json_output_open(&b->json, COMMAND))) rc = EXIT_USAGE;
   if (rc == EXIT_DONE && b->chart_path &&
-      !(b->chart_file = output_file_open(&b->chart, b->chart_path, COMMAND, "--chart", "or give another name")))
+      !output_file_open(&b->chart, b->chart_path, COMMAND, "--chart", "or give another name"))
     rc = EXIT_USAGE;
   if (rc != EXIT_DONE) {
     if (b->json_file && b->json_file != stdout) {

@@ -67,6 +67,18 @@ struct script {
   std::vector<int> order;
 };
 
+int scripted_run(void *context, int config, size_t round, bool warmup, double *seconds, double *system);
+
+// A plan of `configs` configurations run by the script, at 95 %; the test sets how the rounds end.
+measure_plan scripted_plan(int configs, script *s) {
+  measure_plan plan = {};
+  plan.configs = configs;
+  plan.confidence = 0.95;
+  plan.run = scripted_run;
+  plan.context = s;
+  return plan;
+}
+
 int scripted_run(void *context, int config, size_t round, bool warmup, double *seconds, double *system) {
   auto *s = static_cast<script *>(context);
   if (s->calls++ == s->fail_at) return -1;
@@ -82,13 +94,9 @@ int scripted_run(void *context, int config, size_t round, bool warmup, double *s
 TEST(MeasureRounds, FixedRoundsGivePairedRatios) {
   script s;
   std::vector<measure_series> series(3);
-  measure_plan plan = {};
-  plan.configs = 3;
+  measure_plan plan = scripted_plan(3, &s);
   plan.warmup = 1;
   plan.rounds = 8;
-  plan.confidence = 0.95;
-  plan.run = scripted_run;
-  plan.context = &s;
   size_t rounds = 0;
   EXPECT_EQ(measure_rounds(&plan, series.data(), &rounds), MEASURE_STOP_ROUNDS);
   EXPECT_EQ(rounds, 8u);
@@ -107,13 +115,9 @@ TEST(MeasureRounds, FixedRoundsGivePairedRatios) {
 TEST(MeasureRounds, AdaptiveStopsWhenConvergedOrFailed) {
   script s;
   std::vector<measure_series> series(2);
-  measure_plan plan = {};
-  plan.configs = 2;
+  measure_plan plan = scripted_plan(2, &s);
   plan.budget_seconds = 3600;
   plan.precision = 0.02;
-  plan.confidence = 0.95;
-  plan.run = scripted_run;
-  plan.context = &s;
   size_t rounds = 0;
   EXPECT_EQ(measure_rounds(&plan, series.data(), &rounds), MEASURE_STOP_CONVERGED);
   EXPECT_EQ(rounds, 6u) << "the fewest rounds for a 95 % interval, already within +-2 %";
