@@ -567,7 +567,6 @@ static int measure(struct check *c) {
 
 /* ---- the verdict --------------------------------------------------------------------------------- */
 
-static bool is_gain(const struct stats_interval *s) { return measure_judge(s, CHECK_MIN_GAIN) == MEASURE_GAIN; }
 static const char *judgement(const struct stats_interval *s) {
   return measure_verdict_text(measure_judge(s, CHECK_MIN_GAIN));
 }
@@ -600,28 +599,13 @@ static bool moved_no_code(const struct config *config) {
 
 static void decide(const struct check *c, struct verdict *v) {
   memset(v, 0, sizeof *v);
-  v->chosen = v->best = -1;
-  int best_gain = -1;
-  for (int i = 1; i < c->config_count; i++) {
-    const struct config *config = c->configs[i];
-    if (config->ratio_rc != 0) continue;
-    if (v->best < 0 || config->ratio.estimate > c->configs[v->best]->ratio.estimate) v->best = i;
-    if (is_gain(&config->ratio) && !moved_no_code(config) &&
-        (best_gain < 0 || config->ratio.estimate > c->configs[best_gain]->ratio.estimate))
-      best_gain = i;
-  }
-  /* The simplest configuration with a gain that the best one does not measurably beat. */
-  for (int i = 1; best_gain >= 0 && i < c->config_count; i++) {
-    const struct config *config = c->configs[i];
-    if (config->ratio_rc != 0 || !is_gain(&config->ratio) || moved_no_code(config)) continue;
-    struct stats_interval better;
-    if (i == best_gain ||
-        stats_paired_ratio(times(c, config), times(c, c->configs[best_gain]), c->rounds, CHECK_CONFIDENCE, &better) != 0 ||
-        !is_gain(&better)) {
-      v->chosen = i;
-      break;
-    }
-  }
+  struct measure_candidate candidates[CONFIG_COUNT];
+  for (int i = 0; i < c->config_count; i++)
+    candidates[i] = (struct measure_candidate){.seconds = times(c, c->configs[i]), .creditable = !moved_no_code(c->configs[i])};
+  struct measure_choice choice;
+  measure_choose(candidates, c->config_count, c->rounds, CHECK_CONFIDENCE, CHECK_MIN_GAIN, &choice);
+  v->chosen = choice.chosen;
+  v->best = choice.best;
   struct config *heap = find_config(c, CONFIG_HEAP, &v->heap), *heap_text = find_config(c, CONFIG_HEAP_TEXT, &v->heap_text);
   find_config(c, CONFIG_TEXT, &v->text);
   v->code_rc = heap && heap_text

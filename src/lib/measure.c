@@ -225,6 +225,40 @@ const char *measure_verdict_text(enum measure_verdict verdict) {
   return "no measurable gain";
 }
 
+void measure_choose(const struct measure_candidate *candidates, int count, size_t rounds, double confidence,
+                    double min_gain, struct measure_choice *out) {
+  out->chosen = out->best = -1;
+  int best_gain = -1;
+  double best_estimate = 0, best_gain_estimate = 0;
+  for (int i = 1; i < count; i++) {
+    struct stats_interval ratio;
+    if (stats_paired_ratio(candidates[0].seconds, candidates[i].seconds, rounds, confidence, &ratio) != 0) continue;
+    if (out->best < 0 || ratio.estimate > best_estimate) {
+      out->best = i;
+      best_estimate = ratio.estimate;
+    }
+    if (candidates[i].creditable && measure_judge(&ratio, min_gain) == MEASURE_GAIN &&
+        (best_gain < 0 || ratio.estimate > best_gain_estimate)) {
+      best_gain = i;
+      best_gain_estimate = ratio.estimate;
+    }
+  }
+  /* The simplest configuration with a gain that the best one does not measurably beat. */
+  for (int i = 1; best_gain >= 0 && i < count; i++) {
+    struct stats_interval ratio, better;
+    if (!candidates[i].creditable ||
+        stats_paired_ratio(candidates[0].seconds, candidates[i].seconds, rounds, confidence, &ratio) != 0 ||
+        measure_judge(&ratio, min_gain) != MEASURE_GAIN)
+      continue;
+    if (i == best_gain ||
+        stats_paired_ratio(candidates[i].seconds, candidates[best_gain].seconds, rounds, confidence, &better) != 0 ||
+        measure_judge(&better, min_gain) != MEASURE_GAIN) {
+      out->chosen = i;
+      return;
+    }
+  }
+}
+
 /* ---- spread ----------------------------------------------------------------------------------------- */
 
 void measure_spread_of(const double *values, size_t n, double confidence, double noisy_threshold,

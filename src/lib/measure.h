@@ -142,6 +142,23 @@ enum measure_verdict measure_judge(const struct stats_interval *ratio, double mi
 /* "measurable gain", "measurably slower", "no measurable gain" */
 const char *measure_verdict_text(enum measure_verdict verdict);
 
+/* One configuration offered to measure_choose: its compared time per measured round. */
+struct measure_candidate {
+  const double *seconds;
+  bool creditable; /* false: it changed nothing it could be credited with (a code remap that moved no code):
+                      it runs as its twin does, so whatever separates their times is not its doing */
+};
+struct measure_choice {
+  int chosen; /* the configuration to use; -1: none has a measurable gain */
+  int best;   /* the highest estimate of all (what "no measurable gain" compares); -1: none measured */
+};
+/* Which configuration to use, from `rounds` paired rounds: candidates[0] is the baseline; the others are in
+ * order of simplicity. The choice is the simplest creditable configuration with a gain (measure_judge)
+ * that the configuration with the highest gain does not itself measurably beat. Pure: check's verdict,
+ * tested on scripted timings. */
+void measure_choose(const struct measure_candidate *candidates, int count, size_t rounds, double confidence,
+                    double min_gain, struct measure_choice *out);
+
 /* ---- spread of repetitions ---- */
 struct measure_spread {
   size_t count;

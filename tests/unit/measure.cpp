@@ -141,6 +141,82 @@ TEST(MeasureVerdict, GainLossTie) {
   EXPECT_STREQ(measure_verdict_text(MEASURE_TIE), "no measurable gain");
 }
 
+// check's verdict (measure_choose) on scripted timings fed through the rounds driver: per configuration a
+// time relative to the baseline, with a round-to-round wobble and some disturbed rounds, as a shared machine
+// gives them. No timing is involved.
+struct timings {
+  std::vector<double> relative;           // each configuration's time / the baseline's
+  std::vector<std::pair<int, int>> spikes; // (configuration, round): that run took 3x (a disturbed round)
+};
+
+int timed_run(void *context, int config, size_t round, bool warmup, double *seconds, double *system) {
+  auto *t = static_cast<timings *>(context);
+  (void)warmup;
+  double wobble = 1.0 + 0.01 * (double)((round * 7 + (size_t)config * 3) % 5) - 0.02;  // +-2 %
+  *seconds = t->relative[(size_t)config] * wobble;
+  for (auto spike : t->spikes)
+    if (spike.first == config && (size_t)spike.second == round) *seconds *= 3;
+  *system = 0.1;
+  return 0;
+}
+
+// Runs `rounds` rounds of the scripted timings and returns measure_choose's answer; creditable[i] false
+// marks a configuration that changed nothing (a code remap that moved no code).
+measure_choice choose(timings t, size_t rounds, std::vector<bool> creditable) {
+  size_t n = t.relative.size();
+  std::vector<measure_series> series(n);
+  measure_plan plan = {};
+  plan.configs = (int)n;
+  plan.confidence = 0.95;
+  plan.rounds = rounds;
+  plan.run = timed_run;
+  plan.context = &t;
+  size_t done = 0;
+  EXPECT_EQ(measure_rounds(&plan, series.data(), &done), MEASURE_STOP_ROUNDS);
+  std::vector<measure_candidate> candidates(n);
+  for (size_t i = 0; i < n; i++) candidates[i] = {series[i].seconds, i < creditable.size() ? (bool)creditable[i] : true};
+  measure_choice choice = {};
+  measure_choose(candidates.data(), (int)n, done, 0.95, 0.02, &choice);
+  return choice;
+}
+
+TEST(MeasureChoose, TlbBoundWorkloadChoosesTheHeap) {
+  // plain, heap (1.5x faster), heap+text (1.6x faster, but its remap moved no code): the heap, even with two
+  // disturbed rounds each.
+  timings t{{1.0, 0.66, 0.62}, {{1, 2}, {2, 5}, {0, 9}}};
+  measure_choice c = choose(t, 12, {true, true, false});
+  EXPECT_EQ(c.chosen, 1) << "heap+text moved no code, so its lower times are not the code's";
+  EXPECT_EQ(c.best, 2) << "the highest estimate is still reported";
+  c = choose(t, 12, {true, true, true});
+  EXPECT_EQ(c.chosen, 2) << "with its code moved, heap+text measurably beats heap";
+}
+
+TEST(MeasureChoose, TheSimplestGainTheBestDoesNotMeasurablyBeat) {
+  // heap 1.50x, hugetlb 1.51x: within the wobble of each other, so the simpler one (earlier) is chosen.
+  timings t{{1.0, 0.666, 0.662}, {}};
+  EXPECT_EQ(choose(t, 8, {}).chosen, 1);
+  // hugetlb 2x: measurably better than heap, so it is chosen.
+  t.relative = {1.0, 0.666, 0.5};
+  EXPECT_EQ(choose(t, 8, {}).chosen, 2);
+}
+
+TEST(MeasureChoose, TinyWorkingSetHasNoMeasurableGain) {
+  // Every configuration within +-2 % of plain (a working set inside every TLB), with disturbed rounds both
+  // ways: no configuration is chosen.
+  timings t{{1.0, 1.0, 0.995}, {{1, 0}, {0, 3}, {2, 6}}};
+  measure_choice c = choose(t, 8, {});
+  EXPECT_EQ(c.chosen, -1);
+  EXPECT_GE(c.best, 1) << "the best estimate is still named";
+  // A configuration measurably slower is never chosen either.
+  t.relative = {1.0, 1.3, 1.25};
+  EXPECT_EQ(choose(t, 8, {}).chosen, -1);
+  // Too few rounds for an interval: nothing is measured, nothing chosen.
+  t.relative = {1.0, 0.5};
+  c = choose(t, 3, {});
+  EXPECT_EQ(c.chosen, -1);
+  EXPECT_EQ(c.best, -1);
+}
+
 TEST(MeasureSpread, MedianRangeNoisyAndTies) {
   const double steady[] = {100, 102, 101}, disturbed[] = {100, 200, 101}, faster[] = {60, 61, 62};
   measure_spread a, b, c;
@@ -234,7 +310,13 @@ TEST(MeasurePrograms, SelfAndBeside) {
   EXPECT_EQ(measure_find_beside_self(none, found, sizeof found), -ENOENT);
   double a = measure_now(), b = measure_now();
   EXPECT_LE(a, b) << "monotonic";
-  EXPECT_GE(measure_thread_cpu_now(), 0);
+  // The thread's CPU clock moves while the thread runs, and never faster than the wall clock.
+  double cpu0 = measure_thread_cpu_now(), wall0 = measure_now();
+  volatile unsigned long spin = 0;
+  while (measure_thread_cpu_now() - cpu0 < 0.005 && measure_now() - wall0 < 30) spin = spin + 1;
+  double cpu = measure_thread_cpu_now() - cpu0, wall = measure_now() - wall0;
+  EXPECT_GE(cpu, 0.005) << "the CPU clock did not move in " << wall << " s of spinning";
+  EXPECT_LE(cpu, wall + 0.001);
 }
 
 }  // namespace
