@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "format.h"
+#include "parse_options.h"
 #include "safe_file.h"
 
 /* Exit codes of every command (docs/design.md, "Exit codes"). */
@@ -17,11 +18,20 @@ enum {
   EXIT_PRIVILEGE = 3,  /* missing privilege or kernel feature */
 };
 
+/* A command's --help: the synopsis and description, the options block generated from its option table
+ * (parse_options.h), then what follows it (notes, examples, exit status). */
+struct command_help {
+  const char *synopsis;
+  const struct option_spec *options;
+  const char *after;
+};
+
 struct command {
   const char *name;
   int (*run)(int argc, char **argv); /* argv[0] is the command name */
   const char *summary;               /* one line for `hugify --help` */
-  const char *usage;                 /* the full text for `hugify CMD --help` / `hugify help CMD` */
+  const struct command_help *help;   /* `hugify CMD --help` / `hugify help CMD` */
+  const char *usage;                 /* the whole text, for a command whose options have no table yet */
 };
 
 /* Each command file defines one of these. */
@@ -36,8 +46,9 @@ int cmd_elf(int argc, char **argv);
 int cmd_agent(int argc, char **argv);
 int cmd_env(int argc, char **argv);
 
-extern const char usage_status[], usage_pool[], usage_inspect[], usage_collapse[], usage_run[], usage_check[],
-    usage_bench[], usage_elf[], usage_agent[], usage_env[];
+extern const char usage_status[], usage_pool[], usage_inspect[], usage_run[], usage_check[], usage_bench[],
+    usage_elf[], usage_agent[], usage_env[];
+extern const struct command_help help_collapse;
 
 /* ---- output.c: messages ---- */
 /* "hugify CMD: message" on stderr; returns `code` so callers can `return fail(EXIT_USAGE, ...)`. */
@@ -46,6 +57,15 @@ int fail(int code, const char *command, const char *format, ...) __attribute__((
 int usage_error(const char *command, const char *format, ...) __attribute__((format(printf, 2, 3)));
 /* Print the usage text of a command to stdout. Returns EXIT_DONE. */
 int print_usage(const char *usage);
+/* Print a command's --help (struct command_help) to `out`. Returns EXIT_DONE. */
+int print_command_help(const struct command_help *help, FILE *out);
+/* option_table_parse, and on an error its message as `command`'s usage error. EXIT_DONE or EXIT_USAGE. */
+int parse_command_options(const char *command, const struct option_spec *options, enum option_mode mode, int argc,
+                       char **argv, void *values, struct option_result *result);
+/* The exit code of a library result (-errno), the same in every command: 0 done; -EPERM, -EACCES, -ENOSYS,
+ * -EOPNOTSUPP: 3 (a privilege or kernel feature is missing); -EINVAL: 2 (what was asked cannot be); anything
+ * else (-ESRCH, -ENOMEM, -EIO...): 1 (ran, but fell short). */
+int exit_code_for(int rc);
 /* True when argv has --help or -h before a "--". */
 bool wants_help(int argc, char **argv);
 /* Progress line on stderr (carriage-return updated), only when stderr is a terminal. done=true ends it. */

@@ -10,7 +10,26 @@
 #include "procfs.h"
 #include "units.h"
 
-const char usage_collapse[] =
+struct collapse_args {
+  uint64_t min_size, chunk_size;
+  bool dry_run;
+  struct json_output json;
+};
+
+static const struct option_spec collapse_options[] = {
+    OPT_GROUP("Options"),
+    OPT_SIZE("min-size", struct collapse_args, min_size, "SIZE", 0,
+             "only mappings with at least SIZE in aligned 2 MiB windows (default 2M)"),
+    OPT_SIZE("chunk", struct collapse_args, chunk_size, "SIZE", 2 << 20,
+             "at most SIZE per kernel call (default 64M; smaller = shorter stalls, more calls)"),
+    OPT_FLAG("dry-run", 0, struct collapse_args, dry_run, "show what would be collapsed; change nothing"),
+    OPT_JSON(struct collapse_args, json,
+             "JSON on stdout instead of the text (schema hugify.collapse/1: docs/collapse.md);\n"
+             "--json=FILE: the text on stdout and the JSON to FILE"),
+    OPT_END,
+};
+
+const struct command_help help_collapse = {
     "usage: hugify collapse PID [--min-size SIZE] [--chunk SIZE] [--dry-run] [--json[=FILE]]\n"
     "\n"
     "Put the existing anonymous memory of a running process on transparent huge pages now, without\n"
@@ -20,13 +39,8 @@ const char usage_collapse[] =
     "The work goes to the kernel in chunks (64 MiB by default), so the process is never held up for long.\n"
     "Prints coverage before and after per mapping and in total, the time taken, and every range the kernel\n"
     "refused with its reason. Works in THP mode 'madvise' and 'never' too (MADV_COLLAPSE ignores the mode).\n"
-    "\n"
-    "Options:\n"
-    "  --min-size SIZE  only mappings with at least SIZE in aligned 2 MiB windows (default 2M)\n"
-    "  --chunk SIZE     at most SIZE per kernel call (default 64M; smaller = shorter stalls, more calls)\n"
-    "  --dry-run        show what would be collapsed; change nothing\n"
-    "  --json           JSON on stdout instead of the text (schema hugify.collapse/1: docs/collapse.md)\n"
-    "  --json=FILE      the text on stdout and the JSON to FILE\n"
+    "\n",
+    collapse_options,
     "\n"
     "Needs: Linux 6.1+ (MADV_COLLAPSE), ptrace read access to the process (its user, or root) and\n"
     "CAP_SYS_NICE (root, or: setcap cap_sys_nice,cap_sys_ptrace+ep $(command -v hugify)).\n"
@@ -38,7 +52,8 @@ const char usage_collapse[] =
     "  hugify inspect 1234                    see coverage, and why memory is not huge, before and after\n"
     "\n"
     "Exit status: 0 done; 1 some ranges failed, the process exited mid-way, or no such process; 2 bad usage;\n"
-    "3 not permitted, or the kernel lacks MADV_COLLAPSE / process_madvise.\n";
+    "3 not permitted, or the kernel lacks MADV_COLLAPSE / process_madvise.\n",
+};
 
 static void show_progress(void *context, uint64_t done, uint64_t total) {
   (void)context;
@@ -200,38 +215,18 @@ static void print_json(FILE *out, const struct hugify_collapse_report *r) {
   json_end(&j);
 }
 
-static int parse_size_option(int argc, char **argv, int *i, const char *name, uint64_t *value) {
-  const char *arg = argv[*i];
-  size_t len = strlen(name);
-  const char *text = arg[len] == '=' ? arg + len + 1 : (*i + 1 < argc ? argv[++*i] : NULL);
-  if (!text || !parse_size(text, value)) return usage_error("collapse", "%s needs a size like 2M, 64M, 1G", name);
-  return 0;
-}
-
 int cmd_collapse(int argc, char **argv) {
-  struct json_output json = {0};
-  struct hugify_collapse_opts opts = {.min_size = 0};
+  struct collapse_args args = {0};
+  struct option_result parsed;
+  if (parse_command_options("collapse", collapse_options, OPTIONS_ANYWHERE, argc, argv, &args, &parsed) != EXIT_DONE)
+    return EXIT_USAGE;
+  if (parsed.operand_count > 1) return usage_error("collapse", "one process at a time ('%s' is extra)", argv[parsed.operands[1]]);
   uint64_t pid = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *arg = argv[i];
-    int taken = json_output_option("collapse", arg, &json);
-    if (taken < 0) return EXIT_USAGE;
-    if (taken) continue;
-    if (strcmp(arg, "--dry-run") == 0) opts.flags |= HUGIFY_COLLAPSE_DRY_RUN;
-    else if (strcmp(arg, "--min-size") == 0 || strncmp(arg, "--min-size=", 11) == 0) {
-      if (parse_size_option(argc, argv, &i, "--min-size", &opts.min_size)) return EXIT_USAGE;
-    } else if (strcmp(arg, "--chunk") == 0 || strncmp(arg, "--chunk=", 8) == 0) {
-      if (parse_size_option(argc, argv, &i, "--chunk", &opts.chunk_size)) return EXIT_USAGE;
-      if (opts.chunk_size < (UINT64_C(2) << 20)) return usage_error("collapse", "--chunk must be at least 2M");
-    } else if (arg[0] != '-' && pid == 0) {
-      if (!parse_u64(arg, &pid) || pid == 0 || pid > 0x7fffffff)
-        return usage_error("collapse", "'%s' is not a process id", arg);
-    } else if (arg[0] != '-') {
-      return usage_error("collapse", "one process at a time ('%s' is extra)", arg);
-    } else {
-      return usage_error("collapse", "unknown option '%s'", arg);
-    }
-  }
+  if (parsed.operand_count == 1 && !parse_count(argv[parsed.operands[0]], 1, 0x7fffffff, &pid))
+    return usage_error("collapse", "'%s' is not a process id", argv[parsed.operands[0]]);
+  struct hugify_collapse_opts opts = {.min_size = args.min_size, .chunk_size = args.chunk_size,
+                                      .flags = args.dry_run ? HUGIFY_COLLAPSE_DRY_RUN : 0};
+  struct json_output json = args.json;
   if (pid == 0) return usage_error("collapse", "which process? Give its PID");
   bool text = json_output_text(&json);
   if (text) opts.progress = show_progress;
@@ -241,7 +236,7 @@ int cmd_collapse(int argc, char **argv) {
   struct hugify_collapse_report report;
   int rc = hugify_collapse((pid_t)pid, &opts, &report);
   if (rc != 0) {
-    int code = rc == -EPERM || rc == -ENOSYS ? EXIT_PRIVILEGE : rc == -EINVAL ? EXIT_USAGE : EXIT_SHORT;
+    int code = exit_code_for(rc);
     fail(code, "collapse", "%s", report.reason[0] ? report.reason : strerror(-rc));
     hugify_collapse_report_free(&report);
     json_output_close(out, &json, "collapse");

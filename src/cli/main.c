@@ -6,16 +6,16 @@
 #include "hugify.h"
 
 static const struct command commands[] = {
-    {"status", cmd_status, "everything the kernel says about huge pages here, with diagnoses and fixes", usage_status},
-    {"pool", cmd_pool, "reserve, show, clear and persist hugetlb pools per size and NUMA node", usage_pool},
-    {"inspect", cmd_inspect, "how much of a process is on huge pages, by class and page kind", usage_inspect},
-    {"collapse", cmd_collapse, "put a running process's anonymous memory on huge pages now", usage_collapse},
-    {"run", cmd_run, "run a program with its heap and code on huge pages; report what it got", usage_run},
-    {"env", cmd_env, "the environment of `run`, for systemd units, containers and scripts", usage_env},
-    {"check", cmd_check, "do huge pages help a program, which way, and by how much", usage_check},
-    {"bench", cmd_bench, "what huge pages buy on this machine: the seed experiments, with a chart", usage_bench},
-    {"agent", cmd_agent, "keep long-running processes on huge pages, within a CPU budget, with metrics", usage_agent},
-    {"elf", cmd_elf, "what the text remap would cover for a binary; linker flags for aligned text", usage_elf},
+    {"status", cmd_status, "everything the kernel says about huge pages here, with diagnoses and fixes", NULL, usage_status},
+    {"pool", cmd_pool, "reserve, show, clear and persist hugetlb pools per size and NUMA node", NULL, usage_pool},
+    {"inspect", cmd_inspect, "how much of a process is on huge pages, by class and page kind", NULL, usage_inspect},
+    {"collapse", cmd_collapse, "put a running process's anonymous memory on huge pages now", &help_collapse, NULL},
+    {"run", cmd_run, "run a program with its heap and code on huge pages; report what it got", NULL, usage_run},
+    {"env", cmd_env, "the environment of `run`, for systemd units, containers and scripts", NULL, usage_env},
+    {"check", cmd_check, "do huge pages help a program, which way, and by how much", NULL, usage_check},
+    {"bench", cmd_bench, "what huge pages buy on this machine: the seed experiments, with a chart", NULL, usage_bench},
+    {"agent", cmd_agent, "keep long-running processes on huge pages, within a CPU budget, with metrics", NULL, usage_agent},
+    {"elf", cmd_elf, "what the text remap would cover for a binary; linker flags for aligned text", NULL, usage_elf},
 };
 #define COMMAND_COUNT (sizeof commands / sizeof commands[0])
 
@@ -41,6 +41,10 @@ static int print_main_usage(FILE *out) {
   return EXIT_DONE;
 }
 
+static int show_help(const struct command *command) {
+  return command->help ? print_command_help(command->help, stdout) : print_usage(command->usage);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     print_main_usage(stderr);
@@ -59,13 +63,13 @@ int main(int argc, char **argv) {
       fprintf(stderr, "hugify help: no command '%s'. Try 'hugify --help'.\n", argv[2]);
       return EXIT_USAGE;
     }
-    return print_usage(command->usage);
+    return show_help(command);
   }
   const struct command *command = find_command(name);
   if (!command) {
     fprintf(stderr, "hugify: '%s' is not a command. Try 'hugify --help'.\n", name);
     return EXIT_USAGE;
   }
-  if (wants_help(argc - 1, argv + 1)) return print_usage(command->usage);
+  if (wants_help(argc - 1, argv + 1)) return show_help(command);
   return command->run(argc - 1, argv + 1);
 }

@@ -33,6 +33,28 @@ int print_usage(const char *usage) {
   return EXIT_DONE;
 }
 
+int print_command_help(const struct command_help *help, FILE *out) {
+  fputs(help->synopsis, out);
+  if (help->options) option_table_help(help->options, out);
+  if (help->after) fputs(help->after, out);
+  return EXIT_DONE;
+}
+
+int parse_command_options(const char *command, const struct option_spec *options, enum option_mode mode, int argc,
+                       char **argv, void *values, struct option_result *result) {
+  if (option_table_parse(options, mode, argc, argv, values, result) == 0) return EXIT_DONE;
+  return usage_error(command, "%s", result->error);
+}
+
+int exit_code_for(int rc) {
+  switch (-rc) {
+  case 0: return EXIT_DONE;
+  case EPERM: case EACCES: case ENOSYS: case EOPNOTSUPP: return EXIT_PRIVILEGE;
+  case EINVAL: return EXIT_USAGE;
+  default: return EXIT_SHORT;
+  }
+}
+
 bool wants_help(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--") == 0) return false;
