@@ -8,7 +8,19 @@
 #include "hugify.h"
 #include "units.h"
 
-const char usage_elf[] =
+struct elf_args {
+  struct json_output json;
+};
+
+static const struct option_spec elf_options[] = {
+    OPT_GROUP("Options"),
+    OPT_JSON(struct elf_args, json,
+             "JSON on stdout instead of the text (schema hugify.elf/1: docs/elf.md);\n"
+             "--json=FILE: the text on stdout and the JSON to FILE"),
+    OPT_END,
+};
+
+const struct command_help help_elf = {
     "usage: hugify elf [--json[=FILE]] FILE...\n"
     "\n"
     "What hugify's text remap (hugify run, HUGIFY_TEXT=1) would put on huge pages for each FILE, an\n"
@@ -20,10 +32,8 @@ const char usage_elf[] =
     "starts every executable segment on a 2 MiB boundary, so only the tail stays: the output shows what that\n"
     "gains and what it costs in file size. In CMake: find_package(hugify) then hugify_enable_huge_text(target).\n"
     "Also shows whether the file has function symbols for the perf map (HUGIFY_PERF_MAP=1).\n"
-    "\n"
-    "Options:\n"
-    "  --json         JSON on stdout instead of the text (schema hugify.elf/1: docs/elf.md)\n"
-    "  --json=FILE    the text on stdout and the JSON to FILE\n"
+    "\n",
+    elf_options,
     "\n"
     "Examples:\n"
     "  hugify elf /usr/bin/node\n"
@@ -31,7 +41,8 @@ const char usage_elf[] =
     "  hugify elf --json ./myserver | jq '.files[0].huge'\n"
     "\n"
     "Exit status: 0 done, 1 a FILE could not be read or is not a 64-bit ELF executable or shared object,\n"
-    "2 bad usage.\n";
+    "2 bad usage.\n",
+};
 
 static const char *kind_name(enum hugify_elf_kind kind) {
   switch (kind) {
@@ -198,17 +209,12 @@ static void json_file(struct json_writer *j, const char *path, int rc, const str
 }
 
 int cmd_elf(int argc, char **argv) {
-  struct json_output json = {0};
-  int files = 0;
-  for (int i = 1; i < argc; i++) {
-    int taken = json_output_option("elf", argv[i], &json);
-    if (taken < 0) return EXIT_USAGE;
-    if (taken) continue;
-    if (strcmp(argv[i], "--") == 0) { files += argc - i - 1; break; }
-    if (argv[i][0] == '-' && argv[i][1]) return usage_error("elf", "unknown option '%s'", argv[i]);
-    files++;
-  }
-  if (files == 0) return usage_error("elf", "no FILE given");
+  struct elf_args args = {0};
+  static struct option_result parsed; /* large: off the stack */
+  if (parse_command_options("elf", elf_options, OPTIONS_ANYWHERE, argc, argv, &args, &parsed) != EXIT_DONE)
+    return EXIT_USAGE;
+  if (parsed.operand_count == 0) return usage_error("elf", "no FILE given");
+  struct json_output json = args.json;
 
   FILE *out = json_output_open(&json, "elf");
   if (json.wanted && !out) return EXIT_USAGE;
@@ -220,21 +226,19 @@ int cmd_elf(int argc, char **argv) {
     json_open_array(&j, "files");
   }
   int status = EXIT_DONE, printed = 0;
-  bool options_done = false;
-  for (int i = 1; i < argc; i++) {
-    if (!options_done && strcmp(argv[i], "--") == 0) { options_done = true; continue; }
-    if (!options_done && argv[i][0] == '-' && argv[i][1]) continue;
+  for (int k = 0; k < parsed.operand_count; k++) {
+    const char *file = argv[parsed.operands[k]];
     struct hugify_elf_info info;
-    int rc = hugify_elf_read(argv[i], &info);
+    int rc = hugify_elf_read(file, &info);
     if (rc != 0) status = EXIT_SHORT;
-    if (out) json_file(&j, argv[i], rc, &info);
+    if (out) json_file(&j, file, rc, &info);
     if (!text) continue;
     if (rc != 0) {
-      fail(EXIT_SHORT, "elf", "%s: %s", argv[i], info.reason[0] ? info.reason : strerror(-rc));
+      fail(EXIT_SHORT, "elf", "%s: %s", file, info.reason[0] ? info.reason : strerror(-rc));
       continue;
     }
     if (printed++) putchar('\n');
-    print_file(argv[i], &info);
+    print_file(file, &info);
   }
   if (out) {
     json_close(&j);

@@ -9,7 +9,25 @@
 #include "inspect.h"
 #include "units.h"
 
-const char usage_inspect[] =
+struct inspect_args {
+  bool maps, all;
+  uint64_t top;
+  struct json_output json;
+};
+
+static const struct option_spec inspect_options[] = {
+    OPT_GROUP("Options"),
+    OPT_FLAG("maps", 0, struct inspect_args, maps, "also one row per mapping"),
+    OPT_FLAG("all", 0, struct inspect_args, all,
+             "every process, ranked by anonymous memory NOT on huge pages (who would gain most)"),
+    OPT_COUNT("top", struct inspect_args, top, "N", 0, 1000000, "with --all: the first N processes (default 20; 0 = all)"),
+    OPT_JSON(struct inspect_args, json,
+             "JSON on stdout instead of the text (schema hugify.inspect/1: docs/inspect.md);\n"
+             "--json=FILE: the text on stdout and the JSON to FILE"),
+    OPT_END,
+};
+
+const struct command_help help_inspect = {
     "usage: hugify inspect PID... [--maps] [--json[=FILE]]\n"
     "       hugify inspect --all [--top N] [--json[=FILE]]\n"
     "\n"
@@ -17,13 +35,8 @@ const char usage_inspect[] =
     "huge pages by class (code per object, heap, other anonymous memory, thread stacks, shared memory, file\n"
     "mappings) and by page kind (THP, hugetlb 2M, hugetlb 1G), and why the rest is not on huge pages\n"
     "(MADV_NOHUGEPAGE, THP disabled for the process, too small or unaligned, system THP mode, file-backed).\n"
-    "\n"
-    "Options:\n"
-    "  --maps      also one row per mapping\n"
-    "  --all       every process, ranked by anonymous memory NOT on huge pages (who would gain most)\n"
-    "  --top N     with --all: the first N processes (default 20; 0 = all)\n"
-    "  --json      JSON on stdout instead of the text (schema hugify.inspect/1: docs/inspect.md)\n"
-    "  --json=FILE the text on stdout and the JSON to FILE\n"
+    "\n",
+    inspect_options,
     "\n"
     "Examples:\n"
     "  hugify inspect $(pidof postgres)      coverage of each postgres process\n"
@@ -32,7 +45,8 @@ const char usage_inspect[] =
     "  hugify inspect 1234 --json | jq .processes[0].classes.heap\n"
     "\n"
     "Exit status: 0 done; 1 a process does not exist (any more); 2 bad usage; 3 not permitted to read a\n"
-    "process (needs its user or root; the message names it).\n";
+    "process (needs its user or root; the message names it).\n",
+};
 
 static void bytes(uint64_t value, char *out, size_t cap) { format_bytes(value, out, cap); }
 
@@ -246,41 +260,24 @@ static int inspect_all(long top, FILE *json, bool text) {
 /* ---- the command --------------------------------------------------------------------------------- */
 
 int cmd_inspect(int argc, char **argv) {
-  struct json_output json = {0};
-  bool maps = false, all = false;
-  long top = 20;
+  struct inspect_args args = {.top = 20};
+  static struct option_result parsed; /* large: off the stack */
+  if (parse_command_options("inspect", inspect_options, OPTIONS_ANYWHERE, argc, argv, &args, &parsed) != EXIT_DONE)
+    return EXIT_USAGE;
+  struct json_output json = args.json;
+  bool maps = args.maps, all = args.all;
+  long top = (long)args.top;
   int *pids = calloc((size_t)argc, sizeof *pids);
   int pid_count = 0;
   if (!pids) return fail(EXIT_SHORT, "inspect", "out of memory");
-  for (int i = 1; i < argc; i++) {
-    const char *arg = argv[i];
-    int taken = json_output_option("inspect", arg, &json);
-    if (taken < 0) {
+  for (int i = 0; i < parsed.operand_count; i++) {
+    const char *arg = argv[parsed.operands[i]];
+    uint64_t pid;
+    if (!parse_count(arg, 1, 0x7fffffff, &pid)) {
       free(pids);
-      return EXIT_USAGE;
+      return usage_error("inspect", "'%s' is not a process id", arg);
     }
-    if (taken) continue;
-    if (strcmp(arg, "--maps") == 0) maps = true;
-    else if (strcmp(arg, "--all") == 0) all = true;
-    else if (strcmp(arg, "--top") == 0 || strncmp(arg, "--top=", 6) == 0) {
-      const char *value = arg[5] == '=' ? arg + 6 : (i + 1 < argc ? argv[++i] : NULL);
-      uint64_t n;
-      if (!value || !parse_u64(value, &n) || n > 1000000) {
-        free(pids);
-        return usage_error("inspect", "--top needs a number of processes");
-      }
-      top = (long)n;
-    } else if (arg[0] != '-') {
-      uint64_t pid;
-      if (!parse_u64(arg, &pid) || pid == 0 || pid > 0x7fffffff) {
-        free(pids);
-        return usage_error("inspect", "'%s' is not a process id", arg);
-      }
-      pids[pid_count++] = (int)pid;
-    } else {
-      free(pids);
-      return usage_error("inspect", "unknown option '%s'", arg);
-    }
+    pids[pid_count++] = (int)pid;
   }
   if (all) {
     free(pids);

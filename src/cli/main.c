@@ -6,16 +6,16 @@
 #include "hugify.h"
 
 static const struct command commands[] = {
-    {"status", cmd_status, "everything the kernel says about huge pages here, with diagnoses and fixes", NULL, usage_status},
+    {"status", cmd_status, "everything the kernel says about huge pages here, with diagnoses and fixes", &help_status, NULL},
     {"pool", cmd_pool, "reserve, show, clear and persist hugetlb pools per size and NUMA node", NULL, usage_pool},
-    {"inspect", cmd_inspect, "how much of a process is on huge pages, by class and page kind", NULL, usage_inspect},
+    {"inspect", cmd_inspect, "how much of a process is on huge pages, by class and page kind", &help_inspect, NULL},
     {"collapse", cmd_collapse, "put a running process's anonymous memory on huge pages now", &help_collapse, NULL},
     {"run", cmd_run, "run a program with its heap and code on huge pages; report what it got", NULL, usage_run},
     {"env", cmd_env, "the environment of `run`, for systemd units, containers and scripts", NULL, usage_env},
     {"check", cmd_check, "do huge pages help a program, which way, and by how much", NULL, usage_check},
     {"bench", cmd_bench, "what huge pages buy on this machine: the seed experiments, with a chart", NULL, usage_bench},
     {"agent", cmd_agent, "keep long-running processes on huge pages, within a CPU budget, with metrics", NULL, usage_agent},
-    {"elf", cmd_elf, "what the text remap would cover for a binary; linker flags for aligned text", NULL, usage_elf},
+    {"elf", cmd_elf, "what the text remap would cover for a binary; linker flags for aligned text", &help_elf, NULL},
 };
 #define COMMAND_COUNT (sizeof commands / sizeof commands[0])
 

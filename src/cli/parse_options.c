@@ -68,17 +68,17 @@ static void expectation(const struct option_spec *o, char *out, size_t cap) {
   char low[32], high[32];
   switch (o->type) {
   case OPTION_COUNT:
-    snprintf(out, cap, "%.0f to %.0f", o->low, o->high);
+    snprintf(out, cap, "%llu to %llu", (unsigned long long)o->min, (unsigned long long)o->max);
     return;
   case OPTION_DECIMAL:
     snprintf(out, cap, "a number from %g to %g", o->low, o->high);
     return;
   case OPTION_SIZE:
-    format_page_size((uint64_t)o->low, low, sizeof low);
-    if (o->high > 0) {
-      format_page_size((uint64_t)o->high, high, sizeof high);
+    format_page_size(o->min, low, sizeof low);
+    if (o->max > 0) {
+      format_page_size(o->max, high, sizeof high);
       snprintf(out, cap, "a size from %s to %s, like 2M or 1G", low, high);
-    } else if (o->low > 0) {
+    } else if (o->min > 0) {
       snprintf(out, cap, "a size of at least %s, like 2M or 1G", low);
     } else {
       snprintf(out, cap, "a size like 2M or 1G");
@@ -106,13 +106,13 @@ static int store(const struct option_spec *o, const char *value, void *values, s
   switch (o->type) {
   case OPTION_COUNT: {
     uint64_t v;
-    ok = parse_count(value, (uint64_t)o->low, (uint64_t)o->high, &v);
+    ok = parse_count(value, o->min, o->max, &v);
     if (ok) *(uint64_t *)field(values, o) = v;
     break;
   }
   case OPTION_SIZE: {
     uint64_t v;
-    ok = parse_size(value, &v) && (double)v >= o->low && (o->high <= 0 || (double)v <= o->high);
+    ok = parse_size(value, &v) && v >= o->min && (o->max == 0 || v <= o->max);
     if (ok) *(uint64_t *)field(values, o) = v;
     break;
   }
@@ -171,7 +171,7 @@ static int take_option(const struct option_spec *options, int argc, char **argv,
     o = word[2] == '\0' ? find_short(options, word[1]) : NULL;
     if (!o) return fail_with(result, "unknown option '%s'", word);
   }
-  result->given |= UINT64_C(1) << (o - options);
+  if (o - options < 64) result->given |= UINT64_C(1) << (o - options);
   if (o->type == OPTION_FLAG) {
     if (inline_value) return fail_with(result, "--%s takes no value", o->name);
     *(bool *)field(values, o) = true;

@@ -38,7 +38,8 @@ struct option_spec {
   const char *help;        /* '\n' starts a continuation line, indented under the first */
   size_t offset;           /* where the value goes in the command's argument struct */
   const char *const *choices; /* OPTION_ENUM: the accepted words, NULL-terminated */
-  double low, high;        /* OPTION_COUNT, OPTION_DECIMAL, OPTION_SIZE: the bounds, inclusive */
+  uint64_t min, max;       /* OPTION_COUNT, OPTION_SIZE: the bounds, inclusive (a size's max 0: none) */
+  double low, high;        /* OPTION_DECIMAL: the bounds, inclusive */
   const char *expect;      /* what a bad value's message says is expected; NULL: said from the type */
 };
 
@@ -47,10 +48,10 @@ struct option_spec {
   {.type = OPTION_FLAG, .name = (long_name), .short_name = (short_char), .help = (help_), .offset = offsetof(type_, field)}
 #define OPT_COUNT(long_name, type_, field, value, low_, high_, help_) \
   {.type = OPTION_COUNT, .name = (long_name), .value_name = (value), .help = (help_), .offset = offsetof(type_, field), \
-   .low = (low_), .high = (high_)}
+   .min = (low_), .max = (high_)}
 #define OPT_SIZE(long_name, type_, field, value, low_, help_) \
   {.type = OPTION_SIZE, .name = (long_name), .value_name = (value), .help = (help_), .offset = offsetof(type_, field), \
-   .low = (low_)}
+   .min = (low_)}
 #define OPT_DECIMAL(long_name, type_, field, value, low_, high_, help_) \
   {.type = OPTION_DECIMAL, .name = (long_name), .value_name = (value), .help = (help_), \
    .offset = offsetof(type_, field), .low = (low_), .high = (high_)}
@@ -69,8 +70,7 @@ enum option_mode {
   OPTIONS_THEN_COMMAND = 1, /* the first operand (or "--") starts a command line of its own: `run`, `check` */
 };
 
-#define OPTIONS_MAX_OPERANDS 64
-#define OPTIONS_MAX 64
+#define OPTIONS_MAX_OPERANDS 1024 /* `inspect $(pidof ...)` */
 
 struct option_result {
   int operands[OPTIONS_MAX_OPERANDS]; /* argv indexes of the operands, in order (OPTIONS_ANYWHERE) */

@@ -9,6 +9,10 @@
 #include "status.h"
 
 /* Common options of status and pool: --root DIR (a captured tree instead of this machine). */
+#define VIEW_ROOT_OPTION(type, field) \
+  OPT_STRING("root", type, field, "DIR", \
+             "read (and for pool, write) the tree at DIR instead of this machine: a copy made\n" \
+             "with tests/fixtures/pool/capture.sh, for tests and bug reports")
 #define VIEW_ROOT_HELP \
   "  --root DIR        read (and for pool, write) the tree at DIR instead of this machine: a copy made\n" \
   "                    with tests/fixtures/pool/capture.sh, for tests and bug reports\n"

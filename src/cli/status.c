@@ -13,7 +13,27 @@
 #include "status.h"
 #include "units.h"
 
-const char usage_status[] =
+struct status_args {
+  struct json_output json;
+  double watch;
+  uint64_t count;
+  const char *root;
+};
+
+static const struct option_spec status_options[] = {
+    OPT_GROUP("Options"),
+    OPT_JSON(struct status_args, json,
+             "JSON on stdout instead of the text (schema hugify.status/2: docs/status.md);\n"
+             "--json=FILE: the text on stdout and the JSON to FILE (with --watch: one document more\n"
+             "for each interval)"),
+    OPT_DECIMAL("watch", struct status_args, watch, "SECONDS", 0.1, 86400,
+                "after the status, print the counters' changes every SECONDS until Ctrl-C"),
+    OPT_COUNT("count", struct status_args, count, "N", 1, ULONG_MAX, "with --watch: stop after N intervals"),
+    VIEW_ROOT_OPTION(struct status_args, root),
+    OPT_END,
+};
+
+const struct command_help help_status = {
     "usage: hugify status [--json[=FILE]] [--watch SECONDS [--count N]] [--root DIR]\n"
     "\n"
     "Everything the kernel says about huge pages on this machine, in pages and bytes: hugetlb pools per size\n"
@@ -21,13 +41,8 @@ const char usage_status[] =
     "huge pages in use, counters since boot, fragmentation (how many 2M / 1G pages could be reserved now),\n"
     "boot parameters, the memlock limit, cgroup hugetlb limits, kernel features; then diagnoses, each with\n"
     "the command that fixes it. Needs no root: what cannot be read is listed as such.\n"
-    "\n"
-    "Options:\n"
-    "  --json            JSON on stdout instead of the text (schema hugify.status/2: docs/status.md)\n"
-    "  --json=FILE       the text on stdout and the JSON to FILE (with --watch: one document more\n"
-    "                    for each interval)\n"
-    "  --watch SECONDS   after the status, print the counters' changes every SECONDS until Ctrl-C\n"
-    "  --count N         with --watch: stop after N intervals\n" VIEW_ROOT_HELP
+    "\n",
+    status_options,
     "\n"
     "Examples:\n"
     "  hugify status\n"
@@ -35,7 +50,8 @@ const char usage_status[] =
     "  hugify status --watch 1            # THP faults, fallbacks, compaction stalls per second\n"
     "  hugify status --watch 5 --count 12 --json\n"
     "\n"
-    "Exit status: 0 done, 2 bad usage.\n";
+    "Exit status: 0 done, 2 bad usage.\n",
+};
 
 static const char *feature_word(int state) {
   return state == HUGIFY_FEATURE_YES ? "yes" : state == HUGIFY_FEATURE_NO ? "no" : "unknown";
@@ -543,34 +559,15 @@ static int watch(struct status_snapshot *first, double interval, unsigned long c
 /* ---- the command ------------------------------------------------------------------------------------ */
 
 int cmd_status(int argc, char **argv) {
-  struct json_output json = {0};
-  const char *root = "/";
-  double interval = 0;
-  unsigned long count = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *arg = argv[i];
-    int taken = json_output_option("status", arg, &json);
-    if (taken < 0) return EXIT_USAGE;
-    if (taken) {
-      continue;
-    } else if (strcmp(arg, "--watch") == 0 || strcmp(arg, "--count") == 0 || strcmp(arg, "--root") == 0) {
-      if (i + 1 >= argc) return usage_error("status", "%s needs a value", arg);
-      const char *value = argv[++i];
-      uint64_t number;
-      if (strcmp(arg, "--root") == 0) {
-        root = value;
-      } else if (strcmp(arg, "--watch") == 0) {
-        if (!parse_decimal(value, 0.1, 86400, &interval))
-          return usage_error("status", "--watch takes seconds between 0.1 and 86400, not '%s'", value);
-      } else {
-        if (!parse_count(value, 1, ULONG_MAX, &number))
-          return usage_error("status", "--count takes a positive number of intervals, not '%s'", value);
-        count = (unsigned long)number;
-      }
-    } else {
-      return usage_error("status", "unknown argument '%s'", arg);
-    }
-  }
+  struct status_args args = {.root = "/"};
+  struct option_result parsed;
+  if (parse_command_options("status", status_options, OPTIONS_ANYWHERE, argc, argv, &args, &parsed) != EXIT_DONE)
+    return EXIT_USAGE;
+  if (parsed.operand_count) return usage_error("status", "unexpected argument '%s'", argv[parsed.operands[0]]);
+  struct json_output json = args.json;
+  const char *root = args.root;
+  double interval = args.watch;
+  unsigned long count = (unsigned long)args.count;
   if (count && interval == 0) return usage_error("status", "--count needs --watch");
   int root_rc = status_check_root(root);
   if (root_rc)
