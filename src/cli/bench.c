@@ -29,7 +29,35 @@
 #include "procfs.h"
 #include "units.h"
 
-const char usage_bench[] =
+struct bench_args {
+  const char *pages, *chart, *inject_noise;
+  uint64_t max_size;
+  bool quick;
+  struct json_output json;
+};
+
+static const struct option_spec bench_options[] = {
+    OPT_GROUP("Options"),
+    OPT_STRING("pages", struct bench_args, pages, "KINDS",
+               "page kinds to time, from 4K,THP,2M,1G (default: all). 4K is always timed:\n"
+               "it is the baseline of every speedup"),
+    OPT_SIZE("max-size", struct bench_args, max_size, "SIZE", 8 << 10,
+             "largest working set (default: 4 GiB or half the available memory, whichever\n"
+             "is smaller; 256 MiB with --quick)"),
+    OPT_FLAG("quick", 0, struct bench_args, quick, "a first look in under a minute: fewer sizes, shorter timings"),
+    OPT_JSON(struct bench_args, json,
+             "the results as JSON on stdout instead of the tables (schema hugify.bench/2,\n"
+             "docs/bench.md); --json=FILE: the tables on stdout and the JSON to FILE (--json=- is stdout)"),
+    OPT_STRING("chart", struct bench_args, chart, "FILE.svg",
+               "write the chart: speedup over 4K vs working-set size, one line per kind, the\n"
+               "spread of each point as an error bar"),
+    OPT_STRING("inject-noise", struct bench_args, inject_noise, "KIND",
+               "test hook: one repetition of every point of KIND takes twice its time (a busy\n"
+               "wait inside the timing), so those points must come out flagged noisy"),
+    OPT_END,
+};
+
+const struct command_help help_bench = {
     "usage: hugify bench [EXPERIMENT...] [--pages KINDS] [--max-size SIZE] [--quick]\n"
     "                    [--json | --json=FILE] [--chart FILE.svg]\n"
     "\n"
@@ -49,20 +77,8 @@ const char usage_bench[] =
     "           10 M, 30 M, 60 M strings, scaled down to fit --max-size\n"
     "  absl     the seed's 10 M try_emplace into absl::flat_hash_map (scaled down to fit --max-size),\n"
     "           std::allocator vs hugify::allocator (runs absl_hash_map, built with libabsl-dev)\n"
-    "\n"
-    "Options:\n"
-    "  --pages KINDS     page kinds to time, from 4K,THP,2M,1G (default: all). 4K is always timed:\n"
-    "                    it is the baseline of every speedup\n"
-    "  --max-size SIZE   largest working set (default: 4 GiB or half the available memory, whichever\n"
-    "                    is smaller; 256 MiB with --quick)\n"
-    "  --quick           a first look in under a minute: fewer sizes, shorter timings\n"
-    "  --json            the results as JSON on stdout instead of the tables (schema hugify.bench/2,\n"
-    "                    docs/bench.md)\n"
-    "  --json=FILE       the tables on stdout and the JSON to FILE (--json=- is stdout)\n"
-    "  --chart FILE.svg  write the chart: speedup over 4K vs working-set size, one line per kind, the\n"
-    "                    spread of each point as an error bar\n"
-    "  --inject-noise KIND  test hook: one repetition of every point of KIND takes twice its time (a busy\n"
-    "                    wait inside the timing), so those points must come out flagged noisy\n"
+    "\n",
+    bench_options,
     "\n"
     "A kind that cannot be had (no hugetlb pool, no 1 GiB page) is listed as skipped with the reason and\n"
     "the command that enables it, e.g. 'hugify pool set 2M=2048'.\n"
@@ -76,7 +92,8 @@ const char usage_bench[] =
     "Examples:\n"
     "  hugify bench --quick --chart bench.svg\n"
     "  hugify bench chase random --pages 4K,THP,2M --max-size 2G --json=bench.json\n"
-    "  hugify pool set 2M=2048 && hugify bench hash strings --chart hash.svg\n";
+    "  hugify pool set 2M=2048 && hugify bench hash strings --chart hash.svg\n",
+};
 
 #define COMMAND "bench"
 #define MIN_SIZE (UINT64_C(8) << 10)
@@ -176,72 +193,34 @@ static volatile uint64_t sink; /* every workload's result lands here, so no load
 
 /* ---- arguments ---------------------------------------------------------------------------------- */
 
-/* "--name VALUE" or "--name=VALUE": the value, or NULL when argv[*i] is another option. */
-static const char *option_value(int argc, char **argv, int *i, const char *name, bool *matched) {
-  size_t length = strlen(name);
-  *matched = false;
-  if (strncmp(argv[*i], name, length) != 0) return NULL;
-  if (argv[*i][length] == '=') { *matched = true; return argv[*i] + length + 1; }
-  if (argv[*i][length] != '\0') return NULL;
-  *matched = true;
-  return *i + 1 < argc ? argv[++*i] : NULL;
-}
-
-static int parse_kinds(const char *list, bool *selected) {
-  char copy[128];
-  if (snprintf(copy, sizeof copy, "%s", list) >= (int)sizeof copy || !copy[0])
-    return usage_error(COMMAND, "--pages: expected a list such as 4K,THP,2M,1G");
-  char *save = NULL;
-  for (char *word = strtok_r(copy, ",", &save); word; word = strtok_r(NULL, ",", &save)) {
-    enum hugify_page_kind kind;
-    if (hugify_page_kind_parse(word, &kind) != 0)
-      return usage_error(COMMAND, "--pages: unknown page kind '%s' (expected 4K, THP, 2M or 1G)", word);
-    selected[kind] = true;
-  }
-  return EXIT_DONE;
-}
-
 static int parse_arguments(struct bench *b, int argc, char **argv) {
-  const char *max_text = NULL;
+  struct bench_args args = {0};
+  static struct option_result parsed; /* large: off the stack */
+  if (parse_command_options(COMMAND, bench_options, OPTIONS_ANYWHERE, argc, argv, &args, &parsed) != EXIT_DONE)
+    return EXIT_USAGE;
+  b->quick = args.quick;
+  b->json = args.json;
+  b->chart_path = args.chart;
   b->inject_noise = -1;
-  for (int i = 1; i < argc; i++) {
-    bool matched;
-    const char *value;
-    if (strcmp(argv[i], "--quick") == 0) { b->quick = true; continue; }
-    if ((value = option_value(argc, argv, &i, "--pages", &matched)) || matched) {
-      if (!value) return usage_error(COMMAND, "--pages needs a list of page kinds, such as 4K,THP,2M");
-      bool selected[KINDS] = {false};
-      int rc = parse_kinds(value, selected);
-      if (rc != EXIT_DONE) return rc;
-      for (int k = 0; k < KINDS; k++) b->kinds[k].selected |= selected[k];
-      b->kinds_named = true;
-      continue;
-    }
-    if ((value = option_value(argc, argv, &i, "--max-size", &matched)) || matched) {
-      if (!value) return usage_error(COMMAND, "--max-size needs a size, such as 2G");
-      max_text = value;
-      continue;
-    }
-    int json = json_output_option(COMMAND, argv[i], &b->json);
-    if (json < 0) return EXIT_USAGE;
-    if (json > 0) continue;
-    if ((value = option_value(argc, argv, &i, "--inject-noise", &matched)) || matched) {
-      enum hugify_page_kind kind;
-      if (!value || hugify_page_kind_parse(value, &kind) != 0)
-        return usage_error(COMMAND, "--inject-noise needs a page kind (4K, THP, 2M or 1G)");
-      b->inject_noise = (int)kind;
-      continue;
-    }
-    if ((value = option_value(argc, argv, &i, "--chart", &matched)) || matched) {
-      if (!value || !value[0]) return usage_error(COMMAND, "--chart needs a file name, such as bench.svg");
-      b->chart_path = value;
-      continue;
-    }
-    if (argv[i][0] == '-') return usage_error(COMMAND, "unknown option '%s'", argv[i]);
+  if (args.pages) {
+    unsigned selected;
+    if (!options_parse_kinds(args.pages, &selected) || !selected)
+      return usage_error(COMMAND, "--pages '%s': expected a list of page kinds such as 4K,THP,2M,1G", args.pages);
+    for (int k = 0; k < KINDS; k++) b->kinds[k].selected |= (selected >> k) & 1;
+    b->kinds_named = true;
+  }
+  if (args.inject_noise) {
+    enum hugify_page_kind kind;
+    if (hugify_page_kind_parse(args.inject_noise, &kind) != 0)
+      return usage_error(COMMAND, "--inject-noise '%s': expected a page kind (4K, THP, 2M or 1G)", args.inject_noise);
+    b->inject_noise = (int)kind;
+  }
+  for (int i = 0; i < parsed.operand_count; i++) {
+    const char *word = argv[parsed.operands[i]];
     int e = 0;
-    while (e < EXP_COUNT && strcmp(argv[i], experiment_info[e].name) != 0) e++;
-    if (e == EXP_COUNT && strcmp(argv[i], "all") != 0)
-      return usage_error(COMMAND, "no experiment '%s' (expected random, chase, touch, hash, strings, absl)", argv[i]);
+    while (e < EXP_COUNT && strcmp(word, experiment_info[e].name) != 0) e++;
+    if (e == EXP_COUNT && strcmp(word, "all") != 0)
+      return usage_error(COMMAND, "no experiment '%s' (expected random, chase, touch, hash, strings, absl)", word);
     for (int k = 0; k < EXP_COUNT; k++) b->run[k] |= e == EXP_COUNT || k == e;
     b->experiments_named = true;
     b->absl_named |= e == EXP_ABSL;
@@ -256,13 +235,13 @@ static int parse_arguments(struct bench *b, int argc, char **argv) {
   os_read_file("/proc/meminfo", &meminfo, NULL);
   if (!meminfo || !parse_keyed_value(meminfo, "MemAvailable", &b->mem_available)) b->mem_available = 0;
   free(meminfo);
-  if (max_text) {
-    if (!parse_size(max_text, &b->max_size)) return usage_error(COMMAND, "--max-size: '%s' is not a size", max_text);
-    if (b->max_size < MIN_SIZE) return usage_error(COMMAND, "--max-size: at least 8K");
+  if (args.max_size) {
+    b->max_size = args.max_size;
     if (b->mem_available && b->max_size > b->mem_available) {
-      char have[32];
+      char want[32], have[32];
+      format_bytes(b->max_size, want, sizeof want);
       format_bytes(b->mem_available, have, sizeof have);
-      return usage_error(COMMAND, "--max-size %s is more than the %s of memory available", max_text, have);
+      return usage_error(COMMAND, "--max-size %s is more than the %s of memory available", want, have);
     }
   } else {
     uint64_t half = b->mem_available / 2;

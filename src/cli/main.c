@@ -13,7 +13,7 @@ static const struct command commands[] = {
     {"run", cmd_run, "run a program with its heap and code on huge pages; report what it got", NULL, usage_run},
     {"env", cmd_env, "the environment of `run`, for systemd units, containers and scripts", NULL, usage_env},
     {"check", cmd_check, "do huge pages help a program, which way, and by how much", NULL, usage_check},
-    {"bench", cmd_bench, "what huge pages buy on this machine: the seed experiments, with a chart", NULL, usage_bench},
+    {"bench", cmd_bench, "what huge pages buy on this machine: the seed experiments, with a chart", &help_bench, NULL},
     {"agent", cmd_agent, "keep long-running processes on huge pages, within a CPU budget, with metrics", NULL, usage_agent},
     {"elf", cmd_elf, "what the text remap would cover for a binary; linker flags for aligned text", &help_elf, NULL},
 };

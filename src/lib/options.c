@@ -44,8 +44,7 @@ static bool copy_string(const char *text, char *out, size_t cap) {
   return true;
 }
 
-/* "2M,1G" -> a bit per enum hugify_page_kind. */
-static bool parse_kinds(const char *text, unsigned *out) {
+bool options_parse_kinds(const char *text, unsigned *out) {
   char copy[64], *save = NULL;
   if (snprintf(copy, sizeof copy, "%s", text) >= (int)sizeof copy) return false;
   unsigned kinds = 0;
@@ -95,7 +94,7 @@ static bool parse_one(enum option_type type, const char *text, void *field, size
   case OPT_PID: return parse_pid(text, field);
   case OPT_SIZE: return parse_size(text, field);
   case OPT_STRING: return copy_string(text, field, cap);
-  case OPT_KINDS: return parse_kinds(text, field);
+  case OPT_KINDS: return options_parse_kinds(text, field);
   case OPT_TEXT_PAGES:
     if (strcasecmp(text, "thp") != 0 && strcasecmp(text, "2m") != 0 && strcasecmp(text, "2mb") != 0) return false;
     *(bool *)field = strcasecmp(text, "thp") != 0;

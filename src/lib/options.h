@@ -48,6 +48,8 @@ int options_parse(options_lookup lookup, void *context, struct hugify_options *o
 /* "off", "auto", ... for a heap mode; the parser of HUGIFY_HEAP values (also for `hugify run --heap`). */
 const char *options_heap_name(enum heap_mode mode);
 bool options_parse_heap(const char *text, enum heap_mode *out);
+/* "2M,1G" -> a bit per enum hugify_page_kind (1 << kind); false on an unknown kind or an empty list. */
+bool options_parse_kinds(const char *text, unsigned *out);
 
 /* options_parse over the process environment. */
 int options_from_environment(struct hugify_options *out, char *warnings, size_t cap);
