@@ -32,7 +32,59 @@
 #define HUGIFY_WORKLOAD_RELATIVE "../libexec/hugify/hugify-workload"
 #endif
 
-const char usage_check[] =
+/* The command line, as parsed by the option table; copied into struct check and struct check_options. */
+struct check_args {
+  const char *configs, *size_text;
+  uint64_t runs, warmup, size, ready_port;
+  double budget;
+  int metric;
+  struct json_output json;
+  struct load_options load;
+};
+
+static const char *const metric_names[] = {"cpu", "wall", NULL};
+
+static const struct option_spec check_options_table[] = {
+    OPT_GROUP("Options"),
+    OPT_STRING("configs", struct check_args, configs, "LIST",
+               "comma-separated, from: heap (--heap auto, --text off), heap+text (--heap auto\n"
+               "--text on), text (--text on --heap off), hugetlb (--heap hugetlb), mimalloc,\n"
+               "jemalloc (--heap ENGINE). Default: heap, heap+text, hugetlb when the 2 MiB pool has\n"
+               "free pages, and the engines that are installed. Plain always runs."),
+    OPT_DECIMAL("budget", struct check_args, budget, "SECONDS", 0.1, 604800,
+                "adaptive (default, 45): rounds until every interval is within +-2 % or the time is\n"
+                "spent; at least 6 rounds (the fewest for a 95 % interval) whatever the budget"),
+    OPT_COUNT("runs", struct check_args, runs, "N", 6, 1000, "exactly N rounds instead (N >= 6)"),
+    OPT_COUNT("warmup", struct check_args, warmup, "N", 0, 100,
+              "unmeasured rounds first (default 1): page cache, lazily backed memory"),
+    OPT_ENUM("metric", struct check_args, metric, "cpu|wall", metric_names,
+             "cpu (default): judge by CPU time (user + system, of CMD and its children): what huge\n"
+             "pages change, and steady on a busy machine where waiting for a CPU swamps wall time;\n"
+             "wall: judge by wall time (both are always measured and shown). With --load: the load's\n"
+             "score or time by default; cpu judges by the server's CPU time per round instead\n"
+             "(steadier on a busy machine when the load does a fixed amount of work: redis-benchmark\n"
+             "-n, not pgbench -T)"),
+    OPT_JSON(struct check_args, json,
+             "the result as JSON on stdout instead of the text (schema hugify.check/2, docs/check.md);\n"
+             "--json=FILE: the text on stdout and the JSON to FILE (--json=- is stdout)"),
+    OPT_STRING("size", struct check_args, size_text, "SIZE", "working set of the bundled workload (default 64M; 64K fits every TLB)"),
+    OPT_GROUP("Servers (--load)"),
+    OPT_COUNT("ready-port", struct check_args, ready_port, "PORT", 1, 65535,
+              "ready when 127.0.0.1:PORT accepts a connection"),
+    OPT_STRING("ready", struct check_args, load.ready_command, "CMD", "ready when CMD (sh -c) exits 0; polled every 100 ms"),
+    OPT_DECIMAL("ready-timeout", struct check_args, load.ready_timeout, "SECONDS", 0.1, 86400,
+                "give up after SECONDS (default 60)"),
+    OPT_STRING("load", struct check_args, load.load_command, "CMD",
+               "the load; its wall time is what is compared, unless --score"),
+    OPT_STRING("score", struct check_args, load.score_pattern, "REGEX",
+               "the number REGEX (POSIX extended; its first group, else the match) takes from the\n"
+               "load's output, last match, higher is better (requests per second, tps)"),
+    OPT_DECIMAL("stop-timeout", struct check_args, load.stop_timeout, "SECONDS", 0.1, 86400,
+                "SIGKILL to the server's whole group after SECONDS (default 10)"),
+    OPT_END,
+};
+
+const struct command_help help_check = {
     "usage: hugify check [--configs LIST] [--runs N | --budget SECONDS] [--warmup N] [--metric cpu|wall]\n"
     "                    [--json | --json=FILE] [--size SIZE] [--] [CMD [ARGS...]]\n"
     "       hugify check (--ready-port PORT | --ready CMD) --load 'LOAD CMD' [--score REGEX]\n"
@@ -45,35 +97,14 @@ const char usage_check[] =
     "a CMD that exits non-zero in any run stops the check, with its output shown. Without CMD, runs the\n"
     "bundled TLB-bound workload (hugify-workload).\n"
     "\n"
-    "  --configs LIST   comma-separated, from: heap (--heap auto, --text off), heap+text (--heap auto\n"
-    "                   --text on), text (--text on --heap off), hugetlb (--heap hugetlb), mimalloc,\n"
-    "                   jemalloc (--heap ENGINE). Default: heap, heap+text, hugetlb when the 2 MiB pool has\n"
-    "                   free pages, and the engines that are installed. Plain always runs.\n"
-    "  --budget SECONDS adaptive (default, 45): rounds until every interval is within +-2 % or the time is\n"
-    "                   spent; at least 6 rounds (the fewest for a 95 % interval) whatever the budget\n"
-    "  --runs N         exactly N rounds instead (N >= 6)\n"
-    "  --warmup N       unmeasured rounds first (default 1): page cache, lazily backed memory\n"
-    "  --metric cpu     (default) judge by CPU time (user + system, of CMD and its children): what huge\n"
-    "                   pages change, and steady on a busy machine where waiting for a CPU swamps wall time\n"
-    "  --metric wall    judge by wall time (both are always measured and shown)\n"
-    "  --json           the result as JSON on stdout instead of the text (schema hugify.check/2, docs/check.md)\n"
-    "  --json=FILE      the text on stdout and the JSON to FILE (--json=- is stdout)\n"
-    "  --size SIZE      working set of the bundled workload (default 64M; 64K fits every TLB)\n"
-    "\n"
     "Servers (--load): each run starts SERVER (plain, or through `hugify run` for a configuration) in a\n"
     "process group of its own, waits until it is ready, runs the load command (sh -c) against it, then stops\n"
-    "the server: SIGTERM, and SIGKILL to its whole group after --stop-timeout (default 10 s). It never leaves a\n"
-    "server running, also on Ctrl-C or failure. A server that does not get ready, or dies during the load, or a\n"
-    "load that fails, ends the check with exit 1 and the end of the server's output.\n"
-    "  --ready-port PORT  ready when 127.0.0.1:PORT accepts a connection\n"
-    "  --ready CMD        ready when CMD (sh -c) exits 0; polled every 100 ms\n"
-    "  --ready-timeout S  give up after S seconds (default 60)\n"
-    "  --load CMD         the load; its wall time is what is compared, unless --score\n"
-    "  --score REGEX      the number REGEX (POSIX extended; its first group, else the match) takes from the\n"
-    "                     load's output, last match, higher is better (requests per second, tps)\n"
-    "  --metric cpu       judge by the server's CPU time per round instead (steadier on a busy machine when the\n"
-    "                     load does a fixed amount of work: redis-benchmark -n, not pgbench -T)\n"
-    "The server's CPU time (user + system, with the children it reaped) is shown for every round.\n"
+    "the server: SIGTERM, and SIGKILL to its whole group after --stop-timeout. It never leaves a server\n"
+    "running, also on Ctrl-C or failure. A server that does not get ready, or dies during the load, or a\n"
+    "load that fails, ends the check with exit 1 and the end of the server's output. The server's CPU time\n"
+    "(user + system, with the children it reaped) is shown for every round.\n"
+    "\n",
+    check_options_table,
     "\n"
     "Where the machine has a PMU, dTLB/iTLB miss rates of plain and the chosen configuration are shown with\n"
     "the rule of thumb (huge pages help above ~5-10 % dTLB misses and a few MiB of working set).\n"
@@ -90,7 +121,8 @@ const char usage_check[] =
     "  hugify check --configs heap,heap+text --runs 10 --json=result.json -- ./server --selftest\n"
     "  hugify check --size 64K\n"
     "  hugify check --ready-port 6379 --load 'redis-benchmark -t get -n 2000000 -P 32 -q' \\\n"
-    "               --score 'GET: ([0-9.]+) requests per second' -- redis-server --save ''\n";
+    "               --score 'GET: ([0-9.]+) requests per second' -- redis-server --save ''\n",
+};
 
 #define CHECK_CONFIDENCE 0.95
 #define CHECK_PRECISION 0.02   /* adaptive: stop when every interval is within +-2 % of its estimate */
@@ -1075,72 +1107,44 @@ struct check_options {
   int first_word; /* argv index of CMD, or argc */
 };
 
-static int parse_option(struct check *c, struct check_options *o, const char *a, const char *value) {
-  if (strcmp(a, "--configs") == 0) {
-    o->explicit_configs = true;
-    return parse_configs(value, o->wanted);
-  }
-  if (strcmp(a, "--runs") == 0) {
-    size_t min = stats_min_samples(CHECK_CONFIDENCE);
-    uint64_t runs;
-    if (!parse_count(value, min, CHECK_MAX_ROUNDS, &runs))
-      return usage_error("check", "--runs '%s': expected %zu to %d (%zu is the fewest rounds for a 95 %% interval)",
-                         value, min, CHECK_MAX_ROUNDS, min);
-    c->runs = (size_t)runs;
-    c->fixed_runs = true;
-  } else if (strcmp(a, "--budget") == 0) {
-    if (!parse_decimal(value, 0, 86400 * 7, &c->budget) || !(c->budget > 0))
-      return usage_error("check", "--budget '%s': expected seconds, e.g. 60", value);
-    o->budget_given = true;
-  } else if (strcmp(a, "--warmup") == 0) {
-    uint64_t warmup;
-    if (!parse_count(value, 0, 100, &warmup)) return usage_error("check", "--warmup '%s': expected 0 to 100", value);
-    c->warmup = (size_t)warmup;
-  } else if (strcmp(a, "--metric") == 0) {
-    if (strcmp(value, "wall") != 0 && strcmp(value, "cpu") != 0)
-      return usage_error("check", "--metric '%s': expected cpu or wall", value);
-    c->metric_wall = strcmp(value, "wall") == 0;
-    c->metric_given = true;
-  } else { /* --size */
-    uint64_t bytes;
-    if (!parse_size(value, &bytes) || bytes < 4096)
-      return usage_error("check", "--size '%s': expected a size of at least 4K, e.g. 64M", value);
-    o->size = value;
-  }
-  return EXIT_DONE;
-}
-
 static int parse_options(struct check *c, struct check_options *o, int argc, char **argv) {
-  int i = 1;
-  for (; i < argc; i++) {
-    const char *a = argv[i];
-    if (strcmp(a, "--") == 0) {
-      i++;
-      break;
-    }
-    if (a[0] != '-') break;
-    int json = json_output_option("check", a, &c->json);
-    if (json < 0) return EXIT_USAGE;
-    if (json > 0) continue;
-    int load = load_option(&c->load, a, i + 1 < argc ? argv[i + 1] : NULL);
-    if (load == 2) { i++; continue; }
-    if (load != 0) return load;
-    bool takes_value = strcmp(a, "--configs") == 0 || strcmp(a, "--runs") == 0 || strcmp(a, "--budget") == 0 ||
-                       strcmp(a, "--warmup") == 0 || strcmp(a, "--size") == 0 || strcmp(a, "--metric") == 0;
-    if (!takes_value) return usage_error("check", "unknown option '%s'", a);
-    if (i + 1 >= argc) return usage_error("check", "%s needs a value", a);
-    int status = parse_option(c, o, a, argv[++i]);
+  struct check_args args = {.budget = CHECK_DEFAULT_BUDGET, .warmup = 1};
+  load_options_init(&args.load);
+  struct option_result parsed;
+  if (parse_command_options("check", check_options_table, OPTIONS_THEN_COMMAND, argc, argv, &args, &parsed) != EXIT_DONE)
+    return EXIT_USAGE;
+  bool given_runs = option_table_given(check_options_table, &parsed, "runs");
+  bool given_budget = option_table_given(check_options_table, &parsed, "budget");
+  if (given_runs && given_budget) return usage_error("check", "--runs and --budget exclude each other");
+  if (args.configs) {
+    o->explicit_configs = true;
+    int status = parse_configs(args.configs, o->wanted);
     if (status != EXIT_DONE) return status;
   }
-  if (c->fixed_runs && o->budget_given) return usage_error("check", "--runs and --budget exclude each other");
+  if (args.size_text) {
+    uint64_t bytes;
+    if (!parse_size(args.size_text, &bytes) || bytes < 4096)
+      return usage_error("check", "--size '%s': expected a size of at least 4K, e.g. 64M", args.size_text);
+    o->size = args.size_text;
+  }
+  c->runs = (size_t)args.runs;
+  c->fixed_runs = given_runs;
+  c->budget = args.budget;
+  o->budget_given = given_budget;
+  c->warmup = (size_t)args.warmup;
+  c->metric_wall = args.metric == 1;
+  c->metric_given = option_table_given(check_options_table, &parsed, "metric");
+  c->json = args.json;
+  args.load.ready_port = (int)args.ready_port;
+  c->load = args.load;
   int status = load_options_check(&c->load);
   if (status != EXIT_DONE) return status;
   if (c->load.load_command) {
-    if (i >= argc) return usage_error("check", "--load needs the server's command after --");
+    if (parsed.command >= argc) return usage_error("check", "--load needs the server's command after --");
     if (!c->metric_given) c->metric_wall = true; /* the load's score or time, unless --metric cpu */
     load_install_signal_handlers();
   }
-  o->first_word = i;
+  o->first_word = parsed.command;
   return EXIT_DONE;
 }
 
@@ -1259,9 +1263,6 @@ int cmd_check(int argc, char **argv) {
   struct check *c = calloc(1, sizeof *c);
   if (!c) return fail(EXIT_SHORT, "check", "out of memory");
   c->log_fd = -1;
-  load_options_init(&c->load);
-  c->budget = CHECK_DEFAULT_BUDGET;
-  c->warmup = 1;
   c->pmu = HUGIFY_FEATURE_UNKNOWN;
   measure_noise_read(&c->machine); /* read again at the end; here so a failed check reports it too */
   c->machine.system_spread = c->machine.system_share = -1;

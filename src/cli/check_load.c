@@ -26,30 +26,6 @@ void load_options_init(struct load_options *options) {
   *options = (struct load_options){.ready_timeout = 60, .stop_timeout = 10};
 }
 
-int load_option(struct load_options *options, const char *option, const char *value) {
-  if (strcmp(option, "--load") == 0) {
-    if (!value || !value[0]) return usage_error("check", "--load takes a command (run with sh -c)");
-    options->load_command = value;
-  } else if (strcmp(option, "--ready-port") == 0) {
-    uint64_t port;
-    if (!value || !parse_u64(value, &port) || port < 1 || port > 65535)
-      return usage_error("check", "--ready-port takes a TCP port, 1 to 65535");
-    options->ready_port = (int)port;
-  } else if (strcmp(option, "--ready") == 0) {
-    if (!value || !value[0]) return usage_error("check", "--ready takes a command (sh -c; exit 0 = ready)");
-    options->ready_command = value;
-  } else if (strcmp(option, "--score") == 0) {
-    if (!value || !value[0]) return usage_error("check", "--score takes a regular expression");
-    options->score_pattern = value;
-  } else if (strcmp(option, "--ready-timeout") == 0 || strcmp(option, "--stop-timeout") == 0) {
-    double *field = option[2] == 'r' ? &options->ready_timeout : &options->stop_timeout;
-    if (!parse_decimal(value, 0, 86400, field) || !(*field > 0)) return usage_error("check", "%s takes a number of seconds", option);
-  } else {
-    return 0;
-  }
-  return 2;
-}
-
 int load_options_check(struct load_options *options) {
   bool server_options = options->ready_port || options->ready_command || options->score_pattern;
   if (!options->load_command) {

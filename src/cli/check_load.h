@@ -20,11 +20,8 @@ struct load_options {
   bool score_compiled;
 };
 
-/* Defaults. */
+/* Defaults. The options themselves are in check's option table (check.c). */
 void load_options_init(struct load_options *options);
-/* `option` (with `value`, the next argument, or NULL) when it is one of the load options: 2 when it took
- * the value too, 1 when only itself, 0 when it is not a load option; EXIT_USAGE (printed) when bad. */
-int load_option(struct load_options *options, const char *option, const char *value);
 /* After all options: the combination is valid (--load needs --ready-port or --ready; the others need
  * --load), the score pattern compiles. EXIT_DONE or EXIT_USAGE (printed). */
 int load_options_check(struct load_options *options);

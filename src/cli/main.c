@@ -12,7 +12,7 @@ static const struct command commands[] = {
     {"collapse", cmd_collapse, "put a running process's anonymous memory on huge pages now", &help_collapse, NULL},
     {"run", cmd_run, "run a program with its heap and code on huge pages; report what it got", NULL, usage_run},
     {"env", cmd_env, "the environment of `run`, for systemd units, containers and scripts", NULL, usage_env},
-    {"check", cmd_check, "do huge pages help a program, which way, and by how much", NULL, usage_check},
+    {"check", cmd_check, "do huge pages help a program, which way, and by how much", &help_check, NULL},
     {"bench", cmd_bench, "what huge pages buy on this machine: the seed experiments, with a chart", &help_bench, NULL},
     {"agent", cmd_agent, "keep long-running processes on huge pages, within a CPU budget, with metrics", NULL, usage_agent},
     {"elf", cmd_elf, "what the text remap would cover for a binary; linker flags for aligned text", &help_elf, NULL},

@@ -70,9 +70,18 @@ static void expectation(const struct option_spec *o, char *out, size_t cap) {
   case OPTION_COUNT:
     snprintf(out, cap, "%llu to %llu", (unsigned long long)o->min, (unsigned long long)o->max);
     return;
-  case OPTION_DECIMAL:
-    snprintf(out, cap, "a number from %g to %g", o->low, o->high);
+  case OPTION_DECIMAL: {
+    /* "seconds from 0.1 to 86400" when the value has a name, else "a number from ..." */
+    char name[32] = "a number";
+    if (o->value_name) {
+      size_t i = 0;
+      for (; o->value_name[i] && i < sizeof name - 1; i++)
+        name[i] = (char)(o->value_name[i] >= 'A' && o->value_name[i] <= 'Z' ? o->value_name[i] + 32 : o->value_name[i]);
+      name[i] = '\0';
+    }
+    snprintf(out, cap, "%s from %g to %g", name, o->low, o->high);
     return;
+  }
   case OPTION_SIZE:
     format_page_size(o->min, low, sizeof low);
     if (o->max > 0) {

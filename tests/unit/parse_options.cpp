@@ -88,7 +88,7 @@ TEST(ParseOptions, BadValuesSayWhatIsExpected) {
       {{"--runs", "12x"}, "--runs '12x': expected 6 to 1000"},
       {{"--runs", " 12"}, "--runs ' 12': expected 6 to 1000"},
       {{"--chunk", "1M"}, "--chunk '1M': expected a size of at least 2M"},
-      {{"--budget", "-1"}, "--budget '-1': expected a number from 0.5 to 3600"},
+      {{"--budget", "-1"}, "--budget '-1': expected seconds from 0.5 to 3600"},
       {{"--budget", "nan"}, "--budget 'nan': expected"},
       {{"--metric", "joules"}, "--metric 'joules': expected cpu or wall"},
       {{"--report", ""}, "--report '': expected"},
