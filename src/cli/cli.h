@@ -46,8 +46,8 @@ int cmd_elf(int argc, char **argv);
 int cmd_agent(int argc, char **argv);
 int cmd_env(int argc, char **argv);
 
-extern const char usage_pool[], usage_run[], usage_agent[], usage_env[];
-extern const struct command_help help_collapse, help_inspect, help_elf, help_status, help_bench, help_check;
+extern const char usage_run[], usage_agent[], usage_env[];
+extern const struct command_help help_collapse, help_inspect, help_elf, help_status, help_bench, help_check, help_pool;
 
 /* ---- output.c: messages ---- */
 /* "hugify CMD: message" on stderr; returns `code` so callers can `return fail(EXIT_USAGE, ...)`. */

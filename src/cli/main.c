@@ -7,7 +7,7 @@
 
 static const struct command commands[] = {
     {"status", cmd_status, "everything the kernel says about huge pages here, with diagnoses and fixes", &help_status, NULL},
-    {"pool", cmd_pool, "reserve, show, clear and persist hugetlb pools per size and NUMA node", NULL, usage_pool},
+    {"pool", cmd_pool, "reserve, show, clear and persist hugetlb pools per size and NUMA node", &help_pool, NULL},
     {"inspect", cmd_inspect, "how much of a process is on huge pages, by class and page kind", &help_inspect, NULL},
     {"collapse", cmd_collapse, "put a running process's anonymous memory on huge pages now", &help_collapse, NULL},
     {"run", cmd_run, "run a program with its heap and code on huge pages; report what it got", NULL, usage_run},

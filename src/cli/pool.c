@@ -14,7 +14,54 @@
 #include "status.h"
 #include "units.h"
 
-const char usage_pool[] =
+
+#define MAX_REQUESTS 16
+
+struct pool_args {
+  const char *verb;
+  const char *root;
+  bool dry_run, persist;
+  struct json_output json;
+  uint64_t node_number, uid, gid; /* as typed; node and mount.uid/gid below hold them */
+  const char *mode_text, *bytes_text, *size_text; /* checked against the machine's page sizes */
+  FILE *json_out; /* where the JSON goes (NULL: none) */
+  bool text;      /* the text goes to stdout */
+  int node;              /* -1: not given */
+  uint64_t bytes;        /* --bytes, 0: not given */
+  uint64_t size;         /* --size, 0: not given */
+  unsigned request_count;
+  struct hugify_pool_request requests[MAX_REQUESTS];
+  int relative[MAX_REQUESTS];   /* SIZE=+N: 1, SIZE=-N: -1 (count holds N until resolved), SIZE=N: 0 */
+  struct hugify_mount_opts mount;
+  bool mode_given;
+};
+
+static const struct option_spec pool_options[] = {
+    OPT_GROUP("Options"),
+    OPT_COUNT("node", struct pool_args, node_number, "N", 0, HUGIFY_MAX_NODES * 64, "only NUMA node N (set, clear)"),
+    OPT_STRING("bytes", struct pool_args, bytes_text, "BYTES",
+             "set: as many pages as cover BYTES (8G, 512M), of --size (default: the default size)"),
+    OPT_STRING("size", struct pool_args, size_text, "SIZE", "the page size (set --bytes, clear, mount)"),
+    OPT_FLAG("dry-run", 0, struct pool_args, dry_run,
+             "write nothing: show the plan, and the diff of every file --persist would write"),
+    OPT_FLAG("persist", 0, struct pool_args, persist,
+             "keep it across reboots: set writes " HUGIFY_POOL_SYSCTL_FILE " (default size)\n"
+             "and prints the kernel command line for the rest (1G pages need it: memory is\n"
+             "unfragmented only at boot); mount writes a systemd mount unit to " HUGIFY_POOL_UNIT_DIR),
+    OPT_STRING("dir", struct pool_args, mount.dir, "DIR", "mount point (default /dev/hugepages2M, /dev/hugepages1G, ...)"),
+    OPT_STRING("mode", struct pool_args, mode_text, "MODE", "octal permissions of the mount (default 1770)"),
+    OPT_COUNT("uid", struct pool_args, uid, "UID", 0, UINT32_MAX - 1, "the mount's owner"),
+    OPT_COUNT("gid", struct pool_args, gid, "GID", 0, UINT32_MAX - 1, "the mount's group"),
+    OPT_SIZE("max-size", struct pool_args, mount.max_size, "BYTES", 1, "the most the mount may hold"),
+    OPT_SIZE("min-size", struct pool_args, mount.min_size, "BYTES", 1, "reserved for the mount at mount time"),
+    OPT_JSON(struct pool_args, json,
+             "JSON on stdout instead of the text (schemas hugify.pool/2, hugify.pool.set/2,\n"
+             "hugify.pool.mount/2: docs/pool.md); --json=FILE: the text on stdout, the JSON to FILE"),
+    VIEW_ROOT_OPTION(struct pool_args, root),
+    OPT_END,
+};
+
+const struct command_help help_pool = {
     "usage: hugify pool [show] [--json[=FILE]]\n"
     "       hugify pool set SIZE=COUNT... [--node N] [--dry-run] [--persist] [--json[=FILE]]\n"
     "       hugify pool set --bytes BYTES [--size SIZE] [--node N] [--dry-run] [--persist] [--json[=FILE]]\n"
@@ -34,21 +81,8 @@ const char usage_pool[] =
     "  mount   mount hugetlbfs of a page size (default: the default size) at /dev/hugepages<SIZE>\n"
     "\n"
     "Sizes: 2M, 2MB, 2048kB, 1G, 1GB (any size this kernel has). COUNT: whole pages.\n"
-    "\n"
-    "Options:\n"
-    "  --node N          only NUMA node N (set, clear)\n"
-    "  --bytes BYTES     set: as many pages as cover BYTES (8G, 512M), of --size (default: the default size)\n"
-    "  --size SIZE       the page size (set --bytes, clear, mount)\n"
-    "  --dry-run         write nothing: show the plan, and the diff of every file --persist would write\n"
-    "  --persist         keep it across reboots: set writes " HUGIFY_POOL_SYSCTL_FILE " (default size)\n"
-    "                    and prints the kernel command line for the rest (1G pages need it: memory is\n"
-    "                    unfragmented only at boot); mount writes a systemd mount unit to " HUGIFY_POOL_UNIT_DIR "\n"
-    "  --dir DIR         mount point (default /dev/hugepages2M, /dev/hugepages1G, ...)\n"
-    "  --mode MODE       octal permissions of the mount (default 1770); --uid UID, --gid GID: its owner\n"
-    "  --max-size BYTES  the most the mount may hold; --min-size BYTES: reserved for it at mount time\n"
-    "  --json            JSON on stdout instead of the text (schemas hugify.pool/2, hugify.pool.set/2,\n"
-    "                    hugify.pool.mount/2: docs/pool.md); --json=FILE: the text on stdout, the JSON to FILE\n"
-    VIEW_ROOT_HELP
+    "\n",
+    pool_options,
     "\n"
     "Examples:\n"
     "  hugify pool\n"
@@ -60,25 +94,7 @@ const char usage_pool[] =
     "  sudo hugify pool clear --size 1G\n"
     "\n"
     "Exit status: 0 done, 1 fell short (the shortfall per node is printed), 2 bad usage (a size or count\n"
-    "not understood), 3 missing privilege (nothing was written) or no hugetlb support.\n";
-
-#define MAX_REQUESTS 16
-
-struct pool_args {
-  const char *verb;
-  const char *root;
-  bool dry_run, persist;
-  struct json_output json;
-  FILE *json_out; /* where the JSON goes (NULL: none) */
-  bool text;      /* the text goes to stdout */
-  int node;              /* -1: not given */
-  uint64_t bytes;        /* --bytes, 0: not given */
-  uint64_t size;         /* --size, 0: not given */
-  unsigned request_count;
-  struct hugify_pool_request requests[MAX_REQUESTS];
-  int relative[MAX_REQUESTS];   /* SIZE=+N: 1, SIZE=-N: -1 (count holds N until resolved), SIZE=N: 0 */
-  struct hugify_mount_opts mount;
-  bool mode_given;
+    "not understood), 3 missing privilege (nothing was written) or no hugetlb support.\n",
 };
 
 /* The machine's pools, for sizes and the default size. */
@@ -115,79 +131,51 @@ static int parse_request(const struct machine *m, const char *arg, struct hugify
   if (!parse_size(size_text, &r->page_size) || !known_size(m, r->page_size)) return bad_size(m, arg);
   *relative = eq[1] == '+' ? 1 : eq[1] == '-' ? -1 : 0;
   const char *count = eq + 1 + (*relative != 0);
-  if (!isdigit((unsigned char)count[0]) || !parse_u64(count, &r->count)) return bad_size(m, arg);
+  if (!parse_count(count, 0, UINT64_MAX, &r->count)) return bad_size(m, arg);
   if (r->count > UINT64_MAX / r->page_size)
     return usage_error("pool", "'%s': that many pages is more than 2^64 bytes; no machine has that", arg);
   r->node = -1;
   return EXIT_DONE;
 }
 
-static int parse_number_option(const char *option, const char *value, uint64_t max, uint64_t *out) {
-  if (!parse_count(value, 0, max, out))
-    return usage_error("pool", "%s takes a number, not '%s'", option, value);
-  return EXIT_DONE;
-}
-
-static int parse_args(int argc, char **argv, const struct machine *m, struct pool_args *a) {
+/* The verb, then the options and (for set) SIZE=COUNT requests, checked against the machine's sizes. */
+static int parse_args(int argc, char **argv, struct pool_args *a, struct option_result *parsed) {
   memset(a, 0, sizeof *a);
   a->root = "/";
   a->node = -1;
-  int i = 1;
-  if (i < argc && argv[i][0] != '-') a->verb = argv[i++];
-  else a->verb = "show";
+  int first = 1;
+  a->verb = first < argc && argv[first][0] != '-' ? argv[first++] : "show";
   if (strcmp(a->verb, "show") && strcmp(a->verb, "set") && strcmp(a->verb, "clear") && strcmp(a->verb, "mount"))
     return usage_error("pool", "'%s' is not a pool command: show, set, clear or mount", a->verb);
-  for (; i < argc; i++) {
-    const char *arg = argv[i];
-    int taken = json_output_option("pool", arg, &a->json);
-    if (taken < 0) return EXIT_USAGE;
-    if (taken) continue;
-    if (strcmp(arg, "--dry-run") == 0) { a->dry_run = true; continue; }
-    if (strcmp(arg, "--persist") == 0) { a->persist = true; continue; }
-    if (arg[0] != '-') {
-      if (strcmp(a->verb, "set") != 0) return usage_error("pool", "unexpected argument '%s'", arg);
-      if (a->request_count == MAX_REQUESTS) return usage_error("pool", "at most %d SIZE=COUNT", MAX_REQUESTS);
-      int rc = parse_request(m, arg, &a->requests[a->request_count], &a->relative[a->request_count]);
-      if (rc) return rc;
-      a->request_count++;
-      continue;
-    }
-    if (i + 1 >= argc) return usage_error("pool", "%s needs a value (or is not an option)", arg);
-    const char *value = argv[++i];
-    if (strncmp(value, "--", 2) == 0) return usage_error("pool", "%s needs a value, not '%s'", arg, value);
-    uint64_t number;
-    int rc = EXIT_DONE;
-    if (strcmp(arg, "--root") == 0) {
-      a->root = value;
-    } else if (strcmp(arg, "--node") == 0) {
-      rc = parse_number_option(arg, value, HUGIFY_MAX_NODES * 64, &number);
-      a->node = (int)number;
-    } else if (strcmp(arg, "--bytes") == 0) {
-      if (!parse_size(value, &a->bytes) || a->bytes == 0) return bad_size(m, value);
-    } else if (strcmp(arg, "--size") == 0) {
-      if (!parse_size(value, &a->size) || !known_size(m, a->size)) return bad_size(m, value);
-    } else if (strcmp(arg, "--dir") == 0) {
-      a->mount.dir = value;
-    } else if (strcmp(arg, "--mode") == 0) {
-      char *end;
-      unsigned long mode = strtoul(value, &end, 8);
-      if (*end || !value[0] || mode > 07777 || mode == 0)
-        return usage_error("pool", "--mode takes octal permissions such as 1770, not '%s'", value);
-      a->mount.mode = (unsigned)mode;
-    } else if (strcmp(arg, "--uid") == 0) {
-      rc = parse_number_option(arg, value, UINT32_MAX - 1, &number);
-      a->mount.uid = (uid_t)number;
-    } else if (strcmp(arg, "--gid") == 0) {
-      rc = parse_number_option(arg, value, UINT32_MAX - 1, &number);
-      a->mount.gid = (gid_t)number;
-    } else if (strcmp(arg, "--max-size") == 0 || strcmp(arg, "--min-size") == 0) {
-      if (!parse_size(value, &number) || number == 0) return bad_size(m, value);
-      if (arg[3] == 'a') a->mount.max_size = number;
-      else a->mount.min_size = number;
-    } else {
-      return usage_error("pool", "unknown option '%s'", arg);
-    }
+  if (parse_command_options("pool", pool_options, OPTIONS_ANYWHERE, argc - (first - 1), argv + (first - 1), a,
+                            parsed) != EXIT_DONE)
+    return EXIT_USAGE;
+  for (int i = 0; i < parsed->operand_count; i++) parsed->operands[i] += first - 1; /* indexes into argv */
+  if (option_table_given(pool_options, parsed, "node")) a->node = (int)a->node_number;
+  a->mount.uid = (uid_t)a->uid;
+  a->mount.gid = (gid_t)a->gid;
+  if (a->mode_text) {
+    char *end;
+    unsigned long mode = strtoul(a->mode_text, &end, 8);
+    if (*end || !a->mode_text[0] || a->mode_text[0] == '-' || mode > 07777 || mode == 0)
+      return usage_error("pool", "--mode takes octal permissions such as 1770, not '%s'", a->mode_text);
+    a->mount.mode = (unsigned)mode;
+  }
+  return EXIT_DONE;
+}
+
+/* What needs the machine (read at --root): the page sizes it has, and the SIZE=COUNT requests. */
+static int check_against_machine(char **argv, const struct option_result *parsed, const struct machine *m,
+                                 struct pool_args *a) {
+  if (a->bytes_text && (!parse_size(a->bytes_text, &a->bytes) || a->bytes == 0)) return bad_size(m, a->bytes_text);
+  if (a->size_text && (!parse_size(a->size_text, &a->size) || !known_size(m, a->size))) return bad_size(m, a->size_text);
+  for (int i = 0; i < parsed->operand_count; i++) {
+    const char *arg = argv[parsed->operands[i]];
+    if (strcmp(a->verb, "set") != 0) return usage_error("pool", "unexpected argument '%s'", arg);
+    if (a->request_count == MAX_REQUESTS) return usage_error("pool", "at most %d SIZE=COUNT", MAX_REQUESTS);
+    int rc = parse_request(m, arg, &a->requests[a->request_count], &a->relative[a->request_count]);
     if (rc) return rc;
+    a->request_count++;
   }
   return EXIT_DONE;
 }
@@ -690,24 +678,28 @@ static int pool_mount(struct pool_args *a, const struct machine *m) {
 }
 
 int cmd_pool(int argc, char **argv) {
+  struct pool_args *a = malloc(sizeof *a);
   struct machine *m = calloc(1, sizeof *m);
-  if (!m) return fail(EXIT_SHORT, "pool", "out of memory");
-  /* --root must be known before sizes are checked against the machine */
-  const char *root = "/";
-  for (int i = 1; i + 1 < argc; i++)
-    if (strcmp(argv[i], "--root") == 0) root = argv[i + 1];
-  int root_rc = status_check_root(root);
-  if (root_rc) {
+  static struct option_result parsed; /* large: off the stack */
+  if (!a || !m) {
+    free(a);
     free(m);
-    return usage_error("pool", "--root %s: %s (it names a directory holding a captured sys/ and proc/ tree)", root,
+    return fail(EXIT_SHORT, "pool", "out of memory");
+  }
+  int rc = parse_args(argc, argv, a, &parsed);
+  if (rc == EXIT_DONE) {
+    int root_rc = status_check_root(a->root);
+    if (root_rc)
+      rc = usage_error("pool", "--root %s: %s (it names a directory holding a captured sys/ and proc/ tree)", a->root,
                        strerror(-root_rc));
   }
-  m->count = pool_list_at(root, m->pools, HUGIFY_MAX_HUGETLB_SIZES);
-  if (m->count < 0) m->count = 0;
-  m->default_size = pool_default_size_at(root);
-  pool_size_list(m->pools, (unsigned)m->count, m->sizes, sizeof m->sizes);
-  struct pool_args *a = malloc(sizeof *a);
-  int rc = a ? parse_args(argc, argv, m, a) : fail(EXIT_SHORT, "pool", "out of memory");
+  if (rc == EXIT_DONE) {
+    m->count = pool_list_at(a->root, m->pools, HUGIFY_MAX_HUGETLB_SIZES);
+    if (m->count < 0) m->count = 0;
+    m->default_size = pool_default_size_at(a->root);
+    pool_size_list(m->pools, (unsigned)m->count, m->sizes, sizeof m->sizes);
+    rc = check_against_machine(argv, &parsed, m, a);
+  }
   if (rc == EXIT_DONE) {
     a->json_out = json_output_open(&a->json, "pool");
     a->text = json_output_text(&a->json);
