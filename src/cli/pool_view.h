@@ -13,9 +13,6 @@
   OPT_STRING("root", type, field, "DIR", \
              "read (and for pool, write) the tree at DIR instead of this machine: a copy made\n" \
              "with tests/fixtures/pool/capture.sh, for tests and bug reports")
-#define VIEW_ROOT_HELP \
-  "  --root DIR        read (and for pool, write) the tree at DIR instead of this machine: a copy made\n" \
-  "                    with tests/fixtures/pool/capture.sh, for tests and bug reports\n"
 
 /* A value that may be STATUS_UNKNOWN: the number, or null. */
 void view_json_known(struct json_writer *j, const char *key, uint64_t value);
