@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "os.h"
+#include "procfs.h"
 
 /* ---- programs --------------------------------------------------------------------------------------- */
 
@@ -289,9 +290,8 @@ void measure_noise_read(struct measure_noise *noise) {
   noise->cpus = sysconf(_SC_NPROCESSORS_ONLN);
   char *text;
   if (os_read_file("/proc/loadavg", &text, NULL) == 0) {
-    char *end;
-    double load = strtod(text, &end);
-    if (end != text) noise->load_average = load;
+    double load;
+    if (parse_loadavg(text, &load)) noise->load_average = load;
     free(text);
   }
 }

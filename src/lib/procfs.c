@@ -579,6 +579,15 @@ bool parse_smaps_rollup(const char *text, struct smaps_rollup *out) {
 
 /* ---- the machine under us -------------------------------------------------------------------------- */
 
+bool parse_loadavg(const char *text, double *one_minute) {
+  if (!isdigit((unsigned char)text[0])) return false;
+  char *end;
+  double load = strtod(text, &end);
+  if (end == text || (*end != ' ' && *end != '\n' && *end != '\0') || !(load >= 0) || load > 1e9) return false;
+  *one_minute = load;
+  return true;
+}
+
 bool parse_cpuinfo_hypervisor(const char *text) {
   for (const char *line = text; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
     if (strncmp(line, "flags", 5) != 0) continue;

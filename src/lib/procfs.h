@@ -181,6 +181,9 @@ struct smaps_rollup {
 };
 bool parse_smaps_rollup(const char *text, struct smaps_rollup *out);
 
+/* /proc/loadavg ("0.52 0.58 0.59 2/339 12345"): the 1-minute load average. False when the text does not
+ * begin with one. */
+bool parse_loadavg(const char *text, double *one_minute);
 /* /proc/cpuinfo: whether the CPU flags include "hypervisor" (the guest bit: CPUID.1:ECX[31] on x86). */
 bool parse_cpuinfo_hypervisor(const char *text);
 /* The hypervisor's name from its 12-byte CPUID signature (leaf 0x40000000: "KVMKVMKVM\0\0\0" -> "KVM",

@@ -11,6 +11,7 @@
 extern "C" {
 #include "options.h"
 #include "procfs.h"
+#include "reason.h"
 #include "units.h"
 }
 
@@ -124,6 +125,45 @@ TEST(SysfsNames, BracketedChoice) {
   EXPECT_STREQ(out, "always");
   parse_bracketed_choice("  511\n", out, sizeof out);
   EXPECT_STREQ(out, "511");
+}
+
+TEST(Loadavg, OneMinuteLoadOfRealAndConstructedFiles) {
+  double load = -1;
+  std::string busy = test_support::read_file(std::string(HUGIFY_FIXTURES_DIR) + "/loadavg/kvm-6.18-busy");
+  ASSERT_TRUE(parse_loadavg(busy.c_str(), &load)) << busy;
+  EXPECT_NEAR(load, std::stod(busy), 1e-9);
+  std::string idle = test_support::read_file(std::string(HUGIFY_FIXTURES_DIR) + "/loadavg/idle");
+  ASSERT_TRUE(parse_loadavg(idle.c_str(), &load));
+  EXPECT_EQ(load, 0.0);
+  for (const char *bad : {"", " 0.5 0.5 0.5", "-1 0 0", "nan 0 0", "inf", "0.5x 1 1", "1e99 0 0"}) {
+    load = 7;
+    EXPECT_FALSE(parse_loadavg(bad, &load)) << bad;
+    EXPECT_EQ(load, 7) << "untouched: " << bad;
+  }
+}
+
+// A reason that does not fit its buffer ends at a blank with "...": never in the middle of a word.
+TEST(Reason, TooLongEndsBetweenWordsAndLongWordsAreLeftOut) {
+  char reason[48] = "";
+  reason_add(reason, sizeof reason, "first clause");
+  reason_add(reason, sizeof reason, "%s", "the second clause is much too long for the buffer it goes into");
+  std::string text = reason;
+  EXPECT_EQ(text.rfind("first clause; the second", 0), 0u) << text;
+  ASSERT_GE(text.size(), 3u);
+  EXPECT_EQ(text.substr(text.size() - 3), "...") << text;
+  std::string full = "first clause; the second clause is much too long for the buffer it goes into";
+  std::string kept = text.substr(0, text.size() - 3);
+  EXPECT_EQ(full.compare(0, kept.size(), kept), 0) << text;
+  EXPECT_EQ(full[kept.size()], ' ') << "cut at a blank: " << text;
+  EXPECT_LT(text.size(), sizeof reason);
+
+  char other[24] = "kept";
+  reason_add(other, sizeof other, "%s", "/a/very/long/path/without/blanks");
+  EXPECT_STREQ(other, "kept") << "a clause with no blank to end at is left out, with its separator";
+  char fits[64] = "";
+  reason_add(fits, sizeof fits, "short %d", 1);
+  reason_add(fits, sizeof fits, "and %s", "more");
+  EXPECT_STREQ(fits, "short 1; and more");
 }
 
 TEST(Units, ParseSize) {
