@@ -25,9 +25,7 @@
 #include "hugify.h"
 #include "units.h"
 
-#ifndef MADV_COLLAPSE
-#define MADV_COLLAPSE 25
-#endif
+#include "os.h" /* kernel constants newer than this system's headers */
 #define HUGE (UINT64_C(2) << 20)
 
 static double clock_of(clockid_t id) {

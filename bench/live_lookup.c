@@ -27,9 +27,7 @@
 #include "measure.h"
 #include "units.h"
 
-#ifndef MADV_COLLAPSE
-#define MADV_COLLAPSE 25
-#endif
+#include "os.h" /* kernel constants newer than this system's headers */
 
 static uint64_t mix(uint64_t x) {
   x ^= x >> 33;

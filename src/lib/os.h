@@ -14,15 +14,22 @@
 
 struct smaps_vma;
 
-/* Constants newer than Debian 12's headers (glibc 2.36, linux-libc-dev 6.1). */
+/* Constants newer than Debian 12's headers (glibc 2.36, linux-libc-dev 6.1), or missing from older ones:
+ * the one place for them (the library, the preload, the test helpers and the benches include os.h). */
 #ifndef MADV_HUGEPAGE
 #define MADV_HUGEPAGE 14
 #endif
 #ifndef MADV_NOHUGEPAGE
 #define MADV_NOHUGEPAGE 15
 #endif
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
+#endif
+#ifndef MADV_DONTNEED_LOCKED
+#define MADV_DONTNEED_LOCKED 24
 #endif
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25
@@ -32,6 +39,12 @@ struct smaps_vma;
 #endif
 #ifndef MAP_HUGETLB
 #define MAP_HUGETLB 0x40000
+#endif
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+#ifndef MREMAP_FIXED
+#define MREMAP_FIXED 2
 #endif
 #ifndef PR_SET_VMA
 #define PR_SET_VMA 0x53564d41

@@ -39,10 +39,6 @@
 #include "safe_file.h"
 #include "units.h"
 
-#ifndef MREMAP_FIXED
-#define MREMAP_FIXED 2
-#endif
-
 static const char *const step_names[HUGIFY_TEXT_STEP_COUNT] = {
     "?", "check", "in-place", "reserve", "advise", "copy", "collapse", "protect", "name", "swap", "verify", "perf-map",
 };

@@ -33,13 +33,6 @@
 #include "probe.h"
 #include "preload.h"
 
-#ifndef MAP_FIXED_NOREPLACE
-#define MAP_FIXED_NOREPLACE 0x100000
-#endif
-#ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22
-#endif
-
 #define COVER_MIN OS_HUGE_2M
 
 typedef void *(*mmap_function)(void *, size_t, int, int, int, off_t);

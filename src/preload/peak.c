@@ -39,10 +39,6 @@
 #define PEAK_REFRESH_NS 2000000000ull    /* ... or at any new high 2 s after it */
 #define PEAK_IDLE_MS 640                 /* the longest pause while memory does not move */
 
-#ifndef MADV_DONTNEED_LOCKED
-#define MADV_DONTNEED_LOCKED 24
-#endif
-
 static pthread_mutex_t peak_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct preload_peak peak;           /* guarded by peak_lock */
 static uint64_t snapshot_memory, snapshot_ns, started_ns; /* guarded by peak_lock */

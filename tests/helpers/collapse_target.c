@@ -31,12 +31,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#ifndef MADV_COLLAPSE
-#define MADV_COLLAPSE 25
-#endif
-#ifndef MAP_HUGE_SHIFT
-#define MAP_HUGE_SHIFT 26
-#endif
+#include "os.h" /* kernel constants newer than this system's headers */
 
 #define HUGE (UINT64_C(2) << 20)
 #define PAGE 4096
