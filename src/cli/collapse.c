@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "os.h"
 #include "hugify.h"
+#include "inspect.h"
 #include "procfs.h"
 #include "units.h"
 
@@ -83,7 +84,7 @@ static void print_text(const struct hugify_collapse_report *r) {
   }
   coverage("before:", r->huge_before, r->resident_before);
   if (!r->dry_run && !r->exited) coverage("after:", r->huge_after, r->resident_after);
-  if (r->mapping_count == 0)
+  if (r->mapping_count == 0 && r->exclusion_count == 0)
     printf("  nothing eligible (private anonymous writable memory, or shared memory placed on a 2 MiB boundary, "
            "with >= one aligned 2 MiB window)\n");
 
@@ -299,18 +300,20 @@ int cmd_collapse(int argc, char **argv) {
   }
   if (report.exited) status = fail(EXIT_SHORT, "collapse", "process %d exited during the collapse", (int)pid);
   else if (report.failed) status = EXIT_SHORT;
+  else if (report.attempted == 0 && report.shmem_unaligned + report.shmem_denied > 0)
+    status = EXIT_PRIVILEGE; /* nothing could be done, for lack of a setting (said above) */
   else if (report.attempted == 0 && report.excluded > 0) {
     char excluded[32];
     format_bytes(report.excluded, excluded, sizeof excluded);
+    bool overridable = false;
+    for (size_t i = 0; i < report.exclusion_count; i++)
+      overridable |= !report.exclusions[i].overridden && opt_out_overridable(report.exclusions[i].why);
     /* 1, not 3: nothing is missing from the machine or the caller; the program's own decision was kept */
-    status = fail(EXIT_SHORT, "collapse",
-                  "nothing %s: process %d excluded %s of its memory from THP (listed above)%s",
+    status = fail(EXIT_SHORT, "collapse", "nothing %s: process %d excluded %s of its memory from THP (listed)%s",
                   report.dry_run ? "would be collapsed" : "collapsed", (int)pid, excluded,
-                  report.override_opt_out ? "; the kernel refuses the rest even with --override-opt-out"
-                                          : "; --override-opt-out collapses what the kernel allows");
+                  overridable ? "; --override-opt-out collapses it anyway"
+                              : "; the kernel refuses MADV_COLLAPSE for it too, so only the program can change that");
   }
-  else if (report.attempted == 0 && report.shmem_unaligned + report.shmem_denied > 0)
-    status = EXIT_PRIVILEGE; /* nothing could be done, for lack of a setting (said above) */
   hugify_collapse_report_free(&report);
   return status;
 }
