@@ -42,6 +42,7 @@ const char usage_collapse[] =
     "  hugify collapse 1234                   collapse everything eligible in process 1234\n"
     "  hugify collapse 1234 --dry-run         what would be collapsed, and current coverage\n"
     "  hugify collapse 1234 --min-size 64M    only big mappings\n"
+    "  hugify collapse 1234 --override-opt-out  also what the program excluded, where the kernel allows it\n"
     "  hugify inspect 1234                    see coverage, and why memory is not huge, before and after\n"
     "\n"
     "Exit status: 0 done; 1 some ranges failed, the process exited mid-way, no such process, or nothing was\n"
