@@ -310,13 +310,34 @@ enum hugify_not_huge_reason {
   HUGIFY_WHY_SHMEM_DENY = 11,    /* shared memory while shmem_enabled is deny */
   HUGIFY_WHY_SHMEM_NOT_HUGE = 12,/* shared memory that can be huge (aligned), on 4 KiB pages: shmem_enabled never,
                                     or advise and not madvised; `hugify collapse PID` fixes it */
-  HUGIFY_WHY_COUNT = 13
+  HUGIFY_WHY_THP_EXCEPT_ADVISED = 13, /* the process disabled THP except where it advised (prctl PR_SET_THP_DISABLE
+                                         with PR_THP_DISABLE_EXCEPT_ADVISED, Linux 6.18) and this mapping is not
+                                         advised: the kernel's THPeligible is 0 for it */
+  HUGIFY_WHY_THP_NOT_ELIGIBLE = 14,   /* the kernel says THPeligible: 0 for this anonymous mapping while a THP size
+                                         is in mode "always", for no reason above: treated as the program's */
+  HUGIFY_WHY_COUNT = 15
 };
 /** Short stable name: "none", "thp_disabled", "nohugepage", "special", "file", "shmem", "too_small",
- *  "thp_never", "not_advised", "not_collapsed". */
+ *  "thp_never", "not_advised", "not_collapsed", "shmem_unaligned", "shmem_deny", "shmem_not_huge",
+ *  "thp_except_advised", "thp_not_eligible". */
 const char *hugify_not_huge_reason_name(enum hugify_not_huge_reason why);
 /** One sentence for people, with the fix where there is one. */
 const char *hugify_not_huge_reason_text(enum hugify_not_huge_reason why);
+
+/* A process's own decision about THP, as far as the kernel lets another process see it. The whole-process
+ * disable shows as THP_enabled: 0 in /proc/PID/status. "Disabled except where advised" does not show there
+ * (THP_enabled stays 1): it shows only in smaps, as THPeligible: 0 on unadvised anonymous mappings, and only
+ * while some THP size is in mode "always" (otherwise unadvised mappings are not eligible in any process). */
+enum hugify_thp_stance {
+  HUGIFY_THP_STANCE_UNKNOWN = 0,  /* status unreadable; or THP_enabled: 1 while no THP size is "always" (enabled
+                                     or disabled except advised: the kernel does not show which), or no unadvised
+                                     anonymous mapping to tell by */
+  HUGIFY_THP_STANCE_ENABLED = 1,
+  HUGIFY_THP_STANCE_DISABLED = 2,               /* prctl(PR_SET_THP_DISABLE, 1) */
+  HUGIFY_THP_STANCE_DISABLED_EXCEPT_ADVISED = 3 /* prctl(PR_SET_THP_DISABLE, 1, PR_THP_DISABLE_EXCEPT_ADVISED) */
+};
+/** "unknown", "enabled", "disabled", "disabled_except_advised". */
+const char *hugify_thp_stance_name(enum hugify_thp_stance stance);
 
 /* Resident bytes by page kind. Equal to smaps: resident = Rss + Private_Hugetlb + Shared_Hugetlb (smaps
  * leaves hugetlb out of Rss), thp = AnonHugePages + ShmemPmdMapped + FilePmdMapped, base = Rss - thp
@@ -373,6 +394,8 @@ struct hugify_inspect_report {
   struct hugify_inspect_object *objects;    /* malloc'd; code per object, in order of first mapping */
   char reason[HUGIFY_REASON_MAX];      /* what could not be read (e.g. thread stack pointers), and why */
   uint64_t reserved[4];           /* zero: room to grow without an ABI break */
+  enum hugify_thp_stance thp_stance;   /* the process's own THP decision (see enum hugify_thp_stance) */
+  int thp_stance_visible;              /* 1: some THP size is "always", so "disabled except advised" would show */
 };
 
 /** Inspect process `pid` (0 = the caller) from /proc/PID/smaps, /proc/PID/status and the threads'
@@ -388,13 +411,16 @@ void hugify_inspect_report_free(struct hugify_inspect_report *report);
 /* -- Collapse ------------------------------------------------------------------------------------ */
 
 #define HUGIFY_COLLAPSE_DRY_RUN 0x1u /* plan and measure only: no MADV_COLLAPSE */
-#define HUGIFY_COLLAPSE_FLAGS_ALL HUGIFY_COLLAPSE_DRY_RUN
+/* Collapse memory the program excluded anyway, where the kernel allows it: "disabled except advised" and
+ * THPeligible: 0 (the kernel itself refuses MADV_NOHUGEPAGE mappings and THP-disabled processes). */
+#define HUGIFY_COLLAPSE_OVERRIDE_OPT_OUT 0x2u
+#define HUGIFY_COLLAPSE_FLAGS_ALL (HUGIFY_COLLAPSE_DRY_RUN | HUGIFY_COLLAPSE_OVERRIDE_OPT_OUT)
 
 struct hugify_collapse_opts {
   uint64_t min_size;   /* skip mappings with fewer bytes than this in aligned 2 MiB windows (0: any with one) */
   uint64_t chunk_size; /* at most this many bytes per process_madvise/madvise call (0: 64 MiB; rounded to
                           2 MiB), so the target is never held up long: the kernel takes its mmap lock per call */
-  unsigned flags;      /* HUGIFY_COLLAPSE_DRY_RUN */
+  unsigned flags;      /* HUGIFY_COLLAPSE_DRY_RUN, HUGIFY_COLLAPSE_OVERRIDE_OPT_OUT */
   /* Called after every call into the kernel with the bytes tried so far and the bytes planned (may be NULL). */
   void (*progress)(void *context, uint64_t done, uint64_t total);
   void *progress_context;
@@ -416,6 +442,17 @@ struct hugify_collapse_failure {
   uint64_t start, end;      /* the range (2 MiB windows; consecutive windows with the same error merged) */
   int error;                /* errno from MADV_COLLAPSE: EAGAIN, ENOMEM, EBUSY, EINVAL, ... */
   char reason[192];         /* what that errno means here */
+};
+
+/* A mapping the program excluded from THP that would otherwise have been collapsed (private anonymous
+ * writable, or aligned shared memory, with an aligned 2 MiB window and resident memory). */
+struct hugify_collapse_exclusion {
+  uint64_t start, end;
+  char path[HUGIFY_INSPECT_PATH_MAX];
+  uint64_t eligible;        /* bytes in 2 MiB-aligned windows */
+  uint64_t resident;        /* smaps Rss */
+  enum hugify_not_huge_reason why; /* THP_DISABLED, NOHUGEPAGE, THP_EXCEPT_ADVISED or THP_NOT_ELIGIBLE */
+  int overridden;           /* 1: planned anyway (HUGIFY_COLLAPSE_OVERRIDE_OPT_OUT); it is in mappings too */
 };
 
 struct hugify_collapse_report {
@@ -445,11 +482,21 @@ struct hugify_collapse_report {
                                shmem_enabled was never): only a restart of the program can fix it */
   uint64_t shmem_denied;    /* shmem_enabled is deny */
   char shmem_mode[16];      /* shmem_enabled as it applies to 2 MiB pages, read at the start */
+  /* What the program excluded from THP: skipped unless HUGIFY_COLLAPSE_OVERRIDE_OPT_OUT (and then only what the
+   * kernel allows). */
+  enum hugify_thp_stance thp_stance;  /* the target's own THP decision, as hugify_inspect reports it */
+  int thp_stance_visible;   /* 1: some THP size is "always", so "disabled except advised" would show */
+  int override_opt_out;     /* 1: HUGIFY_COLLAPSE_OVERRIDE_OPT_OUT was given */
+  uint64_t excluded;        /* bytes in aligned windows of the exclusions not overridden (skipped) */
+  size_t exclusion_count;
+  struct hugify_collapse_exclusion *exclusions; /* malloc'd: hugify_collapse_report_free */
 };
 
 /** Put the existing anonymous memory of process `pid` (0 = the caller) on transparent huge pages now,
  *  with MADV_COLLAPSE: madvise for the caller, process_madvise(pidfd, ranges, MADV_COLLAPSE) for another
- *  process. Eligible mappings: private anonymous, writable, not MADV_NOHUGEPAGE, not hugetlb, with at least
+ *  process. Memory the program excluded from THP (THP disabled for the process, also "except where advised";
+ *  MADV_NOHUGEPAGE; THPeligible: 0 while a THP size is "always") is skipped and listed in exclusions.
+ *  Eligible mappings: private anonymous, writable, not MADV_NOHUGEPAGE, not hugetlb, with at least
  *  one 2 MiB-aligned window (and min_size bytes of them); and shared memory (shmem: shared anonymous, SysV,
  *  memfd, tmpfs files) whose address agrees with its file offset modulo 2 MiB, unless shmem_enabled is deny
  *  (the rest is counted in shmem_unaligned / shmem_denied). Windows already huge are skipped, and so are

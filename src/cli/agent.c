@@ -45,7 +45,8 @@ const char usage_agent[] =
     "does this for memory a program did not advise; khugepaged does it slowly, and only for advised memory.\n"
     "\n"
     "Which processes (a process is selected when it matches any of these, or every process when none is\n"
-    "given; exclusions win; processes that disabled THP or mark memory MADV_NOHUGEPAGE are always left alone):\n"
+    "given; exclusions win; memory a program excluded from THP is always left alone: THP disabled for the\n"
+    "process, also 'except where advised' (visible only while a THP size is 'always'), MADV_NOHUGEPAGE):\n"
     "  --pid PID            this process\n"
     "  --comm NAME          processes named NAME (/proc/PID/comm)\n"
     "  --exe PATH           processes running the executable PATH\n"
@@ -508,11 +509,16 @@ static void serve_process(struct agent *a, struct process_state *p, uint64_t rss
     count_failures(p, &report);
     agent_backoff_record(&p->backoff, made > 0, report.failed > 0, now, a->config.interval, BACKOFF_MAX_SECONDS);
     if (policy.stopped) a->budget_stops++;
-    char made_text[32], planned_text[32];
+    char made_text[32], planned_text[32], excluded_text[64] = "";
     format_bytes(made, made_text, sizeof made_text);
     format_bytes(policy.planned, planned_text, sizeof planned_text);
-    snprintf(p->last_action, sizeof p->last_action, "collapsed %s of %s planned%s%s", made_text, planned_text,
-             report.failed ? ", some windows failed" : "", policy.stopped ? ", budget spent" : "");
+    if (report.excluded) {
+      char bytes[32];
+      format_bytes(report.excluded, bytes, sizeof bytes);
+      snprintf(excluded_text, sizeof excluded_text, ", left %s the program excluded", bytes);
+    }
+    snprintf(p->last_action, sizeof p->last_action, "collapsed %s of %s planned%s%s%s", made_text, planned_text,
+             excluded_text, report.failed ? ", some windows failed" : "", policy.stopped ? ", budget spent" : "");
     p->idle_signature = 0;
     if (report.attempted) inspect_into(p, rss); /* the figures after, for the metrics */
     if (policy.planned == 0 && !policy.stopped) p->idle_signature = p->total.resident ^ (p->collapsible << 1);

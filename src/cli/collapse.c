@@ -7,12 +7,13 @@
 #include "cli.h"
 #include "os.h"
 #include "hugify.h"
+#include "inspect.h"
 #include "procfs.h"
 #include "units.h"
 
 struct collapse_args {
   uint64_t min_size, chunk_size;
-  bool dry_run;
+  bool dry_run, override_opt_out;
   struct json_output json;
 };
 
@@ -23,6 +24,9 @@ static const struct option_spec collapse_options[] = {
     OPT_SIZE("chunk", struct collapse_args, chunk_size, "SIZE", 2 << 20,
              "at most SIZE per kernel call (default 64M; smaller = shorter stalls, more calls)"),
     OPT_FLAG("dry-run", 0, struct collapse_args, dry_run, "show what would be collapsed; change nothing"),
+    OPT_FLAG("override-opt-out", 0, struct collapse_args, override_opt_out,
+             "collapse memory the program excluded anyway, where the kernel allows it ('disabled\n"
+             "except where advised', THPeligible: 0); it refuses MADV_NOHUGEPAGE and THP-disabled ones"),
     OPT_JSON(struct collapse_args, json,
              "JSON on stdout instead of the text (schema hugify.collapse/1: docs/collapse.md);\n"
              "--json=FILE: the text on stdout and the JSON to FILE"),
@@ -30,7 +34,8 @@ static const struct option_spec collapse_options[] = {
 };
 
 const struct command_help help_collapse = {
-    "usage: hugify collapse PID [--min-size SIZE] [--chunk SIZE] [--dry-run] [--json[=FILE]]\n"
+    "usage: hugify collapse PID [--min-size SIZE] [--chunk SIZE] [--dry-run] [--override-opt-out]\n"
+    "                           [--json[=FILE]]\n"
     "\n"
     "Put the existing anonymous memory of a running process on transparent huge pages now, without\n"
     "restarting it: process_madvise(pidfd, ranges, MADV_COLLAPSE) over its eligible mappings (private\n"
@@ -39,6 +44,9 @@ const struct command_help help_collapse = {
     "The work goes to the kernel in chunks (64 MiB by default), so the process is never held up for long.\n"
     "Prints coverage before and after per mapping and in total, the time taken, and every range the kernel\n"
     "refused with its reason. Works in THP mode 'madvise' and 'never' too (MADV_COLLAPSE ignores the mode).\n"
+    "Memory the program excluded from THP is skipped and listed: THP disabled for the process (prctl\n"
+    "PR_SET_THP_DISABLE, also 'except where advised'), MADV_NOHUGEPAGE, and THPeligible: 0 while a THP size\n"
+    "is 'always'. 'Disabled except where advised' shows only while some THP size is 'always' (docs/agent.md).\n"
     "\n",
     collapse_options,
     "\n"
@@ -49,10 +57,12 @@ const struct command_help help_collapse = {
     "  hugify collapse 1234                   collapse everything eligible in process 1234\n"
     "  hugify collapse 1234 --dry-run         what would be collapsed, and current coverage\n"
     "  hugify collapse 1234 --min-size 64M    only big mappings\n"
+    "  hugify collapse 1234 --override-opt-out  also what the program excluded, where the kernel allows it\n"
     "  hugify inspect 1234                    see coverage, and why memory is not huge, before and after\n"
     "\n"
-    "Exit status: 0 done; 1 some ranges failed, the process exited mid-way, or no such process; 2 bad usage;\n"
-    "3 not permitted, or the kernel lacks MADV_COLLAPSE / process_madvise.\n",
+    "Exit status: 0 done; 1 some ranges failed, the process exited mid-way, no such process, or nothing was\n"
+    "tried because the program excluded it all from THP; 2 bad usage; 3 not permitted, or the kernel lacks\n"
+    "MADV_COLLAPSE / process_madvise.\n",
 };
 
 static void show_progress(void *context, uint64_t done, uint64_t total) {
@@ -91,7 +101,7 @@ static void print_text(const struct hugify_collapse_report *r) {
   }
   coverage("before:", r->huge_before, r->resident_before);
   if (!r->dry_run && !r->exited) coverage("after:", r->huge_after, r->resident_after);
-  if (r->mapping_count == 0)
+  if (r->mapping_count == 0 && r->exclusion_count == 0)
     printf("  nothing eligible (private anonymous writable memory, or shared memory placed on a 2 MiB boundary, "
            "with >= one aligned 2 MiB window)\n");
 
@@ -117,6 +127,23 @@ static void print_text(const struct hugify_collapse_report *r) {
     table_print(&t, stdout, "  ");
     table_free(&t);
     printf("  (before/after: share of the mapping's resident memory on huge pages, from smaps)\n");
+  }
+  if (r->exclusion_count) {
+    printf("\n  excluded from THP by the program (%s):\n",
+           r->override_opt_out ? "--override-opt-out: collapsed anyway where the kernel allows it"
+                               : "skipped; --override-opt-out collapses what the kernel allows");
+    bool seen[HUGIFY_WHY_COUNT] = {false};
+    for (size_t i = 0; i < r->exclusion_count; i++) {
+      const struct hugify_collapse_exclusion *e = &r->exclusions[i];
+      char size[32];
+      format_bytes(e->eligible, size, sizeof size);
+      printf("    %llx-%llx %8s  %-18s %s%s\n", (unsigned long long)e->start, (unsigned long long)e->end, size,
+             hugify_not_huge_reason_name(e->why), e->path[0] ? e->path : "[anon]",
+             e->overridden ? " (overridden)" : "");
+      seen[e->why] = true;
+    }
+    for (int why = 0; why < HUGIFY_WHY_COUNT; why++)
+      if (seen[why]) printf("    %s: %s\n", hugify_not_huge_reason_name(why), hugify_not_huge_reason_text(why));
   }
   if (r->failure_count) {
     printf("\n  failed ranges:\n");
@@ -160,6 +187,9 @@ static void print_json(FILE *out, const struct hugify_collapse_report *r) {
   json_put_bool(&j, "exited", r->exited);
   if (r->thp_disabled < 0) json_put_null(&j, "thp_disabled");
   else json_put_bool(&j, "thp_disabled", r->thp_disabled == 1);
+  json_put_string(&j, "thp_stance", hugify_thp_stance_name(r->thp_stance));
+  json_put_bool(&j, "thp_stance_visible", r->thp_stance_visible);
+  json_put_bool(&j, "override_opt_out", r->override_opt_out);
   json_put_double(&j, "seconds", r->seconds);
   json_put_double(&j, "cpu_seconds", r->cpu_seconds);
   json_put_double(&j, "longest_call_seconds", r->longest_call);
@@ -173,6 +203,7 @@ static void print_json(FILE *out, const struct hugify_collapse_report *r) {
   json_put_u64(&j, "attempted_bytes", r->attempted);
   json_put_u64(&j, "skipped_empty_bytes", r->skipped_empty);
   json_put_u64(&j, "failed_bytes", r->failed);
+  json_put_u64(&j, "excluded_bytes", r->excluded);
   json_put_u64(&j, "resident_before_bytes", r->resident_before);
   json_put_u64(&j, "huge_before_bytes", r->huge_before);
   json_put_u64(&j, "resident_after_bytes", r->resident_after);
@@ -196,6 +227,20 @@ static void print_json(FILE *out, const struct hugify_collapse_report *r) {
     json_put_u64(&j, "huge_before_bytes", m->huge_before);
     json_put_u64(&j, "resident_after_bytes", m->resident_after);
     json_put_u64(&j, "huge_after_bytes", m->huge_after);
+    json_close(&j);
+  }
+  json_close(&j);
+  json_open_array(&j, "excluded");
+  for (size_t i = 0; i < r->exclusion_count; i++) {
+    const struct hugify_collapse_exclusion *e = &r->exclusions[i];
+    json_open_object(&j, NULL);
+    json_put_hex(&j, "start", e->start);
+    json_put_hex(&j, "end", e->end);
+    json_put_string(&j, "path", e->path);
+    json_put_u64(&j, "eligible_bytes", e->eligible);
+    json_put_u64(&j, "resident_bytes", e->resident);
+    json_put_string(&j, "reason", hugify_not_huge_reason_name(e->why));
+    json_put_bool(&j, "overridden", e->overridden);
     json_close(&j);
   }
   json_close(&j);
@@ -224,8 +269,9 @@ int cmd_collapse(int argc, char **argv) {
   uint64_t pid = 0;
   if (parsed.operand_count == 1 && !parse_count(argv[parsed.operands[0]], 1, 0x7fffffff, &pid))
     return usage_error("collapse", "'%s' is not a process id", argv[parsed.operands[0]]);
-  struct hugify_collapse_opts opts = {.min_size = args.min_size, .chunk_size = args.chunk_size,
-                                      .flags = args.dry_run ? HUGIFY_COLLAPSE_DRY_RUN : 0};
+  struct hugify_collapse_opts opts = {
+      .min_size = args.min_size, .chunk_size = args.chunk_size,
+      .flags = (args.dry_run ? HUGIFY_COLLAPSE_DRY_RUN : 0u) | (args.override_opt_out ? HUGIFY_COLLAPSE_OVERRIDE_OPT_OUT : 0u)};
   struct json_output json = args.json;
   if (pid == 0) return usage_error("collapse", "which process? Give its PID");
   bool text = json_output_text(&json);
@@ -253,6 +299,18 @@ int cmd_collapse(int argc, char **argv) {
   else if (report.failed) status = EXIT_SHORT;
   else if (report.attempted == 0 && report.shmem_unaligned + report.shmem_denied > 0)
     status = EXIT_PRIVILEGE; /* nothing could be done, for lack of a setting (said above) */
+  else if (report.attempted == 0 && report.excluded > 0) {
+    char excluded[32];
+    format_bytes(report.excluded, excluded, sizeof excluded);
+    bool overridable = false;
+    for (size_t i = 0; i < report.exclusion_count; i++)
+      overridable |= !report.exclusions[i].overridden && opt_out_overridable(report.exclusions[i].why);
+    /* 1, not 3: nothing is missing from the machine or the caller; the program's own decision was kept */
+    status = fail(EXIT_SHORT, "collapse", "nothing %s: process %d excluded %s of its memory from THP (listed)%s",
+                  report.dry_run ? "would be collapsed" : "collapsed", (int)pid, excluded,
+                  overridable ? "; --override-opt-out collapses it anyway"
+                              : "; the kernel refuses MADV_COLLAPSE for it too, so only the program can change that");
+  }
   hugify_collapse_report_free(&report);
   return status;
 }

@@ -34,7 +34,8 @@ const struct command_help help_inspect = {
     "How much of a process is on huge pages, measured from /proc/PID/smaps: resident memory and the part on\n"
     "huge pages by class (code per object, heap, other anonymous memory, thread stacks, shared memory, file\n"
     "mappings) and by page kind (THP, hugetlb 2M, hugetlb 1G), and why the rest is not on huge pages\n"
-    "(MADV_NOHUGEPAGE, THP disabled for the process, too small or unaligned, system THP mode, file-backed).\n"
+    "(MADV_NOHUGEPAGE, THP disabled for the process or disabled except where advised, too small or unaligned,\n"
+    "system THP mode, file-backed), and the process's own THP stance as far as the kernel shows it.\n"
     "\n",
     inspect_options,
     "\n"
@@ -63,6 +64,23 @@ static void usage_row(struct table *t, const char *name, const struct hugify_usa
   table_row(t, name, resident, base, thp, h2, h1, huge);
 }
 
+/* The process's own THP decision, and what the kernel does not let us see. */
+static const char *thp_stance_text(const struct hugify_inspect_report *r) {
+  switch (r->thp_stance) {
+  case HUGIFY_THP_STANCE_DISABLED: return "DISABLED for this process (prctl PR_SET_THP_DISABLE)";
+  case HUGIFY_THP_STANCE_DISABLED_EXCEPT_ADVISED:
+    return "DISABLED for this process except where it advised (prctl PR_SET_THP_DISABLE, "
+           "PR_THP_DISABLE_EXCEPT_ADVISED)";
+  case HUGIFY_THP_STANCE_ENABLED: return "enabled for this process";
+  case HUGIFY_THP_STANCE_UNKNOWN: break;
+  }
+  if (r->thp_disabled != 0) return "process setting unknown";
+  if (!r->thp_stance_visible)
+    return "enabled for this process, or disabled except where it advised: the kernel shows no difference while "
+           "no THP size is 'always' (hugify then treats its unadvised memory as allowed)";
+  return "enabled for this process, or disabled except where it advised: no unadvised anonymous mapping to tell by";
+}
+
 static void print_text(const struct hugify_inspect_report *r, bool maps) {
   char a[32], b[32], c[32];
   uint64_t huge = hugify_usage_huge(&r->total);
@@ -71,10 +89,7 @@ static void print_text(const struct hugify_inspect_report *r, bool maps) {
   format_percent(huge, r->total.resident, c, sizeof c);
   printf("process %d (%s): resident %s, on huge pages %s (%s)\n", (int)r->pid, r->command, a, b, c);
   printf("  THP: system mode %s; %s; mTHP enabled: %s\n", r->thp_mode[0] ? r->thp_mode : "absent",
-         r->thp_disabled == 1   ? "DISABLED for this process (prctl PR_SET_THP_DISABLE)"
-         : r->thp_disabled == 0 ? "enabled for this process"
-                                : "process setting unknown",
-         r->mthp_sizes[0] ? r->mthp_sizes : "none");
+         thp_stance_text(r), r->mthp_sizes[0] ? r->mthp_sizes : "none");
   if (r->mthp_sizes[0]) printf("  (smaps does not report mTHP per process: PTE-mapped mTHP is counted as 4K)\n");
   putchar('\n');
 
@@ -103,7 +118,7 @@ static void print_text(const struct hugify_inspect_report *r, bool maps) {
     if (!any) printf("\n  not on huge pages, and why:\n");
     any = true;
     bytes(r->not_huge[w], a, sizeof a);
-    printf("  %10s  %-13s %s\n", a, hugify_not_huge_reason_name(w), hugify_not_huge_reason_text(w));
+    printf("  %10s  %-18s %s\n", a, hugify_not_huge_reason_name(w), hugify_not_huge_reason_text(w));
   }
   if (r->collapsible) {
     bytes(r->collapsible, a, sizeof a);
@@ -145,6 +160,8 @@ static void print_json_process(struct json_writer *j, const struct hugify_inspec
   json_put_string(j, "command", r->command);
   if (r->thp_disabled < 0) json_put_null(j, "thp_disabled");
   else json_put_bool(j, "thp_disabled", r->thp_disabled == 1);
+  json_put_string(j, "thp_stance", hugify_thp_stance_name(r->thp_stance));
+  json_put_bool(j, "thp_stance_visible", r->thp_stance_visible);
   json_put_string(j, "thp_mode", r->thp_mode);
   json_put_string(j, "shmem_mode", r->shmem_mode);
   json_open_array(j, "mthp_sizes");

@@ -35,6 +35,8 @@ struct collapse_context {
   struct hugify_collapse_report *report;
   size_t failure_cap;
   struct collapse_policy *policy; /* NULL for plain hugify_collapse */
+  size_t exclusion_cap;
+  bool unadvised_planned; /* a mapping without MADV_HUGEPAGE was planned (see the note on unseen opt-outs) */
 };
 
 /* The budget's word before a call into the kernel. */
@@ -55,9 +57,11 @@ void hugify_collapse_report_free(struct hugify_collapse_report *report) {
   if (!report) return;
   free(report->mappings);
   free(report->failures);
+  free(report->exclusions);
   report->mappings = NULL;
   report->failures = NULL;
-  report->mapping_count = report->failure_count = 0;
+  report->exclusions = NULL;
+  report->mapping_count = report->failure_count = report->exclusion_count = 0;
 }
 
 /* process_madvise semantics for both cases: the bytes of the leading ranges that were fully advised, or
@@ -327,6 +331,38 @@ static int push_range(struct iovec **ranges, size_t *count, size_t *cap, uint64_
   return 0;
 }
 
+/* A mapping the program excluded from THP, that would otherwise be planned: recorded, and skipped unless
+ * overridden. Returns true when it is to be skipped (or -ENOMEM in *rc). */
+static bool exclude(struct collapse_context *c, const struct smaps_vma *vma, uint64_t min_size, int *rc) {
+  struct hugify_collapse_report *r = c->report;
+  enum hugify_not_huge_reason why = vma_opt_out(vma, r->thp_stance, r->thp_stance_visible, c->pmd);
+  if (why == HUGIFY_WHY_NONE) return false;
+  uint64_t eligible = aligned_window_bytes(vma->start, vma->end, c->pmd);
+  bool shape = vma_is_shmem(vma) ? vma_shmem_aligned(vma, c->pmd) && eligible >= c->pmd
+                                 : vma_collapse_candidate(vma, c->pmd);
+  bool overridden = r->override_opt_out && opt_out_overridable(why);
+  /* listed only when it holds memory a collapse would have changed */
+  if (!shape || eligible < min_size || vma->rss <= vma->anon_huge + vma->shmem_pmd_mapped) return !overridden;
+  if (r->exclusion_count == c->exclusion_cap) {
+    size_t cap = c->exclusion_cap ? 2 * c->exclusion_cap : 16;
+    struct hugify_collapse_exclusion *bigger = realloc(r->exclusions, cap * sizeof *bigger);
+    if (!bigger) { *rc = -ENOMEM; return true; }
+    r->exclusions = bigger;
+    c->exclusion_cap = cap;
+  }
+  struct hugify_collapse_exclusion *e = &r->exclusions[r->exclusion_count++];
+  memset(e, 0, sizeof *e);
+  e->start = vma->start;
+  e->end = vma->end;
+  snprintf(e->path, sizeof e->path, "%s", vma->path);
+  e->eligible = eligible;
+  e->resident = vma->rss;
+  e->why = why;
+  e->overridden = overridden;
+  if (!overridden) r->excluded += eligible;
+  return !overridden;
+}
+
 /* Plan the windows of every eligible mapping. With PAGEMAP_SCAN on the target's pagemap (one walk per
  * mapping): skip windows that are huge already, and windows with fewer present pages than the guard wants
  * (plain collapse: khugepaged/max_ptes_none, since MADV_COLLAPSE ignores that knob and would fill them
@@ -364,6 +400,7 @@ static int plan(struct collapse_context *c, const struct smaps_vma *vmas, long c
   int rc = 0;
   for (long i = 0; i < count && rc == 0; i++) {
     const struct smaps_vma *vma = &vmas[i];
+    if (exclude(c, vma, min_size, &rc)) continue;
     bool shmem = vma_is_shmem(vma);
     if (shmem && vma->rss > 0 && !(vma->vm_flags & SMAPS_VM_NOHUGEPAGE)) {
       /* Shared memory: collapsible where its address agrees with its offset, unless shmem_enabled is deny
@@ -378,6 +415,7 @@ static int plan(struct collapse_context *c, const struct smaps_vma *vmas, long c
     uint64_t eligible = aligned_window_bytes(vma->start, vma->end, c->pmd);
     if (eligible < min_size) continue;
     struct hugify_collapse_mapping *m = &r->mappings[r->mapping_count++];
+    if (vma->rss && !(vma->vm_flags & SMAPS_VM_HUGEPAGE)) c->unadvised_planned = true;
     m->start = vma->start;
     m->end = vma->end;
     snprintf(m->path, sizeof m->path, "%s", vma->path);
@@ -491,18 +529,28 @@ int collapse_with_policy(pid_t pid, const struct hugify_collapse_opts *opts, str
 
   int enabled = os_read_thp_enabled(self ? 0 : pid);
   report->thp_disabled = enabled < 0 ? -1 : !enabled;
+  report->override_opt_out = (opts->flags & HUGIFY_COLLAPSE_OVERRIDE_OPT_OUT) != 0;
   if (report->thp_disabled == 1)
     reason_add(report->reason, sizeof report->reason,
-                  "process %d disabled THP (prctl PR_SET_THP_DISABLE): the kernel refuses MADV_COLLAPSE for it",
-                  (int)c.pid);
+                  "process %d disabled THP (prctl PR_SET_THP_DISABLE): its memory is left alone (the kernel "
+                  "refuses MADV_COLLAPSE for it too)", (int)c.pid);
+  char thp_mode[16];
+  probe_thp_setting("enabled", thp_mode, sizeof thp_mode);
+  report->thp_stance_visible = inspect_thp_stance_visible(thp_mode);
 
   inspect_shmem_mode(report->shmem_mode, sizeof report->shmem_mode);
   struct smaps_vma *vmas = NULL;
   long count = read_smaps_of(c.pid, self, &vmas, report);
   if (count < 0) { rc = (int)count; goto out; }
+  report->thp_stance = inspect_thp_stance(report->thp_disabled, report->thp_stance_visible, vmas, (size_t)count,
+                                          c.pmd);
   struct iovec *ranges = NULL;
   size_t range_count = 0;
   rc = plan(&c, vmas, count, opts->min_size, chunk, &ranges, &range_count);
+  if (rc == 0 && c.unadvised_planned && report->thp_stance == HUGIFY_THP_STANCE_UNKNOWN && !report->thp_stance_visible)
+    reason_add(report->reason, sizeof report->reason,
+               "whether process %d disabled THP except where it advised (PR_THP_DISABLE_EXCEPT_ADVISED) cannot be "
+               "seen while no THP size is 'always': its unadvised memory was taken as allowed", (int)c.pid);
   free(vmas);
   vmas = NULL;
   if (rc == 0 && dry_run) {

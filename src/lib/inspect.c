@@ -56,7 +56,26 @@ static const struct { const char *name, *text; } reasons[HUGIFY_WHY_COUNT] = {
     [HUGIFY_WHY_NOT_COLLAPSED] = {"not_collapsed",
                                   "eligible, but faulted on 4 KiB pages and not collapsed yet; "
                                   "`hugify collapse PID` fixes it"},
+    [HUGIFY_WHY_THP_EXCEPT_ADVISED] = {"thp_except_advised",
+                                       "the process disabled THP except where it advised (prctl PR_SET_THP_DISABLE "
+                                       "with PR_THP_DISABLE_EXCEPT_ADVISED) and never advised this mapping; hugify "
+                                       "leaves it alone (only `hugify collapse PID --override-opt-out` collapses it)"},
+    [HUGIFY_WHY_THP_NOT_ELIGIBLE] = {"thp_not_eligible",
+                                     "the kernel reports THPeligible: 0 for this anonymous mapping while a THP size "
+                                     "is 'always', for a reason hugify cannot name; hugify leaves it alone "
+                                     "(only `hugify collapse PID --override-opt-out` collapses it)"},
 };
+
+static const char *const stance_names[] = {
+    [HUGIFY_THP_STANCE_UNKNOWN] = "unknown",
+    [HUGIFY_THP_STANCE_ENABLED] = "enabled",
+    [HUGIFY_THP_STANCE_DISABLED] = "disabled",
+    [HUGIFY_THP_STANCE_DISABLED_EXCEPT_ADVISED] = "disabled_except_advised",
+};
+
+const char *hugify_thp_stance_name(enum hugify_thp_stance stance) {
+  return (unsigned)stance < sizeof stance_names / sizeof stance_names[0] ? stance_names[stance] : "?";
+}
 
 const char *hugify_not_huge_reason_name(enum hugify_not_huge_reason why) {
   return (unsigned)why < HUGIFY_WHY_COUNT ? reasons[why].name : "?";
@@ -84,9 +103,13 @@ bool vma_is_private_anonymous(const struct smaps_vma *vma) {
          starts_with(vma->path, "[anon:");
 }
 
+bool vma_collapse_candidate(const struct smaps_vma *vma, uint64_t pmd_size) {
+  return vma_is_private_anonymous(vma) && vma->perms[1] == 'w' && !smaps_vma_is_hugetlb(vma) &&
+         aligned_window_bytes(vma->start, vma->end, pmd_size) >= pmd_size;
+}
+
 bool vma_collapse_eligible(const struct smaps_vma *vma, uint64_t pmd_size) {
-  return vma_is_private_anonymous(vma) && vma->perms[1] == 'w' && !(vma->vm_flags & SMAPS_VM_NOHUGEPAGE) &&
-         !smaps_vma_is_hugetlb(vma) && aligned_window_bytes(vma->start, vma->end, pmd_size) >= pmd_size;
+  return vma_collapse_candidate(vma, pmd_size) && !(vma->vm_flags & SMAPS_VM_NOHUGEPAGE);
 }
 
 /* "[vdso]", "[vvar]", "[vsyscall]", "[uprobes]": bracketed names that are neither anonymous memory nor shm. */
@@ -184,11 +207,51 @@ static enum hugify_memory_class class_of(const struct smaps_vma *vmas, size_t i,
   return HUGIFY_CLASS_FILE;
 }
 
-static enum hugify_not_huge_reason why_not_huge(const struct smaps_vma *vma, const struct hugify_usage *usage,
-                                                const struct inspect_context *context, uint64_t aligned) {
-  if (usage->resident <= hugify_usage_huge(usage)) return HUGIFY_WHY_NONE;
-  if (context->thp_disabled == 1) return HUGIFY_WHY_THP_DISABLED;
+/* ---- what the program excluded from THP ------------------------------------------------------------- */
+
+/* An unadvised mapping whose THPeligible tells the process's stance apart (see inspect_thp_stance). */
+static bool stance_witness(const struct smaps_vma *vma, uint64_t pmd_size) {
+  return vma_collapse_candidate(vma, pmd_size) && vma->thp_eligible >= 0 &&
+         !(vma->vm_flags & (SMAPS_VM_HUGEPAGE | SMAPS_VM_NOHUGEPAGE));
+}
+
+enum hugify_thp_stance inspect_thp_stance(int thp_disabled, bool visible, const struct smaps_vma *vmas,
+                                          size_t count, uint64_t pmd_size) {
+  if (thp_disabled == 1) return HUGIFY_THP_STANCE_DISABLED;
+  if (thp_disabled != 0 || !visible) return HUGIFY_THP_STANCE_UNKNOWN;
+  bool witnessed = false;
+  for (size_t i = 0; i < count; i++) {
+    if (!stance_witness(&vmas[i], pmd_size)) continue;
+    if (vmas[i].thp_eligible == 1) return HUGIFY_THP_STANCE_ENABLED;
+    witnessed = true;
+  }
+  return witnessed ? HUGIFY_THP_STANCE_DISABLED_EXCEPT_ADVISED : HUGIFY_THP_STANCE_UNKNOWN;
+}
+
+enum hugify_not_huge_reason vma_opt_out(const struct smaps_vma *vma, enum hugify_thp_stance stance, bool visible,
+                                        uint64_t pmd_size) {
+  if (stance == HUGIFY_THP_STANCE_DISABLED) return HUGIFY_WHY_THP_DISABLED;
   if (vma->vm_flags & SMAPS_VM_NOHUGEPAGE) return HUGIFY_WHY_NOHUGEPAGE;
+  bool anonymous = vma_is_private_anonymous(vma) && !smaps_vma_is_hugetlb(vma);
+  if (!anonymous && !vma_is_shmem(vma)) return HUGIFY_WHY_NONE;
+  if (stance == HUGIFY_THP_STANCE_DISABLED_EXCEPT_ADVISED && !(vma->vm_flags & SMAPS_VM_HUGEPAGE))
+    return HUGIFY_WHY_THP_EXCEPT_ADVISED;
+  if (anonymous && visible && vma->thp_eligible == 0 && vma_collapse_candidate(vma, pmd_size))
+    return HUGIFY_WHY_THP_NOT_ELIGIBLE;
+  return HUGIFY_WHY_NONE;
+}
+
+bool opt_out_overridable(enum hugify_not_huge_reason why) {
+  return why == HUGIFY_WHY_THP_EXCEPT_ADVISED || why == HUGIFY_WHY_THP_NOT_ELIGIBLE;
+}
+
+static enum hugify_not_huge_reason why_not_huge(const struct smaps_vma *vma, const struct hugify_usage *usage,
+                                                const struct inspect_context *context,
+                                                enum hugify_thp_stance stance, uint64_t aligned) {
+  if (usage->resident <= hugify_usage_huge(usage)) return HUGIFY_WHY_NONE;
+  uint64_t pmd_size = context->pmd_size ? context->pmd_size : OS_HUGE_2M;
+  enum hugify_not_huge_reason opt_out = vma_opt_out(vma, stance, context->thp_stance_visible, pmd_size);
+  if (opt_out != HUGIFY_WHY_NONE) return opt_out;
   if (vma_is_special(vma)) return HUGIFY_WHY_SPECIAL;
   if (vma_is_shmem(vma)) {
     uint64_t pmd = context->pmd_size ? context->pmd_size : OS_HUGE_2M;
@@ -231,6 +294,7 @@ int inspect_classify(const struct smaps_vma *vmas, size_t count, const struct in
   memset(report->not_huge, 0, sizeof report->not_huge);
   report->collapsible = 0;
   report->stacks_by_pointer = report->stacks_by_guard = 0;
+  report->thp_stance = inspect_thp_stance(context->thp_disabled, context->thp_stance_visible, vmas, count, pmd);
 
   for (size_t i = 0; i < count; i++) {
     const struct smaps_vma *vma = &vmas[i];
@@ -243,7 +307,7 @@ int inspect_classify(const struct smaps_vma *vmas, size_t count, const struct in
     m->thp_eligible = vma->thp_eligible;
     m->aligned_bytes = aligned_window_bytes(vma->start, vma->end, pmd);
     inspect_vma_usage(vma, &m->usage);
-    m->why = why_not_huge(vma, &m->usage, context, m->aligned_bytes);
+    m->why = why_not_huge(vma, &m->usage, context, report->thp_stance, m->aligned_bytes);
     m->object = m->memory_class == HUGIFY_CLASS_CODE ? object_index(report, vma->path, count) : -1;
 
     usage_add(&report->total, &m->usage);
@@ -289,6 +353,20 @@ static void enabled_mthp_sizes(const char *thp_mode, uint64_t pmd, char *out, si
     size_t used = strlen(out);
     snprintf(out + used, cap - used, "%s%s", used ? "," : "", label);
   }
+}
+
+bool inspect_thp_stance_visible(const char *thp_mode) {
+  bool top_always = strcmp(thp_mode, "always") == 0;
+  uint64_t sizes[32];
+  int count = os_hugepage_size_dirs(OS_SYSFS_THP, sizes, 32);
+  if (count <= 0) return top_always; /* no per-size controls: the top level is the PMD size's mode */
+  for (int i = 0; i < count; i++) {
+    char leaf[64], mode[32];
+    snprintf(leaf, sizeof leaf, "hugepages-%llukB/enabled", (unsigned long long)(sizes[i] >> 10));
+    probe_thp_setting(leaf, mode, sizeof mode);
+    if (strcmp(mode, "always") == 0 || (strcmp(mode, "inherit") == 0 && top_always)) return true;
+  }
+  return false;
 }
 
 int hugify_inspect(pid_t pid, struct hugify_inspect_report *report) {
@@ -342,8 +420,10 @@ int hugify_inspect(pid_t pid, struct hugify_inspect_report *report) {
                   strerror((int)-pointers));
     pointers = 0;
   }
+  report->thp_stance_visible = inspect_thp_stance_visible(report->thp_mode);
   struct inspect_context context = {
       .thp_disabled = report->thp_disabled,
+      .thp_stance_visible = report->thp_stance_visible,
       .thp_mode = report->thp_mode,
       .shmem_mode = report->shmem_mode,
       .pmd_size = pmd,

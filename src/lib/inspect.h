@@ -14,6 +14,7 @@
 /* What inspect_classify needs besides smaps, read by hugify_inspect (or written by a test). */
 struct inspect_context {
   int thp_disabled;               /* 1: THP_enabled: 0 in /proc/PID/status; 0; -1 unknown */
+  bool thp_stance_visible;        /* some THP size is "always" (inspect_thp_stance_visible) */
   const char *thp_mode;           /* system THP mode: "always", "madvise", "never", "" (no THP) */
   const char *shmem_mode;         /* shmem_enabled: "always", "within_size", "advise", "never", ... */
   uint64_t pmd_size;              /* THP size (0: 2 MiB) */
@@ -25,8 +26,8 @@ struct inspect_context {
  * pthread_attr_setguardsize can make it larger). */
 #define INSPECT_GUARD_MAX (UINT64_C(1) << 20)
 
-/* Fill report->total, classes, not_huge, collapsible, mappings, objects and stacks_by_* from smaps.
- * Leaves pid, command, thp_* and reason alone. Returns 0 or -ENOMEM (arrays malloc'd; free with
+/* Fill report->total, classes, not_huge, collapsible, mappings, objects, stacks_by_* and thp_stance from
+ * smaps. Leaves pid, command, the other thp_* fields and reason alone. Returns 0 or -ENOMEM (arrays malloc'd; free with
  * hugify_inspect_report_free). */
 int inspect_classify(const struct smaps_vma *vmas, size_t count, const struct inspect_context *context,
                      struct hugify_inspect_report *report);
@@ -40,9 +41,32 @@ uint64_t aligned_window_bytes(uint64_t start, uint64_t end, uint64_t window);
 /* Private anonymous memory: no file behind it ("", "[heap]", "[stack]", "[anon:NAME]"). */
 bool vma_is_private_anonymous(const struct smaps_vma *vma);
 
-/* Whether MADV_COLLAPSE may be asked for this mapping: private anonymous, writable, not MADV_NOHUGEPAGE,
- * not hugetlb, at least one aligned window of pmd_size. */
+/* The shape MADV_COLLAPSE works on, whatever the program asked: private anonymous, writable, not hugetlb, at
+ * least one aligned window of pmd_size. */
+bool vma_collapse_candidate(const struct smaps_vma *vma, uint64_t pmd_size);
+/* Whether MADV_COLLAPSE may be asked for this mapping: a candidate not marked MADV_NOHUGEPAGE. */
 bool vma_collapse_eligible(const struct smaps_vma *vma, uint64_t pmd_size);
+
+/* ---- what the program excluded from THP ---- */
+
+/* The process's THP stance from THP_enabled (thp_disabled: 1, 0, -1 unknown), whether "disabled except
+ * advised" can show at all (`visible`: some THP size is "always"), and smaps: with THP_enabled: 1 and
+ * `visible`, the unadvised writable anonymous mappings with an aligned window say it: THPeligible 1 in any
+ * of them is "enabled", 0 in all is "disabled except advised" (measured on Linux 6.18). */
+enum hugify_thp_stance inspect_thp_stance(int thp_disabled, bool visible, const struct smaps_vma *vmas,
+                                          size_t count, uint64_t pmd_size);
+/* Why the program excluded this mapping from THP: HUGIFY_WHY_THP_DISABLED (the whole process),
+ * HUGIFY_WHY_NOHUGEPAGE, HUGIFY_WHY_THP_EXCEPT_ADVISED (an unadvised anonymous or shared memory mapping of a
+ * process that disabled THP except where advised), HUGIFY_WHY_THP_NOT_ELIGIBLE (a collapse candidate with
+ * THPeligible: 0 while `visible`); HUGIFY_WHY_NONE when it did not. */
+enum hugify_not_huge_reason vma_opt_out(const struct smaps_vma *vma, enum hugify_thp_stance stance, bool visible,
+                                        uint64_t pmd_size);
+/* Whether the opt-out can be overridden: the kernel itself refuses MADV_COLLAPSE for THP_DISABLED and
+ * NOHUGEPAGE (EINVAL, measured on Linux 6.18), not for the other two. */
+bool opt_out_overridable(enum hugify_not_huge_reason why);
+/* True when some THP size is in mode "always" (directly, or by "inherit" while the top level is) given the
+ * top-level mode: only then does "disabled except advised" show in smaps. Reads sysfs. */
+bool inspect_thp_stance_visible(const char *thp_mode);
 /* Shared memory (shmem): shared anonymous, SysV, memfd, tmpfs files; hugetlb excluded. */
 bool vma_is_shmem(const struct smaps_vma *vma);
 /* A shmem mapping can be PMD-mapped only where its address and its file offset agree modulo the PMD size. */

@@ -46,6 +46,15 @@ struct smaps_vma;
 #ifndef MREMAP_FIXED
 #define MREMAP_FIXED 2
 #endif
+#ifndef PR_SET_THP_DISABLE
+#define PR_SET_THP_DISABLE 41
+#endif
+#ifndef PR_GET_THP_DISABLE
+#define PR_GET_THP_DISABLE 42
+#endif
+#ifndef PR_THP_DISABLE_EXCEPT_ADVISED /* Linux 6.18: THP off except where the program said MADV_HUGEPAGE */
+#define PR_THP_DISABLE_EXCEPT_ADVISED (1 << 1)
+#endif
 #ifndef PR_SET_VMA
 #define PR_SET_VMA 0x53564d41
 #define PR_SET_VMA_ANON_NAME 0

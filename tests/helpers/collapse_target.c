@@ -2,7 +2,7 @@
  * keeps running, and on SIGUSR1 checks that its data survived and exits 0 (intact) or 1 (damaged).
  *
  *   collapse_target [--heap SIZE] [--writer] [--nohuge SIZE] [--thp SIZE] [--hugetlb SIZE] [--small SIZE]
- *                   [--shm SIZE] [--threads N] [--thp-disable]
+ *                   [--shm SIZE] [--threads N] [--thp-disable] [--advised SIZE] [--except-advised]
  *
  * --heap SIZE    malloc(SIZE) (glibc mmaps it), filled with a pattern while THP is off for the process
  *                (prctl), so it sits on 4 KiB pages whatever the system THP mode; never madvised.
@@ -14,7 +14,10 @@
  * --small SIZE   a 2 MiB-aligned region filled on 4 KiB pages (prctl off while filling), never madvised.
  * --shm SIZE     a shared anonymous region, filled.
  * --threads N    N extra threads, blocked in sigwait.
+ * --advised SIZE a 2 MiB-aligned region marked MADV_HUGEPAGE, filled on 4 KiB pages (prctl off while filling).
  * --thp-disable  prctl(PR_SET_THP_DISABLE, 1) at the end (the process keeps THP disabled).
+ * --except-advised prctl(PR_SET_THP_DISABLE, 1, PR_THP_DISABLE_EXCEPT_ADVISED) at the end (Linux 6.18: THP
+ *                only where advised); exits 3 when the kernel refuses it.
  *
  * On stdout, one line per region "NAME 0xADDRESS SIZE", then "ready PID". */
 #define _GNU_SOURCE
@@ -31,7 +34,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include "os.h" /* kernel constants newer than this system's headers */
+#include "os.h" /* MADV_COLLAPSE, MAP_HUGE_SHIFT, PR_THP_DISABLE_EXCEPT_ADVISED on older headers */
 
 #define HUGE (UINT64_C(2) << 20)
 #define PAGE 4096
@@ -139,9 +142,9 @@ static size_t size_arg(const char *text) {
 }
 
 int main(int argc, char **argv) {
-  size_t heap_size = 0, nohuge = 0, thp = 0, hugetlb = 0, small = 0, shm = 0;
+  size_t heap_size = 0, nohuge = 0, thp = 0, hugetlb = 0, small = 0, shm = 0, advised = 0;
   int threads = 0;
-  bool with_writer = false, thp_disable = false;
+  bool with_writer = false, thp_disable = false, except_advised = false;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "0";
     if (strcmp(a, "--heap") == 0) heap_size = size_arg(v), i++;
@@ -152,7 +155,9 @@ int main(int argc, char **argv) {
     else if (strcmp(a, "--shm") == 0) shm = size_arg(v), i++;
     else if (strcmp(a, "--threads") == 0) threads = atoi(v), i++;
     else if (strcmp(a, "--writer") == 0) with_writer = true;
+    else if (strcmp(a, "--advised") == 0) advised = size_arg(v), i++;
     else if (strcmp(a, "--thp-disable") == 0) thp_disable = true;
+    else if (strcmp(a, "--except-advised") == 0) except_advised = true;
     else { fprintf(stderr, "collapse_target: unknown argument %s\n", a); return 2; }
   }
   /* Signals are taken synchronously by sigwait in main; every thread inherits the mask. */
@@ -171,6 +176,11 @@ int main(int argc, char **argv) {
     fill(r, 2);
   }
   if (small) fill(add("small", aligned_map(small), small), 3);
+  if (advised) {
+    struct region *r = add("advised", aligned_map(advised), advised);
+    madvise(r->words, advised, MADV_HUGEPAGE);
+    fill(r, 7);
+  }
   if (shm)
     fill(add("shm", mmap(NULL, shm, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0), shm), 4);
   if (hugetlb)
@@ -195,6 +205,11 @@ int main(int argc, char **argv) {
   if (with_writer && heap) pthread_create(&writer_thread, NULL, writer, NULL);
   else with_writer = false;
   if (thp_disable) prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0);
+  if (except_advised && prctl(PR_SET_THP_DISABLE, 1, PR_THP_DISABLE_EXCEPT_ADVISED, 0, 0) != 0) {
+    printf("unsupported %s\n", strerror(errno));
+    fflush(stdout);
+    return 3;
+  }
 
   for (int i = 0; i < region_count; i++)
     printf("%s 0x%llx %zu\n", regions[i].name, (unsigned long long)(uintptr_t)regions[i].words, regions[i].size);

@@ -25,51 +25,6 @@
 namespace {
 
 namespace fs = std::filesystem;
-const char kShmemEnabled[] = "/sys/kernel/mm/transparent_hugepage/shmem_enabled";
-
-std::string bracketed(const std::string &text) {
-  size_t open = text.find('['), close = text.find(']');
-  return open == std::string::npos || close == std::string::npos ? "" : text.substr(open + 1, close - open - 1);
-}
-
-std::string shmem_enabled() { return bracketed(test_support::read_file(kShmemEnabled)); }
-
-bool write_setting(const char *path, const std::string &value) {
-  int fd = open(path, O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  bool ok = write(fd, value.c_str(), value.size()) == (ssize_t)value.size();
-  close(fd);
-  return ok;
-}
-
-// The value shmem_enabled had when this program first changed it; put back at exit whatever happened.
-std::string original_shmem_enabled;
-void restore_shmem_enabled() {
-  if (!original_shmem_enabled.empty()) write_setting(kShmemEnabled, original_shmem_enabled);
-}
-
-// Sets shmem_enabled for one test and restores it when the test ends (passed, failed or skipped).
-class shmem_setting {
- public:
-  explicit shmem_setting(const std::string &value) {
-    std::string now = shmem_enabled();
-    if (now.empty()) { reason_ = "this kernel has no shmem THP (no shmem_enabled)"; return; }
-    if (original_shmem_enabled.empty()) {
-      original_shmem_enabled = now;
-      std::atexit(restore_shmem_enabled);
-    }
-    previous_ = now;
-    if (!write_setting(kShmemEnabled, value)) reason_ = "cannot write shmem_enabled (needs root): " + std::string(std::strerror(errno));
-  }
-  ~shmem_setting() {
-    if (!previous_.empty()) write_setting(kShmemEnabled, previous_);
-  }
-  const std::string &skip_reason() const { return reason_; }
-
- private:
-  std::string previous_, reason_;
-};
-
 // The test's own directory (removed afterwards).
 struct scratch_dir : test_support::scratch_dir {
   scratch_dir() : test_support::scratch_dir("hugify-servers-test") {}
@@ -170,7 +125,7 @@ struct test_server {
 };
 
 TEST(ShmServer, SharedMemoryAndHeapHugeUnderRunWithAdvise) {
-  shmem_setting setting("advise");
+  test_support::thp_setting setting("shmem_enabled", "advise");
   if (!setting.skip_reason().empty()) GTEST_SKIP() << setting.skip_reason();
   scratch_dir dir;
   std::string report = dir.path + "/report.json";
@@ -196,7 +151,7 @@ TEST(ShmServer, SharedMemoryAndHeapHugeUnderRunWithAdvise) {
 }
 
 TEST(ShmServer, NeverIsExplainedWithTheFix) {
-  shmem_setting setting("never");
+  test_support::thp_setting setting("shmem_enabled", "never");
   if (!setting.skip_reason().empty()) GTEST_SKIP() << setting.skip_reason();
   scratch_dir dir;
   std::string report = dir.path + "/report.json";
@@ -223,7 +178,7 @@ TEST(ShmServer, NeverIsExplainedWithTheFix) {
 // A live process's 512 MiB shared mapping, placed by `hugify run` under 'never' (so its pages are 4 KiB at
 // first touch), goes to huge pages with `hugify collapse`.
 TEST(ShmServer, CollapseOfALiveSharedMapping) {
-  shmem_setting setting("never");
+  test_support::thp_setting setting("shmem_enabled", "never");
   if (!setting.skip_reason().empty()) GTEST_SKIP() << setting.skip_reason();
   scratch_dir dir;
   test_server started(dir, {HUGIFY_CLI_PATH, "run", "--"}, {"--shared", "512M", "--heap", "0"});
@@ -247,7 +202,7 @@ TEST(ShmServer, CollapseOfALiveSharedMapping) {
 // live server whose 256 MiB shared mapping starts on 4 KiB pages puts it on huge pages, and says so.
 TEST(ShmServer, AgentCollapsesALiveSharedMapping) {
   if (geteuid() != 0) GTEST_SKIP() << "the agent needs root (CAP_SYS_ADMIN, CAP_SYS_NICE)";
-  shmem_setting setting("never");
+  test_support::thp_setting setting("shmem_enabled", "never");
   if (!setting.skip_reason().empty()) GTEST_SKIP() << setting.skip_reason();
   scratch_dir dir;
   test_server started(dir, {HUGIFY_CLI_PATH, "run", "--"}, {"--shared", "256M", "--heap", "0"});
@@ -270,7 +225,7 @@ TEST(ShmServer, AgentCollapsesALiveSharedMapping) {
 // Mapped by the kernel under 'never', shared memory is misaligned for good: collapse says why and what to
 // change, and exits 3 when that was all there was.
 TEST(ShmServer, CollapseOfMisalignedSharedMemorySaysWhatToChange) {
-  shmem_setting setting("never");
+  test_support::thp_setting setting("shmem_enabled", "never");
   if (!setting.skip_reason().empty()) GTEST_SKIP() << setting.skip_reason();
   scratch_dir dir;
   // Odd-sized (not a multiple of 2 MiB) so the kernel does not happen to align it.

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -285,6 +286,50 @@ int wait_until_stopped(int root, int *status) {
     usleep(10000);
   }
   return -1;
+}
+
+// ---- THP settings changed for one test ----------------------------------------------------------------
+
+static const char kThpDir[] = "/sys/kernel/mm/transparent_hugepage/";
+static std::map<std::string, std::string> thp_settings_to_restore; // path -> the value first found
+
+static bool write_setting(const std::string &path, const std::string &value) {
+  int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool ok = write(fd, value.c_str(), value.size()) == static_cast<ssize_t>(value.size());
+  close(fd);
+  return ok;
+}
+
+static void restore_thp_settings() {
+  std::lock_guard<std::mutex> guard(restore_lock);
+  for (const auto &[path, value] : thp_settings_to_restore) write_setting(path, value);
+}
+
+std::string thp_setting_value(const std::string &leaf) {
+  std::string text = read_file(kThpDir + leaf);
+  size_t open_at = text.find('['), close_at = text.find(']');
+  return open_at == std::string::npos || close_at == std::string::npos ? ""
+                                                                       : text.substr(open_at + 1, close_at - open_at - 1);
+}
+
+thp_setting::thp_setting(const std::string &leaf, const std::string &value) : path_(kThpDir + leaf) {
+  std::string now = thp_setting_value(leaf);
+  if (now.empty()) {
+    reason_ = "this kernel has no " + path_;
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> guard(restore_lock);
+    if (thp_settings_to_restore.empty()) std::atexit(restore_thp_settings);
+    thp_settings_to_restore.emplace(path_, now);
+  }
+  previous_ = now;
+  if (!write_setting(path_, value)) reason_ = "cannot write " + path_ + " (needs root): " + std::strerror(errno);
+}
+
+thp_setting::~thp_setting() {
+  if (!previous_.empty()) write_setting(path_, previous_);
 }
 
 }  // namespace test_support

@@ -83,6 +83,23 @@ json_view load_json(const std::string &path, std::string *error = nullptr);
 // Every JSON document in text, one after the other (status --watch prints one per interval).
 std::vector<json_view> parse_json_documents(const std::string &text, std::string *error = nullptr);
 
+// A THP setting (/sys/kernel/mm/transparent_hugepage/<leaf>: "enabled", "shmem_enabled", ...) changed for
+// one scope: put back when the object goes away (the test passed, failed or skipped), and at exit to the
+// value this program first found, whatever happened. Check skip_reason() (not root, no such setting).
+class thp_setting {
+ public:
+  thp_setting(const std::string &leaf, const std::string &value);
+  ~thp_setting();
+  thp_setting(const thp_setting &) = delete;
+  thp_setting &operator=(const thp_setting &) = delete;
+  const std::string &skip_reason() const { return reason_; }
+
+ private:
+  std::string path_, previous_, reason_;
+};
+// The bracketed choice of a THP setting ("madvise" of "always [madvise] never"), "" when absent.
+std::string thp_setting_value(const std::string &leaf);
+
 // A fresh directory /tmp/<prefix>-XXXXXX, removed with all it holds when the object goes away ("" in
 // path when it could not be made).
 struct scratch_dir {

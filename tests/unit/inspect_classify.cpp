@@ -259,6 +259,72 @@ TEST(InspectNames, StableNames) {
   EXPECT_STREQ(hugify_not_huge_reason_name(HUGIFY_WHY_COUNT), "?");
   for (int w = 0; w < HUGIFY_WHY_COUNT; w++)
     EXPECT_GT(strlen(hugify_not_huge_reason_text(static_cast<hugify_not_huge_reason>(w))), 10u);
+  EXPECT_STREQ(hugify_not_huge_reason_name(HUGIFY_WHY_THP_EXCEPT_ADVISED), "thp_except_advised");
+  EXPECT_STREQ(hugify_not_huge_reason_name(HUGIFY_WHY_THP_NOT_ELIGIBLE), "thp_not_eligible");
+  EXPECT_STREQ(hugify_thp_stance_name(HUGIFY_THP_STANCE_DISABLED_EXCEPT_ADVISED), "disabled_except_advised");
+  EXPECT_STREQ(hugify_thp_stance_name(HUGIFY_THP_STANCE_UNKNOWN), "unknown");
+}
+
+// ---- what a program excluded from THP ----
+// tests/fixtures/smaps/except_advised_always.txt and enabled_always.txt were captured on Linux 6.18 with
+// THP enabled=always from two processes of
+//   collapse_target --small 8M --advised 8M --nohuge 8M [--except-advised]
+// (with: nohuge 0x7f66a6400000, small 0x7f66a5800000, advised 0x7f66a4c00000; without: nohuge
+// 0x7fa6cf600000, small 0x7fa6cea00000, advised 0x7fa6cde00000); except_advised_madvise.txt is the first
+// process again right after enabled was set back to madvise, where its opt-out no longer shows.
+constexpr uint64_t kSmall = 0x7f66a5800000, kAdvised = 0x7f66a4c00000, kNoHuge = 0x7f66a6400000;
+constexpr uint64_t kEnabledSmall = 0x7fa6cea00000;
+
+TEST(ThpStance, ExceptAdvisedShowsOnlyWhileASizeIsAlways) {
+  parsed always("smaps/except_advised_always.txt"), madvise("smaps/except_advised_madvise.txt"),
+      enabled("smaps/enabled_always.txt");
+  ASSERT_GT(always.count, 0);
+  ASSERT_GT(madvise.count, 0);
+  ASSERT_GT(enabled.count, 0);
+  auto stance = [](const parsed &p, int thp_disabled, bool visible) {
+    return inspect_thp_stance(thp_disabled, visible, p.vmas, static_cast<size_t>(p.count), 2 * MiB);
+  };
+  EXPECT_EQ(stance(always, 0, true), HUGIFY_THP_STANCE_DISABLED_EXCEPT_ADVISED);
+  EXPECT_EQ(stance(enabled, 0, true), HUGIFY_THP_STANCE_ENABLED);
+  EXPECT_EQ(stance(madvise, 0, false), HUGIFY_THP_STANCE_UNKNOWN) << "the kernel shows no difference";
+  EXPECT_EQ(stance(enabled, 1, true), HUGIFY_THP_STANCE_DISABLED);
+  EXPECT_EQ(stance(enabled, -1, true), HUGIFY_THP_STANCE_UNKNOWN);
+}
+
+TEST(ThpStance, WhatEachMappingExcludes) {
+  parsed always("smaps/except_advised_always.txt"), enabled("smaps/enabled_always.txt");
+  const uint64_t pmd = 2 * MiB;
+  const auto except = HUGIFY_THP_STANCE_DISABLED_EXCEPT_ADVISED;
+  EXPECT_EQ(vma_opt_out(always.at(kSmall), except, true, pmd), HUGIFY_WHY_THP_EXCEPT_ADVISED);
+  EXPECT_EQ(vma_opt_out(always.at(kAdvised), except, true, pmd), HUGIFY_WHY_NONE);
+  EXPECT_EQ(vma_opt_out(always.at(kNoHuge), except, true, pmd), HUGIFY_WHY_NOHUGEPAGE);
+  EXPECT_EQ(vma_opt_out(always.at(kAdvised), HUGIFY_THP_STANCE_DISABLED, true, pmd), HUGIFY_WHY_THP_DISABLED);
+  EXPECT_EQ(vma_opt_out(enabled.at(kEnabledSmall), HUGIFY_THP_STANCE_ENABLED, true, pmd), HUGIFY_WHY_NONE);
+  // THPeligible: 0 for no reason hugify can name, while a size is "always": left alone; unseen otherwise.
+  smaps_vma refused = *enabled.at(kEnabledSmall);
+  refused.thp_eligible = 0;
+  EXPECT_EQ(vma_opt_out(&refused, HUGIFY_THP_STANCE_ENABLED, true, pmd), HUGIFY_WHY_THP_NOT_ELIGIBLE);
+  EXPECT_EQ(vma_opt_out(&refused, HUGIFY_THP_STANCE_UNKNOWN, false, pmd), HUGIFY_WHY_NONE);
+  EXPECT_TRUE(opt_out_overridable(HUGIFY_WHY_THP_EXCEPT_ADVISED));
+  EXPECT_TRUE(opt_out_overridable(HUGIFY_WHY_THP_NOT_ELIGIBLE));
+  EXPECT_FALSE(opt_out_overridable(HUGIFY_WHY_NOHUGEPAGE)) << "the kernel refuses it itself";
+  EXPECT_FALSE(opt_out_overridable(HUGIFY_WHY_THP_DISABLED)) << "the kernel refuses it itself";
+}
+
+TEST(ThpStance, InspectNamesTheExclusionAndDoesNotCountItCollapsible) {
+  parsed always("smaps/except_advised_always.txt");
+  classified c;
+  inspect_context context{};
+  context.thp_disabled = 0;
+  context.thp_stance_visible = true;
+  context.thp_mode = "always";
+  context.shmem_mode = "never";
+  context.pmd_size = 2 * MiB;
+  ASSERT_EQ(inspect_classify(always.vmas, static_cast<size_t>(always.count), &context, &c.report), 0);
+  EXPECT_EQ(c.report.thp_stance, HUGIFY_THP_STANCE_DISABLED_EXCEPT_ADVISED);
+  EXPECT_EQ(c.at(kSmall)->why, HUGIFY_WHY_THP_EXCEPT_ADVISED);
+  EXPECT_EQ(c.at(kAdvised)->why, HUGIFY_WHY_NOT_COLLAPSED);
+  EXPECT_EQ(c.report.collapsible, 8 * MiB) << "only the advised region";
 }
 
 }  // namespace
