@@ -1,5 +1,5 @@
 // hugify bench: every experiment on every page kind this machine can give (small sizes), its JSON and
-// its SVG chart read back with independent parsers (python3's json and xml.etree), and kinds that
+// its SVG chart read back with independent parsers (jansson and python3's xml.etree), and kinds that
 // cannot be had reported skipped with their reason and the pool command. Every point carries its spread
 // (median, min, max of >= 3 interleaved timings; error bars in the chart), and a point made noisy on
 // purpose (--inject-noise, the test hook) is flagged.
@@ -7,6 +7,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
@@ -26,75 +28,153 @@ std::string temp_path(const std::string &name) {
   return "/tmp/hugify_bench_cli_" + std::to_string(getpid()) + "_" + name;
 }
 
-bool has_python() { return test_support::run({"python3", "-c", "import json, xml.etree.ElementTree"}).status == 0; }
+// Only the chart is read with python3 (xml.etree, an SVG reader independent of hugify); the JSON is read
+// with jansson.
+bool has_python() { return test_support::run({"python3", "-c", "import xml.etree.ElementTree"}).status == 0; }
 
-// Reads the bench JSON (argv[1]) and prints, one per line:
-//   kind NAME STATUS REASON-NONEMPTY ENABLE
-//   points EXPERIMENT KIND COUNT
-//   noisy EXPERIMENT KIND SIZE
-//   absl STATUS RUNS REASON
-// after checking every field's type; any violation exits non-zero with the reason on stderr.
-const char *const json_check = R"PY(
-import json, math, sys
-d = json.load(open(sys.argv[1]))
-def need(c, why):
-    if not c:
-        sys.exit("bad JSON: " + why)
-need(list(d)[0] == "schema" and d["schema"] == "hugify.bench/2", "schema")
-need(isinstance(d["quick"], bool) and isinstance(d["max_size_bytes"], int) and d["max_size_bytes"] > 0, "header")
-need(isinstance(d["elapsed_seconds"], (int, float)) and d["repetitions"] >= 3, "repetitions")
-need(d["noisy_spread_fraction"] == 0.1 and d["coverage_min_fraction"] == 0.95, "thresholds")
-need(d["noise_cause"] is None or isinstance(d["noise_cause"], str), "noise_cause")
-need(isinstance(d["machine"]["kernel"], str) and d["machine"]["base_page_size_bytes"] == 4096, "machine")
-need(isinstance(d["machine"]["load_average"], (int, float)), "load_average")
-need(isinstance(d["exit_status"], int), "exit_status")
-need([k["kind"] for k in d["kinds"]] == ["4K", "THP", "2M", "1G"], "kinds")
-for k in d["kinds"]:
-    need(k["status"] in ("ok", "partial", "skipped", "not selected", "not run"), "kind status")
-    if k["status"] in ("partial", "skipped"):
-        need(isinstance(k["reason"], str) and k["reason"], "skip reason")
-    print("kind", k["kind"], k["status"], 1 if k["reason"] else 0, k["enable"] or "-")
-for e in d["experiments"]:
-    need(e["name"] in ("random", "chase", "touch", "hash", "strings", "absl"), "experiment name")
-    need(isinstance(e["unit"], str) and e["unit"].startswith("ns per"), "unit")
-    if e["name"] == "absl":
-        for r in e["runs"]:
-            need(r["allocator"] in ("std", "hugify") and r["count"] > 0 and r["seconds"] > 0, "absl run")
-            need(r["min_seconds"] <= r["seconds"] <= r["max_seconds"] and r["repetitions"] >= 3, "absl spread")
-        print("absl", e["status"], len(e["runs"]), (e["reason"] or "-").replace(" ", "_"))
-        continue
-    counts = {}
-    for p in e["points"]:
-        need(p["kind"] in ("4K", "THP", "2M", "1G"), "point kind")
-        need(isinstance(p["size_bytes"], int) and p["size_bytes"] > 0, "point size")
-        need(isinstance(p["ns_per_op"], (int, float)) and p["ns_per_op"] > 0, "ns_per_op")
-        # The spread: >= 3 timings, their median, min and max; noisy exactly when it exceeds the threshold.
-        samples = p["ns_per_op_samples"]
-        need(p["repetitions"] >= 3 and len(samples) == p["repetitions"], "repetitions")
-        need(p["min_ns_per_op"] == min(samples) and p["max_ns_per_op"] == max(samples), "min/max")
-        need(p["min_ns_per_op"] <= p["ns_per_op"] <= p["max_ns_per_op"], "median within min/max")
-        need(abs(p["spread_fraction"] - (max(samples) - min(samples)) / p["ns_per_op"]) < 1e-3 * (1 + p["spread_fraction"]), "spread_fraction")
-        need(p["noisy"] == (p["spread_fraction"] > d["noisy_spread_fraction"]) or abs(p["spread_fraction"] - d["noisy_spread_fraction"]) < 1e-4, "noisy")
-        need(p["interval"] is None or p["interval"]["low_ns_per_op"] <= p["ns_per_op"] <= p["interval"]["high_ns_per_op"], "interval")
-        need(isinstance(p["interleaved"], bool) and isinstance(p["tie"], bool), "interleaved, tie")
-        need(isinstance(p["ops"], int) and p["ops"] > 0, "ops")
-        need(0 <= p["coverage_fraction"] <= 1 and p["low_coverage"] == (p["coverage_fraction"] < d["coverage_min_fraction"]), "coverage")
-        need(p["speedup"] is None or p["speedup"] > 0, "speedup")
-        need(p["speedup"] is None or p["min_speedup"] <= p["speedup"] <= p["max_speedup"], "speedup spread")
-        if p["kind"] == "4K":
-            need(abs(p["speedup"] - 1) < 1e-9 and not p["tie"], "4K speedup is 1")
-        if p["noisy"]:
-            print("noisy", e["name"], p["kind"], p["size_bytes"])
-        if e["name"] == "strings":
-            need(p["count"] > 0, "strings count")
-        if e["name"] == "touch":
-            need(p["seconds"] > 0, "touch seconds")
-        counts[p["kind"]] = counts.get(p["kind"], 0) + 1
-    for s in e["skipped"]:
-        need(s["reason"], "skipped reason")
-    for kind, n in counts.items():
-        print("points", e["name"], kind, n)
-)PY";
+// What the tests assert on, from a hugify.bench/2 document that read_bench_json validated field by field
+// against docs/bench.md.
+struct bench_kind {
+  std::string status, reason, enable; // reason and enable "" when null
+};
+struct bench_summary {
+  std::map<std::string, bench_kind> kinds;                         // by kind: "4K", "THP", "2M", "1G"
+  std::map<std::string, std::map<std::string, int>> points, noisy; // experiment -> kind -> point count
+  bool absl_seen = false;                                          // the absl experiment is listed
+  std::string absl_status, absl_reason;                            // absl_reason "" when null
+  size_t absl_runs = 0;
+};
+
+std::string first_word(const std::string &text) {
+  std::istringstream words(text);
+  std::string word;
+  words >> word;
+  return word;
+}
+
+// Reads and validates a bench JSON, field by field against the schema of docs/bench.md; returns what the
+// tests assert on. A violation fails the test.
+bench_summary read_bench_json(const std::string &path) {
+  std::string error;
+  auto d = test_support::load_json(path, &error);
+  bench_summary s;
+  if (!d.present()) {
+    ADD_FAILURE() << error << "\n" << test_support::read_file(path);
+    return s;
+  }
+  EXPECT_EQ(d.members().at(0).first, "schema");
+  EXPECT_EQ(d["schema"].text(), "hugify.bench/2");
+  EXPECT_TRUE(is_bool(d["quick"]));
+  EXPECT_TRUE(is_int(d["max_size_bytes"]) && d["max_size_bytes"].number() > 0) << "max_size_bytes";
+  EXPECT_TRUE(is_number(d["elapsed_seconds"]));
+  EXPECT_GE(d["repetitions"].number(), 3);
+  double noisy_spread = d["noisy_spread_fraction"].number(), coverage_min = d["coverage_min_fraction"].number();
+  EXPECT_EQ(noisy_spread, 0.1);
+  EXPECT_EQ(coverage_min, 0.95);
+  EXPECT_TRUE(d["noise_cause"].is_null() || is_string(d["noise_cause"]));
+  EXPECT_TRUE(is_string(d["machine"]["kernel"]));
+  EXPECT_EQ(d["machine"]["base_page_size_bytes"].number(), 4096);
+  EXPECT_TRUE(is_number(d["machine"]["load_average"]));
+  EXPECT_TRUE(is_int(d["exit_status"]));
+
+  const std::set<std::string> kind_names = {"4K", "THP", "2M", "1G"};
+  std::vector<std::string> kinds_in_order;
+  EXPECT_TRUE(is_array(d["kinds"]));
+  for (const auto &k : d["kinds"].items()) {
+    std::string name = k["kind"].text();
+    kinds_in_order.push_back(name);
+    bench_kind &kind = s.kinds[name];
+    kind.status = k["status"].text();
+    EXPECT_TRUE(kind.status == "ok" || kind.status == "partial" || kind.status == "skipped" ||
+                kind.status == "not selected" || kind.status == "not run") << name << ": " << kind.status;
+    EXPECT_TRUE(k.has("reason") && k.has("enable")) << name;
+    kind.reason = k["reason"].text();
+    kind.enable = k["enable"].text();
+    if (kind.status == "partial" || kind.status == "skipped") {
+      EXPECT_TRUE(is_string(k["reason"]) && !kind.reason.empty()) << "the reason " << name << " is " << kind.status;
+    }
+  }
+  EXPECT_EQ(kinds_in_order, (std::vector<std::string>{"4K", "THP", "2M", "1G"}));
+
+  const std::set<std::string> experiment_names = {"random", "chase", "touch", "hash", "strings", "absl"};
+  EXPECT_TRUE(is_array(d["experiments"]));
+  for (const auto &e : d["experiments"].items()) {
+    std::string name = e["name"].text();
+    EXPECT_TRUE(experiment_names.count(name)) << "experiment name " << name;
+    EXPECT_TRUE(is_string(e["unit"]) && e["unit"].text().rfind("ns per", 0) == 0) << name << ".unit";
+    if (name == "absl") {
+      EXPECT_TRUE(is_array(e["runs"]));
+      for (const auto &r : e["runs"].items()) {
+        std::string allocator = r["allocator"].text();
+        EXPECT_TRUE(allocator == "std" || allocator == "hugify") << "absl run allocator " << allocator;
+        EXPECT_GT(r["count"].number(), 0) << allocator;
+        EXPECT_GT(r["seconds"].number(), 0) << allocator;
+        EXPECT_LE(r["min_seconds"].number(), r["seconds"].number()) << allocator;
+        EXPECT_LE(r["seconds"].number(), r["max_seconds"].number()) << allocator;
+        EXPECT_GE(r["repetitions"].number(), 3) << allocator;
+      }
+      EXPECT_TRUE(e.has("status") && e.has("reason")) << "absl";
+      s.absl_seen = true;
+      s.absl_status = e["status"].text();
+      s.absl_runs = e["runs"].size();
+      s.absl_reason = e["reason"].text();
+      continue;
+    }
+    EXPECT_TRUE(is_array(e["points"])) << name;
+    for (const auto &p : e["points"].items()) {
+      std::string kind = p["kind"].text();
+      std::string where = name + " " + kind + " " + std::to_string(p["size_bytes"].u64());
+      EXPECT_TRUE(kind_names.count(kind)) << where;
+      EXPECT_TRUE(is_int(p["size_bytes"]) && p["size_bytes"].number() > 0) << where;
+      double ns = p["ns_per_op"].number();
+      EXPECT_GT(ns, 0) << where;
+      // The spread: >= 3 timings, their median, min and max; noisy exactly when it exceeds the threshold.
+      std::vector<double> samples;
+      EXPECT_TRUE(is_array(p["ns_per_op_samples"])) << where;
+      for (const auto &t : p["ns_per_op_samples"].items()) samples.push_back(t.number());
+      EXPECT_GE(p["repetitions"].number(), 3) << where;
+      EXPECT_EQ(samples.size(), p["repetitions"].number()) << where;
+      double low = samples.empty() ? NAN : *std::min_element(samples.begin(), samples.end());
+      double high = samples.empty() ? NAN : *std::max_element(samples.begin(), samples.end());
+      EXPECT_EQ(p["min_ns_per_op"].number(), low) << where;
+      EXPECT_EQ(p["max_ns_per_op"].number(), high) << where;
+      EXPECT_LE(p["min_ns_per_op"].number(), ns) << "median within min/max: " << where;
+      EXPECT_LE(ns, p["max_ns_per_op"].number()) << "median within min/max: " << where;
+      double spread = p["spread_fraction"].number();
+      EXPECT_LT(std::fabs(spread - (high - low) / ns), 1e-3 * (1 + spread)) << where;
+      // At the threshold itself, rounding in the JSON's figures may tip the flag either way.
+      EXPECT_TRUE((is_bool(p["noisy"]) && p["noisy"].flag() == (spread > noisy_spread)) ||
+                  std::fabs(spread - noisy_spread) < 1e-4) << "noisy: " << where;
+      const auto &interval = p["interval"];
+      EXPECT_TRUE(interval.is_null() ||
+                  (interval["low_ns_per_op"].number() <= ns && ns <= interval["high_ns_per_op"].number())) << where;
+      EXPECT_TRUE(is_bool(p["interleaved"]) && is_bool(p["tie"])) << where;
+      EXPECT_TRUE(is_int(p["ops"]) && p["ops"].number() > 0) << where;
+      double coverage = p["coverage_fraction"].number();
+      EXPECT_TRUE(coverage >= 0 && coverage <= 1) << where;
+      EXPECT_TRUE(is_bool(p["low_coverage"]) && p["low_coverage"].flag() == (coverage < coverage_min)) << where;
+      const auto &speedup = p["speedup"];
+      EXPECT_TRUE(speedup.is_null() || speedup.number() > 0) << where;
+      EXPECT_TRUE(speedup.is_null() || (p["min_speedup"].number() <= speedup.number() &&
+                                        speedup.number() <= p["max_speedup"].number())) << where;
+      if (kind == "4K") {
+        EXPECT_LT(std::fabs(speedup.number() - 1), 1e-9) << "4K speedup is 1: " << where;
+        EXPECT_FALSE(p["tie"].flag()) << "4K is no tie with itself: " << where;
+      }
+      if (p["noisy"].flag()) s.noisy[name][kind]++;
+      if (name == "strings") {
+        EXPECT_GT(p["count"].number(), 0) << where;
+      }
+      if (name == "touch") {
+        EXPECT_GT(p["seconds"].number(), 0) << where;
+      }
+      s.points[name][kind]++;
+    }
+    EXPECT_TRUE(is_array(e["skipped"])) << name;
+    for (const auto &k : e["skipped"].items()) EXPECT_FALSE(k["reason"].text().empty()) << name << " skipped";
+  }
+  return s;
+}
 
 // Reads the SVG (argv[1]) with xml.etree and prints "panel EXPERIMENT KIND KIND ..." per panel.
 const char *const svg_check = R"PY(
@@ -148,42 +228,37 @@ TEST(BenchCli, EveryExperimentOnEveryAvailableKind) {
     EXPECT_NE(result.out.find(std::string("\n") + title), std::string::npos) << title << "\n" << result.out;
   EXPECT_NE(result.out.find("chart: " + svg), std::string::npos);
   EXPECT_EQ(result.err.find("bench: "), std::string::npos) << result.err;
-  if (!has_python()) GTEST_SKIP() << "python3 with json and xml.etree is needed to read the JSON and SVG";
 
   // JSON: every experiment has points for every kind the machine could give; 1G, when the kernel could
   // not give a page, is listed as skipped with its reason and the pool command.
-  auto check = test_support::run({"python3", "-c", json_check, json});
-  ASSERT_EQ(check.status, 0) << check.err << test_support::read_file(json);
-  std::map<std::string, std::set<std::string>> seen;
-  bool absl_seen = false;
-  for (const auto &row : lines_of(check.out)) {
-    if (row[0] == "points") seen[row[1]].insert(row[2]);
-    if (row[0] == "kind" && row[1] == "1G" && !kinds.count("1G")) {
-      EXPECT_EQ(row[2], "skipped") << pool_1g;
-      EXPECT_EQ(row[3], "1");
-      EXPECT_EQ(row[4], "hugify") << "enable hint missing";
-    }
-    if (row[0] == "kind" && kinds.count(row[1])) {
-      EXPECT_EQ(row[2], "ok") << row[1];
-    }
-    if (row[0] == "absl") {
-      absl_seen = true;
-      if (access(HUGIFY_BENCH_DIR "/absl_hash_map", X_OK) == 0) {
-        EXPECT_EQ(row[1], "ran") << row[3];
-        EXPECT_EQ(row[2], "2");
-      } else {
-        EXPECT_EQ(row[1], "skipped");
-        EXPECT_NE(row[3].find("absl_hash_map_not_found"), std::string::npos) << row[3];
-      }
+  auto summary = read_bench_json(json);
+  if (!kinds.count("1G")) {
+    const bench_kind &gigantic = summary.kinds["1G"];
+    EXPECT_EQ(gigantic.status, "skipped") << pool_1g;
+    EXPECT_FALSE(gigantic.reason.empty());
+    EXPECT_EQ(first_word(gigantic.enable), "hugify") << "enable hint missing";
+  }
+  for (const auto &kind : kinds) EXPECT_EQ(summary.kinds[kind].status, "ok") << kind;
+  EXPECT_TRUE(summary.absl_seen);
+  if (summary.absl_seen) {
+    if (access(HUGIFY_BENCH_DIR "/absl_hash_map", X_OK) == 0) {
+      EXPECT_EQ(summary.absl_status, "ran") << summary.absl_reason;
+      EXPECT_EQ(summary.absl_runs, 2u);
+    } else {
+      EXPECT_EQ(summary.absl_status, "skipped");
+      EXPECT_NE(summary.absl_reason.find("absl_hash_map not found"), std::string::npos) << summary.absl_reason;
     }
   }
-  EXPECT_TRUE(absl_seen);
-  for (const char *experiment : {"random", "chase", "touch", "hash", "strings"})
-    EXPECT_EQ(seen[experiment], kinds) << experiment;
+  for (const char *experiment : {"random", "chase", "touch", "hash", "strings"}) {
+    std::set<std::string> with_points;
+    for (const auto &[kind, count] : summary.points[experiment]) with_points.insert(kind);
+    EXPECT_EQ(with_points, kinds) << experiment;
+  }
 
   // The chart: well-formed SVG, a panel per size-swept experiment, one series per kind in each, an error
   // bar on every point of every huge kind (the 4K baseline is 1 by definition).
-  check = test_support::run({"python3", "-c", svg_check, svg});
+  if (!has_python()) GTEST_SKIP() << "python3 with xml.etree is needed to read the SVG";
+  auto check = test_support::run({"python3", "-c", svg_check, svg});
   ASSERT_EQ(check.status, 0) << check.err;
   std::set<std::string> panels;
   for (const auto &row : lines_of(check.out)) {
@@ -207,22 +282,14 @@ TEST(BenchCli, ForcedUnavailableKindIsSkippedWithReason) {
   EXPECT_EQ(named.status, 1) << named.err;
   std::string text = test_support::read_file(json);
   EXPECT_NE(text.find("HUGIFY_BENCH_UNAVAILABLE lists 2M"), std::string::npos) << text;
-  if (has_python()) {
-    auto check = test_support::run({"python3", "-c", json_check, json});
-    ASSERT_EQ(check.status, 0) << check.err;
-    auto rows = lines_of(check.out);
-    bool seen = false;
-    for (const auto &row : rows) {
-      if (row[0] == "kind" && row[1] == "2M") {
-        seen = true;
-        EXPECT_EQ(row[2], "skipped");
-        EXPECT_EQ(row[3], "1");
-        EXPECT_EQ(row[4], "hugify");
-      }
-      EXPECT_FALSE(row[0] == "points" && row[2] == "2M") << "a skipped kind has no points";
-    }
-    EXPECT_TRUE(seen) << check.out;
-  }
+  auto summary = read_bench_json(json);
+  EXPECT_TRUE(summary.kinds.count("2M")) << text;
+  const bench_kind &forced = summary.kinds["2M"];
+  EXPECT_EQ(forced.status, "skipped");
+  EXPECT_FALSE(forced.reason.empty());
+  EXPECT_EQ(first_word(forced.enable), "hugify");
+  for (const auto &[experiment, counts] : summary.points)
+    EXPECT_FALSE(counts.count("2M")) << "a skipped kind has no points: " << experiment;
   std::remove(json.c_str());
 
   // Not named: listed as skipped in the table with the reason and the pool command; the run is done.
@@ -242,22 +309,16 @@ TEST(BenchCli, ForcedUnavailableKindIsSkippedWithReason) {
 // chart (hollow), and never pass for a clean figure. The exit status stays 0: noisy is a flag, not a
 // failure.
 TEST(BenchCli, ForcedNoisyPointIsFlagged) {
-  if (!has_python()) GTEST_SKIP() << "python3 with json and xml.etree is needed to read the JSON and SVG";
   std::string json = temp_path("noisy.json"), svg = temp_path("noisy.svg");
   auto r = test_support::hugify({"bench", "chase", "random", "--quick", "--pages", "4K,THP", "--max-size", "256K",
                                  "--inject-noise", "THP", "--json=" + json, "--chart", svg});
   ASSERT_EQ(r.status, 0) << r.out << r.err;
-  auto check = test_support::run({"python3", "-c", json_check, json});
-  ASSERT_EQ(check.status, 0) << check.err << test_support::read_file(json);
-  std::map<std::string, int> thp_points, thp_noisy;
-  for (const auto &row : lines_of(check.out)) {
-    if (row[0] == "points" && row[2] == "THP") thp_points[row[1]] = std::stoi(row[3]);
-    if (row[0] == "noisy" && row[2] == "THP") thp_noisy[row[1]]++;
-  }
+  auto summary = read_bench_json(json);
   for (const char *experiment : {"chase", "random"}) {
-    EXPECT_GT(thp_points[experiment], 0) << experiment;
-    EXPECT_EQ(thp_noisy[experiment], thp_points[experiment]) << "every THP point of " << experiment << " is noisy\n"
-                                                             << r.out;
+    int thp_points = summary.points[experiment]["THP"];
+    EXPECT_GT(thp_points, 0) << experiment;
+    EXPECT_EQ(summary.noisy[experiment]["THP"], thp_points) << "every THP point of " << experiment << " is noisy\n"
+                                                            << r.out;
   }
   EXPECT_NE(r.out.find("? noisy: the timings spread over 10 % of their median"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Noisy points: "), std::string::npos) << r.out;

@@ -48,11 +48,6 @@ struct check_summary {
   int64_t failure_status = -1;
 };
 
-bool is_number(const test_support::json_view &v) { return v.present() && json_is_number(v.get()); }
-bool is_string(const test_support::json_view &v) { return v.present() && json_is_string(v.get()); }
-bool is_int(const test_support::json_view &v) { return v.present() && json_is_integer(v.get()); }
-bool is_bool(const test_support::json_view &v) { return v.present() && json_is_boolean(v.get()); }
-
 // An interval (or null): numbers in order, a 95 % confidence, one of the three judgements.
 void expect_interval(const test_support::json_view &x, const std::string &why) {
   if (x.is_null()) return;

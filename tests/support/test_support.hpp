@@ -76,6 +76,13 @@ class json_view {
   const json_t *value_ = nullptr;
 };
 
+// A value's JSON type, for checks against a schema (false when the value is missing).
+inline bool is_number(const json_view &v) { return json_is_number(v.get()); }
+inline bool is_string(const json_view &v) { return json_is_string(v.get()); }
+inline bool is_int(const json_view &v) { return json_is_integer(v.get()); }
+inline bool is_bool(const json_view &v) { return json_is_boolean(v.get()); }
+inline bool is_array(const json_view &v) { return json_is_array(v.get()); }
+
 // The one JSON document in text; an empty view, with *error = "line L, column C: what", when it is not
 // valid JSON.
 json_view parse_json(const std::string &text, std::string *error = nullptr);
