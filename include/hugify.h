@@ -445,6 +445,9 @@ struct hugify_collapse_report {
                                shmem_enabled was never): only a restart of the program can fix it */
   uint64_t shmem_denied;    /* shmem_enabled is deny */
   char shmem_mode[16];      /* shmem_enabled as it applies to 2 MiB pages, read at the start */
+  uint64_t bloat_bytes;     /* memory the collapse added: for each window collapsed, 2 MiB minus the bytes
+                               present before (PAGEMAP_SCAN), i.e. zero-filled pages inside new huge pages;
+                               0 where the plan could not count pages (no PAGEMAP_SCAN) */
 };
 
 /** Put the existing anonymous memory of process `pid` (0 = the caller) on transparent huge pages now,
