@@ -530,7 +530,12 @@ static void serve_process(struct agent *a, struct process_state *p, uint64_t rss
   uint64_t recollapsed_before = p->ledger.recollapsed_bytes;
   int rc = collapse_with_policy(p->pid, &opts, &policy, &report);
   if (rc == 0) p->allocator = policy.allocator;
-  if (rc == 0 && policy.backed_off_now) a->churn_backoffs++;
+  if (rc == 0 && policy.backed_off_now) {
+    a->churn_backoffs++;
+    churn_action(p, a->passes);
+    fprintf(stderr, "hugify agent: pid %d (%s): %s; what would keep its huge pages: %s\n", (int)p->pid, p->comm,
+            p->last_action, agent_allocator_advice(p->allocator));
+  }
   if (rc == 0 && !report.dry_run && !report.exited && !agent_ledger_allows(&p->ledger, a->passes)) {
     churn_action(p, a->passes);
   } else if (rc == 0 && !report.dry_run && !report.exited) {
