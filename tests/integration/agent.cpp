@@ -253,9 +253,17 @@ TEST(Agent, BloatGuardKeepsSparseRegionsSmall) {
   EXPECT_EQ(huge_bytes(target.pid, regions["dense"]), regions["dense"].size);
   // the guard is what kept it small: at 5 % the same region is collapsed
   r = test_support::hugify({"agent", "--once", "--pid", std::to_string(target.pid), "--min-rss", "0",
-                            "--min-present", "5"});
+                            "--min-present", "5", "--json"});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(huge_bytes(target.pid, regions["sparse"]), regions["sparse"].size);
+  // and what it cost is counted as bloat: every tenth page was present, so 460 of each window's 512 pages
+  // were zero-filled (collapse_window_bloat)
+  size_t at = r.out.find("\"bloat_bytes\": ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  double bloat = std::stod(r.out.substr(at + 15));
+  double expected = (double)regions["sparse"].size / (2 * MiB) * 460 * 4096;
+  EXPECT_GE(bloat, expected) << r.out;
+  EXPECT_LE(bloat, expected + 2 * MiB) << "only the sparse region was filled: " << r.out;
 }
 
 // utime + stime of a process, in seconds.
