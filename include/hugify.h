@@ -490,6 +490,9 @@ struct hugify_collapse_report {
   uint64_t excluded;        /* bytes in aligned windows of the exclusions not overridden (skipped) */
   size_t exclusion_count;
   struct hugify_collapse_exclusion *exclusions; /* malloc'd: hugify_collapse_report_free */
+  uint64_t bloat_bytes;     /* memory the collapse added: for each window collapsed, 2 MiB minus the bytes
+                               present before (PAGEMAP_SCAN), i.e. zero-filled pages inside new huge pages;
+                               0 where the plan could not count pages (no PAGEMAP_SCAN) */
 };
 
 /** Put the existing anonymous memory of process `pid` (0 = the caller) on transparent huge pages now,

@@ -43,6 +43,9 @@ const char usage_agent[] =
     "memory that are populated enough on transparent huge pages (process_madvise + MADV_COLLAPSE), densest\n"
     "first, within a CPU budget, and never while memory is short. With THP in 'madvise' mode the kernel never\n"
     "does this for memory a program did not advise; khugepaged does it slowly, and only for advised memory.\n"
+    "A collapse that the program's allocator undoes (freed memory given back inside a huge page) is noticed:\n"
+    "such windows and processes are backed off with growing intervals, and the agent names the allocator\n"
+    "setting that would keep the huge pages (docs/agent.md, Churn).\n"
     "\n"
     "Which processes (a process is selected when it matches any of these, or every process when none is\n"
     "given; exclusions win; memory a program excluded from THP is always left alone: THP disabled for the\n"
@@ -339,10 +342,13 @@ struct process_state {
   struct failure_count failures[FAILURE_KINDS];
   struct agent_backoff backoff;
   uint64_t idle_signature;         /* resident+collapsible when a plan found nothing to do */
+  struct agent_ledger ledger;      /* what the agent collapsed here, and whether it lasts (malloc'd) */
+  uint64_t bloat_bytes;            /* zero-filled by the agent's collapses (collapse_window_bloat) */
+  int allocator;                   /* enum agent_allocator, from the last plan */
   bool measured;                   /* classes/total hold an inspect */
   uint64_t measured_rss;           /* VmRSS when they were taken */
   unsigned quiet_passes;           /* passes since, skipped because nothing changed */
-  char last_action[160];
+  char last_action[224];
 };
 
 struct agent {
@@ -353,6 +359,7 @@ struct agent {
   struct agent_budget budget;
   double cpu_mark;                 /* CLOCK_PROCESS_CPUTIME_ID at the last charge */
   uint64_t passes, collapsed_bytes, budget_stops, memory_gate_closed_passes;
+  uint64_t recollapsed_bytes, bloat_bytes, churn_backoffs;
   bool memory_open;
   char memory_reason[160];
   uint64_t available;
@@ -394,7 +401,10 @@ static struct process_state *state_of(struct agent *a, pid_t pid, const char *co
   for (size_t i = 0; i < a->process_count; i++) {
     struct process_state *p = &a->processes[i];
     if (p->pid != pid) continue;
-    if (strcmp(p->comm, comm) != 0) memset(p, 0, sizeof *p); /* the pid was reused */
+    if (strcmp(p->comm, comm) != 0) { /* the pid was reused */
+      agent_ledger_free(&p->ledger);
+      memset(p, 0, sizeof *p);
+    }
     p->pid = pid;
     snprintf(p->comm, sizeof p->comm, "%s", comm);
     return p;
@@ -477,51 +487,89 @@ static bool inspect_into(struct process_state *p, uint64_t rss) {
   return rc == 0;
 }
 
+/* last_action of a process backed off because its collapses do not last: why, and what would make them last. */
+static void churn_action(struct process_state *p, uint64_t pass) {
+  const struct agent_ledger *l = &p->ledger;
+  char share[16] = "-";
+  if (l->last_lasting_share >= 0) snprintf(share, sizeof share, "%.0f %%", 100 * l->last_lasting_share);
+  snprintf(p->last_action, sizeof p->last_action,
+           "backed off %llu passes: collapses undone (%s lasted %d passes); %s gives memory back",
+           (unsigned long long)(l->resume_pass - pass), share, AGENT_UNDONE_PASSES + 1, agent_allocator_name(p->allocator));
+}
+
 /* Work on one selected process: measure, and collapse what the policy chooses while the budgets allow. */
 static void serve_process(struct agent *a, struct process_state *p, uint64_t rss, bool may_collapse, double now) {
   /* A quiet process (same RSS, and nothing left to do last time) costs one status read per pass: its smaps
    * are read again only every QUIET_PASSES passes, so many idle processes stay cheap. */
-  bool nothing_to_do = p->collapsible == 0 || p->idle_signature != 0 || !may_collapse;
+  /* ... unless its last collapses are still to be judged (the ledger looks at them for a few passes) */
+  bool watching = may_collapse && agent_ledger_watching(&p->ledger, a->passes);
+  bool nothing_to_do = (p->collapsible == 0 || p->idle_signature != 0 || !may_collapse) && !watching;
   if (p->measured && rss == p->measured_rss && nothing_to_do && p->quiet_passes < QUIET_PASSES) {
     p->quiet_passes++;
     return;
   }
   if (!inspect_into(p, rss)) { p->seen = false; return; } /* gone, or not readable */
   uint64_t signature = p->total.resident ^ (p->collapsible << 1);
-  if (!may_collapse || p->collapsible == 0) return;
+  if (!may_collapse || (p->collapsible == 0 && !watching)) return;
   if (!agent_backoff_allows(&p->backoff, now)) {
     snprintf(p->last_action, sizeof p->last_action, "backing off after %u failed passes", p->backoff.failures);
     return;
   }
-  if (p->idle_signature && p->idle_signature == signature) return; /* planned before: nothing to do */
+  if (p->idle_signature && p->idle_signature == signature && !watching) return; /* planned before: nothing to do */
+  if (!agent_ledger_allows(&p->ledger, a->passes)) {
+    /* backed off for churn: not even planned (the plan at the end of the back-off judges what lasted) */
+    churn_action(p, a->passes);
+    return;
+  }
   if (!budget_keep_going(a)) return;
   struct hugify_collapse_opts opts = {.chunk_size = AGENT_CHUNK,
                                       .flags = a->config.dry_run ? HUGIFY_COLLAPSE_DRY_RUN : 0};
+  if (!p->ledger.window_bytes) {
+    double passes = BACKOFF_MAX_SECONDS / a->config.interval;
+    agent_ledger_init(&p->ledger, page_kind_size(HUGIFY_PAGE_THP), passes < 1 ? 1 : (uint64_t)passes);
+  }
   struct collapse_policy policy = {.min_present = a->config.min_present, .keep_going = budget_keep_going,
-                                   .context = a};
+                                   .context = a, .ledger = &p->ledger, .pass = a->passes};
   struct hugify_collapse_report report;
+  uint64_t recollapsed_before = p->ledger.recollapsed_bytes;
   int rc = collapse_with_policy(p->pid, &opts, &policy, &report);
-  if (rc == 0 && !report.dry_run && !report.exited) {
+  if (rc == 0) p->allocator = policy.allocator;
+  if (rc == 0 && policy.backed_off_now) {
+    a->churn_backoffs++;
+    churn_action(p, a->passes);
+    fprintf(stderr, "hugify agent: pid %d (%s): %s; what would keep its huge pages: %s\n", (int)p->pid, p->comm,
+            p->last_action, agent_allocator_advice(p->allocator));
+  }
+  if (rc == 0 && !report.dry_run && !report.exited && !agent_ledger_allows(&p->ledger, a->passes)) {
+    churn_action(p, a->passes);
+  } else if (rc == 0 && !report.dry_run && !report.exited) {
     uint64_t made = report.attempted - report.failed;
     p->collapsed_bytes += made;
     p->attempted_bytes += report.attempted;
     a->collapsed_bytes += made;
+    p->bloat_bytes += report.bloat_bytes;
+    a->bloat_bytes += report.bloat_bytes;
+    a->recollapsed_bytes += p->ledger.recollapsed_bytes - recollapsed_before;
     count_failures(p, &report);
     agent_backoff_record(&p->backoff, made > 0, report.failed > 0, now, a->config.interval, BACKOFF_MAX_SECONDS);
     if (policy.stopped) a->budget_stops++;
-    char made_text[32], planned_text[32], excluded_text[64] = "";
+    char made_text[32], planned_text[32], held_text[32], excluded_text[64] = "";
     format_bytes(made, made_text, sizeof made_text);
     format_bytes(policy.planned, planned_text, sizeof planned_text);
+    format_bytes(policy.backed_off, held_text, sizeof held_text);
     if (report.excluded) {
       char bytes[32];
       format_bytes(report.excluded, bytes, sizeof bytes);
       snprintf(excluded_text, sizeof excluded_text, ", left %s the program excluded", bytes);
     }
-    snprintf(p->last_action, sizeof p->last_action, "collapsed %s of %s planned%s%s%s", made_text, planned_text,
-             excluded_text, report.failed ? ", some windows failed" : "", policy.stopped ? ", budget spent" : "");
+    snprintf(p->last_action, sizeof p->last_action, "collapsed %s of %s planned%s%s%s%s%s%s", made_text, planned_text,
+             excluded_text, report.failed ? ", some windows failed" : "", policy.stopped ? ", budget spent" : "",
+             policy.backed_off ? ", " : "", policy.backed_off ? held_text : "",
+             policy.backed_off ? " held back (collapses undone)" : "");
     p->idle_signature = 0;
     if (report.attempted) inspect_into(p, rss); /* the figures after, for the metrics */
-    if (policy.planned == 0 && !policy.stopped) p->idle_signature = p->total.resident ^ (p->collapsible << 1);
+    if (policy.planned == 0 && !policy.stopped && !policy.backed_off)
+      p->idle_signature = p->total.resident ^ (p->collapsible << 1);
   } else if (rc == 0 && report.dry_run) {
     char planned_text[32];
     format_bytes(policy.planned, planned_text, sizeof planned_text);
@@ -574,8 +622,10 @@ static void run_pass(struct agent *a, bool collapse) {
   if (proc) closedir(proc);
   /* forget processes that exited (or stopped being selected) */
   size_t kept = 0;
-  for (size_t i = 0; i < a->process_count; i++)
+  for (size_t i = 0; i < a->process_count; i++) {
     if (a->processes[i].seen) a->processes[kept++] = a->processes[i];
+    else agent_ledger_free(&a->processes[i].ledger);
+  }
   a->process_count = kept;
   budget_keep_going(a); /* charge the rest of the pass */
   a->last_pass_end = clock_seconds(CLOCK_REALTIME);
@@ -591,7 +641,19 @@ static double own_cpu_seconds(void) {
          (double)u.ru_stime.tv_usec * 1e-6;
 }
 
-enum process_metric { RESIDENT, HUGE, COLLAPSIBLE, COLLAPSED, FAILURES };
+enum process_metric { RESIDENT, HUGE, COLLAPSIBLE, COLLAPSED, FAILURES, LASTING, RECOLLAPSED, UNDONE, BLOAT, BACKED_OFF };
+
+static double process_value(const struct agent *a, const struct process_state *p, enum process_metric which) {
+  switch (which) {
+  case COLLAPSIBLE: return (double)p->collapsible;
+  case COLLAPSED: return (double)p->collapsed_bytes;
+  case RECOLLAPSED: return (double)p->ledger.recollapsed_bytes;
+  case UNDONE: return (double)p->ledger.undone_bytes;
+  case BLOAT: return (double)p->bloat_bytes;
+  case BACKED_OFF: return agent_ledger_allows(&p->ledger, a->passes) ? 0 : 1;
+  default: return 0;
+  }
+}
 
 /* One family of per-process samples, labelled pid and comm (and class or reason). */
 static void process_family(const struct agent *a, FILE *out, enum process_metric which, const char *name,
@@ -602,8 +664,20 @@ static void process_family(const struct agent *a, FILE *out, enum process_metric
     char pid[16];
     snprintf(pid, sizeof pid, "%d", (int)p->pid);
     const char *labels[] = {"pid", pid, "comm", p->comm, NULL, NULL, NULL};
-    if (which == COLLAPSIBLE || which == COLLAPSED) {
-      prometheus_sample(out, name, labels, (double)(which == COLLAPSIBLE ? p->collapsible : p->collapsed_bytes));
+    if (which == LASTING) {
+      labels[4] = "passes";
+      double shares[2] = {agent_ledger_early_share(&p->ledger), agent_ledger_late_share(&p->ledger)};
+      for (int k = 0; k < 2; k++) {
+        if (shares[k] < 0) continue; /* nothing judged yet: no sample rather than a made-up 0 or 1 */
+        labels[5] = k == 0 ? "1" : "10";
+        prometheus_sample(out, name, labels, shares[k]);
+      }
+    } else if (which == BACKED_OFF) {
+      labels[4] = "allocator";
+      labels[5] = agent_allocator_name(p->allocator);
+      prometheus_sample(out, name, labels, process_value(a, p, which));
+    } else if (which != FAILURES && which != RESIDENT && which != HUGE) {
+      prometheus_sample(out, name, labels, process_value(a, p, which));
     } else if (which == FAILURES) {
       labels[4] = "reason";
       for (size_t k = 0; k < FAILURE_KINDS && p->failures[k].reason[0]; k++) {
@@ -632,10 +706,27 @@ static void render_metrics(struct agent *a, FILE *out) {
                  "Bytes the agent put on huge pages in a process (windows collapsed).");
   process_family(a, out, FAILURES, "hugify_agent_process_collapse_failures_total", "counter",
                  "2 MiB windows the kernel refused to collapse, by errno.");
+  process_family(a, out, LASTING, "hugify_agent_process_lasting_ratio", "gauge",
+                 "Share of the bytes the agent collapsed that were still huge 1 and 10 passes later.");
+  process_family(a, out, RECOLLAPSED, "hugify_agent_process_recollapsed_bytes_total", "counter",
+                 "Bytes collapsed again: windows the agent had collapsed before and that were split since.");
+  process_family(a, out, UNDONE, "hugify_agent_process_undone_bytes_total", "counter",
+                 "Collapsed bytes found split again within a few passes (the allocator gave the memory back).");
+  process_family(a, out, BLOAT, "hugify_agent_process_bloat_bytes_total", "counter",
+                 "Bytes the agent's collapses zero-filled: per window collapsed, 2 MiB minus the bytes present before.");
+  process_family(a, out, BACKED_OFF, "hugify_agent_process_churn_backoff", "gauge",
+                 "1 while the process is backed off because its collapses do not last.");
   prometheus_family(out, "hugify_agent_selected_processes", "gauge", "Processes selected in the last pass.");
   prometheus_sample(out, "hugify_agent_selected_processes", NULL, (double)a->process_count);
   prometheus_family(out, "hugify_agent_collapsed_bytes_total", "counter", "Bytes the agent put on huge pages.");
   prometheus_sample(out, "hugify_agent_collapsed_bytes_total", NULL, (double)a->collapsed_bytes);
+  prometheus_family(out, "hugify_agent_recollapsed_bytes_total", "counter", "Bytes collapsed again after a split.");
+  prometheus_sample(out, "hugify_agent_recollapsed_bytes_total", NULL, (double)a->recollapsed_bytes);
+  prometheus_family(out, "hugify_agent_bloat_bytes_total", "counter", "Bytes the agent's collapses zero-filled.");
+  prometheus_sample(out, "hugify_agent_bloat_bytes_total", NULL, (double)a->bloat_bytes);
+  prometheus_family(out, "hugify_agent_churn_backoffs_total", "counter",
+                    "Times a process was backed off because its collapses did not last.");
+  prometheus_sample(out, "hugify_agent_churn_backoffs_total", NULL, (double)a->churn_backoffs);
   prometheus_family(out, "hugify_agent_passes_total", "counter", "Passes over the processes.");
   prometheus_sample(out, "hugify_agent_passes_total", NULL, (double)a->passes);
   prometheus_family(out, "hugify_agent_cpu_seconds_total", "counter", "CPU time of the agent (user and system).");
@@ -783,6 +874,50 @@ static void print_table(const struct agent *a, bool status) {
   }
   table_print(&t, stdout, "  ");
   table_free(&t);
+  for (size_t i = 0; i < a->process_count; i++) {
+    const struct process_state *p = &a->processes[i];
+    const struct agent_ledger *l = &p->ledger;
+    if (!l->early_checked && !l->churn_strikes) continue;
+    char recollapsed[32], undone[32], bloat[32];
+    format_bytes(l->recollapsed_bytes, recollapsed, sizeof recollapsed);
+    format_bytes(l->undone_bytes, undone, sizeof undone);
+    format_bytes(p->bloat_bytes, bloat, sizeof bloat);
+    char early[16] = "-", late[16] = "-";
+    if (l->early_checked) format_percent(l->early_huge, l->early_checked, early, sizeof early);
+    if (l->late_checked) format_percent(l->late_huge, l->late_checked, late, sizeof late);
+    printf("  %d %s: of its collapses, %s still huge a pass later, %s ten passes later; re-collapsed %s, "
+           "undone %s, bloat %s\n",
+           (int)p->pid, p->comm, early, late, recollapsed, undone, bloat);
+    if (l->churn_strikes || l->undone_bytes)
+      printf("    %s gives freed memory back inside huge pages; what would keep them: %s\n",
+             agent_allocator_name(p->allocator), agent_allocator_advice(p->allocator));
+  }
+}
+
+static void put_share(struct json_writer *j, const char *name, double share) {
+  if (share < 0) json_put_null(j, name);
+  else json_put_double(j, name, share);
+}
+
+/* Whether the agent's collapses in a process last (its ledger), and what would make them last. */
+static void put_lasting(struct json_writer *j, const struct agent *a, const struct process_state *p) {
+  const struct agent_ledger *l = &p->ledger;
+  bool backed_off = !agent_ledger_allows(l, a->passes);
+  json_open_object(j, "lasting");
+  put_share(j, "huge_after_1_pass_fraction", agent_ledger_early_share(l));
+  put_share(j, "huge_after_10_passes_fraction", agent_ledger_late_share(l));
+  json_put_u64(j, "checked_after_1_pass_bytes", l->early_checked);
+  json_put_u64(j, "checked_after_10_passes_bytes", l->late_checked);
+  json_put_u64(j, "recollapsed_bytes", l->recollapsed_bytes);
+  json_put_u64(j, "undone_bytes", l->undone_bytes);
+  json_put_u64(j, "bloat_bytes", p->bloat_bytes);
+  json_put_u64(j, "held_back_bytes", l->backed_off_bytes);
+  json_put_bool(j, "backed_off", backed_off);
+  json_put_u64(j, "backoff_passes_left", backed_off ? l->resume_pass - a->passes : 0);
+  json_put_u64(j, "churn_strikes", l->churn_strikes);
+  json_put_string(j, "allocator", agent_allocator_name(p->allocator));
+  json_put_string(j, "advice", l->churn_strikes || l->undone_bytes ? agent_allocator_advice(p->allocator) : NULL);
+  json_close(j);
 }
 
 static void print_json(const struct agent *a, FILE *out, const char *mode) {
@@ -806,6 +941,9 @@ static void print_json(const struct agent *a, FILE *out, const char *mode) {
   json_close(&j);
   json_put_double(&j, "cpu_seconds", own_cpu_seconds());
   json_put_u64(&j, "collapsed_bytes", a->collapsed_bytes);
+  json_put_u64(&j, "recollapsed_bytes", a->recollapsed_bytes);
+  json_put_u64(&j, "bloat_bytes", a->bloat_bytes);
+  json_put_u64(&j, "churn_backoffs", a->churn_backoffs);
   json_put_u64(&j, "budget_stops", a->budget_stops);
   json_open_array(&j, "processes");
   for (size_t i = 0; i < a->process_count; i++) {
@@ -831,6 +969,7 @@ static void print_json(const struct agent *a, FILE *out, const char *mode) {
       json_put_u64(&j, p->failures[k].reason, p->failures[k].windows);
     json_close(&j);
     json_put_string(&j, "last_action", p->last_action[0] ? p->last_action : NULL);
+    put_lasting(&j, a, p);
     json_close(&j);
   }
   json_close(&j);
@@ -954,6 +1093,7 @@ int cmd_agent(int argc, char **argv) {
   if (json && !json_output_close(json, &a->cl.json, COMMAND)) return EXIT_SHORT;
   fprintf(stderr, "hugify agent: stopped after %llu passes, %.3f s CPU\n", (unsigned long long)a->passes,
           own_cpu_seconds());
+  for (size_t i = 0; i < a->process_count; i++) agent_ledger_free(&a->processes[i].ledger);
   free(a->processes);
   free(a->metrics);
   return EXIT_DONE;

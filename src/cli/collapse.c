@@ -208,6 +208,7 @@ static void print_json(FILE *out, const struct hugify_collapse_report *r) {
   json_put_u64(&j, "huge_before_bytes", r->huge_before);
   json_put_u64(&j, "resident_after_bytes", r->resident_after);
   json_put_u64(&j, "huge_after_bytes", r->huge_after);
+  json_put_u64(&j, "bloat_bytes", r->bloat_bytes); /* zero-filled inside new huge pages (collapse_window_bloat) */
   json_put_fraction(&j, "huge_before_fraction", r->huge_before, r->resident_before);
   if (r->dry_run || r->exited) json_put_null(&j, "huge_after_fraction");
   else json_put_fraction(&j, "huge_after_fraction", r->huge_after, r->resident_after);

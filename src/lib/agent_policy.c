@@ -1,6 +1,7 @@
 /* agent_policy.c - the pure decisions of `hugify agent` (see agent_policy.h). */
 #include "agent_policy.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,3 +168,199 @@ void agent_backoff_record(struct agent_backoff *b, bool progress, bool failed, d
 }
 
 bool agent_backoff_allows(const struct agent_backoff *b, double now) { return now >= b->next_try; }
+
+/* ---- whether collapses last --------------------------------------------------------------------- */
+
+void agent_ledger_init(struct agent_ledger *l, uint64_t window_bytes, uint64_t max_backoff_passes) {
+  memset(l, 0, sizeof *l);
+  l->window_bytes = window_bytes;
+  l->max_backoff_passes = max_backoff_passes;
+  l->last_lasting_share = -1;
+}
+
+void agent_ledger_free(struct agent_ledger *l) {
+  free(l->windows);
+  l->windows = NULL;
+  l->count = l->cap = 0;
+}
+
+/* Passes to wait after the n-th consecutive undone collapse (or strike): AGENT_UNDONE_PASSES, doubling. */
+static uint64_t backoff_passes(const struct agent_ledger *l, unsigned n) {
+  uint64_t passes = (uint64_t)AGENT_UNDONE_PASSES << (n > 20 ? 20 : n - 1);
+  return passes < l->max_backoff_passes ? passes : l->max_backoff_passes;
+}
+
+/* Index of the first window at or after start. */
+static size_t ledger_position(const struct agent_ledger *l, uint64_t start) {
+  size_t lo = 0, hi = l->count;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (l->windows[mid].start < start) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+static struct agent_ledger_window *ledger_find(const struct agent_ledger *l, uint64_t start) {
+  size_t at = ledger_position(l, start);
+  return at < l->count && l->windows[at].start == start ? &l->windows[at] : NULL;
+}
+
+bool agent_ledger_observe(struct agent_ledger *l, uint64_t pass, uint64_t start, bool huge) {
+  struct agent_ledger_window *w = ledger_find(l, start);
+  if (!w) return true;
+  w->seen_pass = pass;
+  if (pass > w->collapsed_pass) {
+    uint64_t age = pass - w->collapsed_pass, bytes = l->window_bytes;
+    if (!w->checked_early) {
+      w->checked_early = true;
+      l->early_checked += bytes;
+      if (huge) l->early_huge += bytes;
+    }
+    if (age >= AGENT_LATE_PASSES && !w->checked_late) {
+      w->checked_late = true;
+      l->late_checked += bytes;
+      if (huge) l->late_huge += bytes;
+    }
+    if (!w->decided && !huge) { /* undone: hold the window back, longer each time */
+      w->decided = true;
+      w->undone++;
+      l->undone_bytes += bytes;
+      l->pass_decided += bytes;
+      w->retry_pass = pass + backoff_passes(l, w->undone);
+    } else if (!w->decided && age > AGENT_UNDONE_PASSES) { /* lasted */
+      w->decided = true;
+      w->undone = 0;
+      l->pass_decided += bytes;
+      l->pass_lasted += bytes;
+    }
+  }
+  return pass >= w->retry_pass;
+}
+
+bool agent_ledger_collapsed(struct agent_ledger *l, uint64_t pass, uint64_t start) {
+  struct agent_ledger_window *w = ledger_find(l, start);
+  if (!w) {
+    if (l->count == AGENT_LEDGER_MAX) { /* full: forget the window collapsed longest ago */
+      size_t oldest = 0;
+      for (size_t i = 1; i < l->count; i++)
+        if (l->windows[i].collapsed_pass < l->windows[oldest].collapsed_pass) oldest = i;
+      memmove(&l->windows[oldest], &l->windows[oldest + 1], (l->count - oldest - 1) * sizeof *l->windows);
+      l->count--;
+    }
+    if (l->count == l->cap) {
+      size_t cap = l->cap ? 2 * l->cap : 64;
+      struct agent_ledger_window *bigger = realloc(l->windows, cap * sizeof *bigger);
+      if (!bigger) return false;
+      l->windows = bigger;
+      l->cap = cap;
+    }
+    size_t at = ledger_position(l, start);
+    memmove(&l->windows[at + 1], &l->windows[at], (l->count - at) * sizeof *l->windows);
+    l->count++;
+    w = &l->windows[at];
+    memset(w, 0, sizeof *w);
+    w->start = start;
+  } else if (w->collapses > 0) {
+    l->recollapsed_bytes += l->window_bytes;
+  }
+  w->collapses++;
+  w->collapsed_pass = w->seen_pass = l->last_collapse_pass = pass;
+  w->checked_early = w->checked_late = w->decided = false;
+  l->collapsed_bytes += l->window_bytes;
+  return true;
+}
+
+bool agent_ledger_judge(struct agent_ledger *l, uint64_t pass, bool scanned) {
+  size_t kept = 0;
+  l->backed_off_bytes = 0;
+  for (size_t i = 0; i < l->count; i++) {
+    if (scanned && l->windows[i].seen_pass < pass) continue; /* unmapped: nothing left to judge */
+    if (l->windows[i].retry_pass > pass) l->backed_off_bytes += l->window_bytes;
+    l->windows[kept++] = l->windows[i];
+  }
+  l->count = kept;
+  bool backed_off = false;
+  if (l->pass_decided >= AGENT_LASTING_MIN_WINDOWS * l->window_bytes) {
+    l->last_lasting_share = (double)l->pass_lasted / (double)l->pass_decided;
+    if (l->last_lasting_share < AGENT_LASTING_SHARE) {
+      l->churn_strikes++;
+      l->resume_pass = pass + backoff_passes(l, l->churn_strikes);
+      backed_off = true;
+    } else {
+      l->churn_strikes = 0;
+    }
+  }
+  l->pass_decided = l->pass_lasted = 0;
+  return backed_off;
+}
+
+bool agent_ledger_allows(const struct agent_ledger *l, uint64_t pass) { return pass >= l->resume_pass; }
+
+size_t agent_ledger_window_limit(const struct agent_ledger *l) {
+  return l->churn_strikes ? AGENT_PROBE_WINDOWS : SIZE_MAX;
+}
+
+bool agent_ledger_watching(const struct agent_ledger *l, uint64_t pass) {
+  if (!l->collapsed_bytes || pass <= l->last_collapse_pass) return false;
+  uint64_t age = pass - l->last_collapse_pass;
+  return age <= AGENT_UNDONE_PASSES + 1 || age == AGENT_LATE_PASSES; /* + 1: the look that finds it lasted */
+}
+
+static double share_of(uint64_t part, uint64_t whole) { return whole ? (double)part / (double)whole : -1; }
+double agent_ledger_early_share(const struct agent_ledger *l) { return share_of(l->early_huge, l->early_checked); }
+double agent_ledger_late_share(const struct agent_ledger *l) { return share_of(l->late_huge, l->late_checked); }
+
+/* ---- which allocator ---------------------------------------------------------------------------- */
+
+enum agent_allocator agent_allocator_of_path(const char *path) {
+  const char *name = strrchr(path, '/');
+  name = name ? name + 1 : path;
+  static const struct { const char *prefix; enum agent_allocator allocator; } libraries[] = {
+      {"libjemalloc.so", AGENT_ALLOCATOR_JEMALLOC}, {"libmimalloc.so", AGENT_ALLOCATOR_MIMALLOC},
+      {"libmimalloc-", AGENT_ALLOCATOR_MIMALLOC},   {"libtcmalloc", AGENT_ALLOCATOR_TCMALLOC},
+      {"libc.so.6", AGENT_ALLOCATOR_GLIBC},         {"libc-2.", AGENT_ALLOCATOR_GLIBC},
+  };
+  for (size_t i = 0; i < sizeof libraries / sizeof libraries[0]; i++)
+    if (strncmp(name, libraries[i].prefix, strlen(libraries[i].prefix)) == 0) return libraries[i].allocator;
+  return AGENT_ALLOCATOR_UNKNOWN;
+}
+
+enum agent_allocator agent_allocator_prefer(enum agent_allocator a, enum agent_allocator b) {
+  /* a malloc library loaded beside glibc is the one malloc resolves to (it is linked or preloaded for it) */
+  if (a == AGENT_ALLOCATOR_UNKNOWN || a == AGENT_ALLOCATOR_GLIBC) return b == AGENT_ALLOCATOR_UNKNOWN ? a : b;
+  return a;
+}
+
+const char *agent_allocator_name(enum agent_allocator allocator) {
+  switch (allocator) {
+  case AGENT_ALLOCATOR_GLIBC: return "glibc";
+  case AGENT_ALLOCATOR_JEMALLOC: return "jemalloc";
+  case AGENT_ALLOCATOR_MIMALLOC: return "mimalloc";
+  case AGENT_ALLOCATOR_TCMALLOC: return "tcmalloc";
+  case AGENT_ALLOCATOR_UNKNOWN: break;
+  }
+  return "unknown";
+}
+
+const char *agent_allocator_advice(enum agent_allocator allocator) {
+  /* jemalloc's is measured on a churning Redis (docs/servers.md); the others are their allocators'
+   * documented settings for the same effect, not measured here */
+  switch (allocator) {
+  case AGENT_ALLOCATOR_JEMALLOC:
+    return "MALLOC_CONF=hpa:true in the program's environment (jemalloc 5.3 purges whole huge pages; with the "
+           "agent a churning Redis stayed 99 % huge), or MALLOC_CONF=thp:always,dirty_decay_ms:-1 (99 % huge "
+           "without the agent, but freed memory is kept)";
+  case AGENT_ALLOCATOR_GLIBC:
+    return "GLIBC_TUNABLES=glibc.malloc.hugetlb=1:glibc.malloc.trim_threshold=4294967295 (glibc advises its "
+           "heap for huge pages and stops trimming it), or hugify run --heap thp";
+  case AGENT_ALLOCATOR_MIMALLOC:
+    return "MIMALLOC_ALLOW_LARGE_OS_PAGES=1 and MIMALLOC_PURGE_DELAY=-1 (mimalloc keeps its 2 MiB pages), or "
+           "hugify run --heap mimalloc";
+  case AGENT_ALLOCATOR_TCMALLOC:
+    return "TCMALLOC_RELEASE_RATE=0 (gperftools: freed spans are not released to the kernel)";
+  case AGENT_ALLOCATOR_UNKNOWN: break;
+  }
+  return "the allocator's setting that stops returning freed memory to the kernel inside huge pages (its "
+         "decay, trim or purge)";
+}

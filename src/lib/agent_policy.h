@@ -128,4 +128,102 @@ void agent_backoff_record(struct agent_backoff *backoff, bool progress, bool fai
                           double max_seconds);
 bool agent_backoff_allows(const struct agent_backoff *backoff, double now);
 
+/* ---- whether collapses last --------------------------------------------------------------------- */
+
+/* An allocator that gives memory back (jemalloc's decay, glibc's trim, mimalloc's purge) releases 4 KiB
+ * pages inside a huge page, and the kernel splits it: the collapse is undone. The ledger remembers the
+ * windows the agent collapsed in a process and, at each later plan (its PAGEMAP_SCAN walk, no extra
+ * walk), whether they are still huge. Windows whose collapse is undone within AGENT_UNDONE_PASSES are not
+ * collapsed again for growing intervals (so the agent does not refill pages the program just released),
+ * and a process whose collapses mostly do not last is backed off as a whole. docs/agent.md: the rule,
+ * and the churn measurement that chose the constants. */
+/* A collapse is undone when the window is found split at a look within AGENT_UNDONE_PASSES passes of it (or
+ * at the first look after, when no look came sooner); it lasts when it is still huge at the first look
+ * more than AGENT_UNDONE_PASSES passes after it. */
+#define AGENT_UNDONE_PASSES 3       /* "a few passes" */
+#define AGENT_LASTING_SHARE 0.5     /* a process's collapses "last" when at least this share of those
+                                       decided in a pass lasted */
+#define AGENT_LASTING_MIN_WINDOWS 4 /* a process is judged on at least this many windows decided in a pass */
+#define AGENT_LATE_PASSES 10        /* the second measurement: still huge this many passes after */
+#define AGENT_PROBE_WINDOWS 4       /* after a back-off, a process is tried again on this many windows
+                                       (enough to judge it: AGENT_LASTING_MIN_WINDOWS) until one lasts */
+#define AGENT_LEDGER_MAX 8192       /* windows remembered per process (16 GiB of collapses, 256 KiB) */
+
+struct agent_ledger_window {
+  uint64_t start;
+  uint64_t collapsed_pass;  /* pass of the latest collapse */
+  uint64_t retry_pass;      /* not collapsed again before this pass */
+  uint64_t seen_pass;       /* the last plan that saw the window mapped */
+  uint32_t collapses;       /* times collapsed */
+  uint32_t undone;          /* times its collapse was undone within AGENT_UNDONE_PASSES (the back-off) */
+  bool checked_early;       /* the latest collapse was judged at the first plan >= 1 pass after it */
+  bool checked_late;        /* ... and at the first plan >= AGENT_LATE_PASSES after it */
+  bool decided;             /* the latest collapse was found undone or lasting */
+};
+
+struct agent_ledger {
+  struct agent_ledger_window *windows; /* sorted by start; malloc'd (agent_ledger_free) */
+  size_t count, cap;
+  uint64_t window_bytes;          /* 2 MiB */
+  /* Bytes of collapsed windows judged one pass (early) and AGENT_LATE_PASSES passes (late) after their
+   * collapse, and of those the ones still huge. */
+  uint64_t early_checked, early_huge, late_checked, late_huge;
+  uint64_t collapsed_bytes;       /* collapsed by the agent (all) */
+  uint64_t last_collapse_pass;
+  uint64_t recollapsed_bytes;     /* collapsed again: windows the agent had collapsed before */
+  uint64_t undone_bytes;          /* collapses found split within AGENT_UNDONE_PASSES */
+  uint64_t backed_off_bytes;      /* windows backed off at the end of the last pass */
+  uint64_t max_backoff_passes;    /* the longest back-off, of a window or the process */
+  /* collapses decided this pass (undone, or lasting), for the process-level judgement */
+  uint64_t pass_decided, pass_lasted;
+  /* the process as a whole */
+  unsigned churn_strikes;         /* consecutive judgements that collapses do not last */
+  uint64_t resume_pass;           /* no collapse in the process before this pass */
+  double last_lasting_share;      /* share that lasted in the last judgement (-1: none yet) */
+};
+
+void agent_ledger_init(struct agent_ledger *ledger, uint64_t window_bytes, uint64_t max_backoff_passes);
+void agent_ledger_free(struct agent_ledger *ledger);
+/* The plan saw window `start` (present_pages base pages, or huge) at pass `pass`: judge the windows the
+ * agent collapsed before. Returns false when the window must not be collapsed now (backed off). */
+bool agent_ledger_observe(struct agent_ledger *ledger, uint64_t pass, uint64_t start, bool huge);
+/* The agent collapsed window `start` at pass `pass`. False when the ledger is out of memory. */
+bool agent_ledger_collapsed(struct agent_ledger *ledger, uint64_t pass, uint64_t start);
+/* After a pass's plan, before its collapses (scanned: the plan saw every mapped window, so the windows it
+ * did not see are gone and forgotten): judge the process on the collapses decided in this pass. A share that lasted
+ * below AGENT_LASTING_SHARE (over at least AGENT_LASTING_MIN_WINDOWS windows) backs the whole process off
+ * for AGENT_UNDONE_PASSES * 2^(strikes-1) passes (at most max_backoff_passes); a share at or above it
+ * clears the strikes. Windows are backed off the same way, each on its own count of undone collapses.
+ * Returns true when this judgement backed the process off. */
+bool agent_ledger_judge(struct agent_ledger *ledger, uint64_t pass, bool scanned);
+/* True when this pass must look at the process's windows even if nothing seems to have changed: the
+ * AGENT_UNDONE_PASSES passes after a collapse, and AGENT_LATE_PASSES after it, so that every collapse is
+ * judged in time (a quiet process is otherwise not walked at all). */
+bool agent_ledger_watching(const struct agent_ledger *ledger, uint64_t pass);
+/* How many windows a pass may collapse: AGENT_PROBE_WINDOWS while the process has churn strikes (a probe,
+ * so a retry re-collapses little), else no limit (SIZE_MAX). */
+size_t agent_ledger_window_limit(const struct agent_ledger *ledger);
+/* True when the process may be collapsed at this pass (not backed off for churn). */
+bool agent_ledger_allows(const struct agent_ledger *ledger, uint64_t pass);
+/* Share of the collapsed bytes still huge early (1 pass) or late (AGENT_LATE_PASSES); -1 when none judged. */
+double agent_ledger_early_share(const struct agent_ledger *ledger);
+double agent_ledger_late_share(const struct agent_ledger *ledger);
+
+/* The allocators whose setting keeps huge pages through churn, identified by a mapped library. */
+enum agent_allocator {
+  AGENT_ALLOCATOR_UNKNOWN = 0, /* statically linked or not identified */
+  AGENT_ALLOCATOR_GLIBC,
+  AGENT_ALLOCATOR_JEMALLOC,
+  AGENT_ALLOCATOR_MIMALLOC,
+  AGENT_ALLOCATOR_TCMALLOC,
+};
+/* The allocator a mapping's path names (".../libjemalloc.so.2" -> jemalloc), or UNKNOWN. */
+enum agent_allocator agent_allocator_of_path(const char *path);
+/* Of two identifications, the one that tells more (a malloc library over glibc over unknown). */
+enum agent_allocator agent_allocator_prefer(enum agent_allocator a, enum agent_allocator b);
+/* "glibc", "jemalloc", "mimalloc", "tcmalloc", "unknown". */
+const char *agent_allocator_name(enum agent_allocator allocator);
+/* The setting that keeps this allocator's huge pages through churn (docs/servers.md, measured on Redis). */
+const char *agent_allocator_advice(enum agent_allocator allocator);
+
 #endif

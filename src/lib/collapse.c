@@ -37,7 +37,29 @@ struct collapse_context {
   struct collapse_policy *policy; /* NULL for plain hugify_collapse */
   size_t exclusion_cap;
   bool unadvised_planned; /* a mapping without MADV_HUGEPAGE was planned (see the note on unseen opt-outs) */
+  struct agent_window *planned;   /* the planned windows in address order, with their present pages */
+  size_t planned_count;
+  uint64_t page;
 };
+
+uint64_t collapse_window_bloat(uint32_t present_pages, uint64_t window_bytes, uint64_t page_bytes) {
+  uint64_t present = (uint64_t)present_pages * page_bytes;
+  return present < window_bytes ? window_bytes - present : 0;
+}
+
+static int compare_window_start(const void *key, const void *element) {
+  uint64_t start = *(const uint64_t *)key, other = ((const struct agent_window *)element)->start;
+  return start < other ? -1 : start > other;
+}
+
+/* The kernel made [start, start + length) huge: count its bloat, and tell the agent's ledger. */
+static void collapsed(struct collapse_context *c, uint64_t start, uint64_t length) {
+  for (uint64_t at = start; at < start + length; at += c->pmd) {
+    const struct agent_window *w = bsearch(&at, c->planned, c->planned_count, sizeof *c->planned, compare_window_start);
+    if (w) c->report->bloat_bytes += collapse_window_bloat(w->present_pages, c->pmd, c->page);
+    if (c->policy && c->policy->ledger) agent_ledger_collapsed(c->policy->ledger, c->policy->pass, at);
+  }
+}
 
 /* The budget's word before a call into the kernel. */
 static bool may_continue(struct collapse_context *c) {
@@ -160,7 +182,7 @@ static int retry_by_window(struct collapse_context *c, const struct iovec *range
     if (!may_continue(c)) return 0;
     struct iovec window = {(void *)(uintptr_t)at, (size_t)c->pmd};
     ssize_t done = advise(c, &window, 1);
-    if (done == (ssize_t)c->pmd) continue;
+    if (done == (ssize_t)c->pmd) { collapsed(c, at, c->pmd); continue; }
     int error = done < 0 ? (int)-done : EIO;
     if (error == ESRCH) return -ESRCH;
     if (add_failure(c, at, at + c->pmd, error) != 0) return -ENOMEM;
@@ -199,12 +221,18 @@ static int run_ranges(struct collapse_context *c, const struct iovec *ranges, si
       return 0;
     }
     ssize_t done = advise(c, &ranges[next], n);
-    if (done == (ssize_t)bytes) { next += n; continue; }
+    if (done == (ssize_t)bytes) {
+      for (size_t i = next; i < next + n; i++) collapsed(c, (uint64_t)(uintptr_t)ranges[i].iov_base, ranges[i].iov_len);
+      next += n;
+      continue;
+    }
     if (done == -ESRCH) return -ESRCH;
     /* The range at which the kernel stopped failed; the ones after it were not tried. */
     size_t failed = next;
-    for (uint64_t covered = done > 0 ? (uint64_t)done : 0; failed + 1 < next + n && covered >= ranges[failed].iov_len;)
+    for (uint64_t covered = done > 0 ? (uint64_t)done : 0; failed + 1 < next + n && covered >= ranges[failed].iov_len;) {
+      collapsed(c, (uint64_t)(uintptr_t)ranges[failed].iov_base, ranges[failed].iov_len);
       covered -= ranges[failed++].iov_len;
+    }
     int rc = retry_by_window(c, &ranges[failed]);
     if (rc) return rc;
     next = failed + 1;
@@ -398,8 +426,10 @@ static int plan(struct collapse_context *c, const struct smaps_vma *vmas, long c
   struct os_resident *scan = NULL;
   size_t window_count = 0, window_cap = 0, cap = 0;
   int rc = 0;
+  bool all_scanned = pagemap >= 0;
   for (long i = 0; i < count && rc == 0; i++) {
     const struct smaps_vma *vma = &vmas[i];
+    if (c->policy) c->policy->allocator = agent_allocator_prefer(c->policy->allocator, agent_allocator_of_path(vma->path));
     if (exclude(c, vma, min_size, &rc)) continue;
     bool shmem = vma_is_shmem(vma);
     if (shmem && vma->rss > 0 && !(vma->vm_flags & SMAPS_VM_NOHUGEPAGE)) {
@@ -434,10 +464,18 @@ static int plan(struct collapse_context *c, const struct smaps_vma *vmas, long c
       window_cap = bigger_cap;
     }
     bool scanned = pagemap >= 0 && os_pagemap_windows_fd(pagemap, first, first + eligible, c->pmd, scan) == 0;
+    all_scanned &= scanned;
+    struct agent_ledger *ledger = c->policy ? c->policy->ledger : NULL;
     for (size_t k = 0; k < n; k++) {
       struct agent_window w = {.start = first + k * c->pmd, .accessed_pages = -1};
       if (scanned) {
-        if (scan[k].huge >= c->pmd) continue; /* huge already: costs nothing */
+        bool huge = scan[k].huge >= c->pmd;
+        /* the same walk judges the agent's earlier collapses, and holds back windows that did not last */
+        if (ledger && !agent_ledger_observe(ledger, c->policy->pass, w.start, huge) && !huge) {
+          c->policy->backed_off += c->pmd;
+          continue;
+        }
+        if (huge) continue; /* huge already: costs nothing */
         w.present_pages = (uint32_t)((scan[k].base + scan[k].huge) / page);
       } else {
         w.present_pages = vma->rss ? pmd_pages : 0;
@@ -457,8 +495,20 @@ static int plan(struct collapse_context *c, const struct smaps_vma *vmas, long c
   }
   if (pagemap >= 0) close(pagemap);
   free(scan);
+  if (c->policy) c->policy->scanned = all_scanned && rc == 0;
+  /* the windows in address order (as planned), for the bloat of each one collapsed */
+  if (rc == 0 && window_count > 0 && (c->planned = malloc(window_count * sizeof *c->planned)) != NULL) {
+    memcpy(c->planned, windows, window_count * sizeof *c->planned);
+    c->planned_count = window_count;
+  }
   if (rc == 0 && c->policy) {
     window_count = agent_plan_windows(windows, window_count, pmd_pages, min_present);
+    size_t limit = c->policy->ledger ? agent_ledger_window_limit(c->policy->ledger) : SIZE_MAX;
+    for (; window_count > limit; window_count--) { /* a probe: the densest first; the rest is not asked for */
+      struct hugify_collapse_mapping *m = mapping_of(r, windows[window_count - 1].start);
+      if (m) m->attempted -= c->pmd;
+      r->attempted -= c->pmd;
+    }
     c->policy->planned = window_count * c->pmd;
   }
   for (size_t k = 0; k < window_count && rc == 0; k++)
@@ -504,8 +554,10 @@ int collapse_with_policy(pid_t pid, const struct hugify_collapse_opts *opts, str
   bool dry_run = opts->flags & HUGIFY_COLLAPSE_DRY_RUN;
   struct collapse_context c = {.opts = opts, .pid = self ? getpid() : pid, .pidfd = -1, .report = report,
                                .policy = policy};
-  if (policy) policy->stopped = false, policy->planned = 0;
+  if (policy) policy->stopped = false, policy->planned = policy->backed_off = 0, policy->scanned = false,
+              policy->allocator = AGENT_ALLOCATOR_UNKNOWN;
   c.pmd = page_kind_size(HUGIFY_PAGE_THP);
+  c.page = (uint64_t)sysconf(_SC_PAGESIZE);
   report->pid = c.pid;
   report->self = self;
   report->dry_run = dry_run;
@@ -553,6 +605,15 @@ int collapse_with_policy(pid_t pid, const struct hugify_collapse_opts *opts, str
                "seen while no THP size is 'always': its unadvised memory was taken as allowed", (int)c.pid);
   free(vmas);
   vmas = NULL;
+  if (rc == 0 && policy && policy->ledger) {
+    /* judged on what the plan's walk saw of earlier collapses: a process whose collapses do not last gets
+     * none now (its windows stay planned, not attempted) */
+    policy->backed_off_now = agent_ledger_judge(policy->ledger, policy->pass, policy->scanned);
+    if (!agent_ledger_allows(policy->ledger, policy->pass)) {
+      untried(&c, ranges, range_count);
+      range_count = 0;
+    }
+  }
   if (rc == 0 && dry_run) {
     report->resident_after = report->resident_before;
     report->huge_after = report->huge_before;
@@ -584,5 +645,6 @@ int collapse_with_policy(pid_t pid, const struct hugify_collapse_opts *opts, str
   }
 out:
   if (c.pidfd >= 0) close(c.pidfd);
+  free(c.planned);
   return rc;
 }

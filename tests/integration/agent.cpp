@@ -253,9 +253,17 @@ TEST(Agent, BloatGuardKeepsSparseRegionsSmall) {
   EXPECT_EQ(huge_bytes(target.pid, regions["dense"]), regions["dense"].size);
   // the guard is what kept it small: at 5 % the same region is collapsed
   r = test_support::hugify({"agent", "--once", "--pid", std::to_string(target.pid), "--min-rss", "0",
-                            "--min-present", "5"});
+                            "--min-present", "5", "--json"});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(huge_bytes(target.pid, regions["sparse"]), regions["sparse"].size);
+  // and what it cost is counted as bloat: every tenth page was present, so 460 of each window's 512 pages
+  // were zero-filled (collapse_window_bloat)
+  size_t at = r.out.find("\"bloat_bytes\": ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  double bloat = std::stod(r.out.substr(at + 15));
+  double expected = (double)regions["sparse"].size / (2 * MiB) * 460 * 4096;
+  EXPECT_GE(bloat, expected) << r.out;
+  EXPECT_LE(bloat, expected + 2 * MiB) << "only the sparse region was filled: " << r.out;
 }
 
 // utime + stime of a process, in seconds.
@@ -489,3 +497,59 @@ TEST(Agent, SystemdUnitVerifies) {
 }
 
 }  // namespace
+
+namespace {
+
+// The last JSON object the daemon appended to its --json file (it writes one per pass).
+std::string last_json_object(const std::string &path) {
+  std::string all = test_support::read_file(path);
+  size_t at = all.rfind("\"schema\"");
+  return at == std::string::npos ? "" : all.substr(at);
+}
+
+}  // namespace
+
+// Issue 20: a process that gives memory back inside the windows the agent collapsed (as jemalloc's decay or
+// glibc's trim do) splits the huge pages again. The agent must notice that its collapses do not last, back
+// the process off instead of re-collapsing it every pass, and say why and which setting would keep them.
+TEST(Agent, BacksOffAProcessWhoseCollapsesDoNotLast) {
+  REQUIRE_COLLAPSE();
+  process target;
+  auto regions = start_target(target, {"--churn", "32M"});
+  std::string dir = temp_dir(), metrics = dir + "/agent.prom", json = dir + "/agent.json";
+  process agent;
+  agent.start(agent_argv({"--pid", std::to_string(target.pid), "--min-rss", "0", "--interval", "0.3",
+                          "--cpu-budget", "100", "--metrics-file", metrics, "--json=" + json}),
+              dir + "/agent.err");
+  ASSERT_GE(wait_passes(agent, metrics, 2), 2) << test_support::read_file(dir + "/agent.err");
+  std::string pid = "pid=\"" + std::to_string(target.pid) + "\",comm=\"agent_target\"";
+  ASSERT_GE(metric(test_support::read_file(metrics), "hugify_agent_process_collapsed_bytes_total", pid),
+            (double)regions["churn"].size)
+      << "the first pass collapses the dense region";
+  // Churn once per agent pass: every window collapsed is split again before the next pass looks.
+  const int rounds = 20;
+  for (int round = 0; round < rounds; round++) {
+    kill(target.pid, SIGUSR2);
+    ASSERT_FALSE(target.line("churned").empty());
+    double at = metric(test_support::read_file(metrics), "hugify_agent_passes_total");
+    ASSERT_GE(wait_passes(agent, metrics, at + 1), at + 1);
+  }
+  std::string text = test_support::read_file(metrics);
+  EXPECT_EQ(agent.stop(SIGTERM), 0);
+  double collapsed = metric(text, "hugify_agent_process_collapsed_bytes_total", pid);
+  double recollapsed = metric(text, "hugify_agent_process_recollapsed_bytes_total", pid);
+  double size = (double)regions["churn"].size;
+  std::printf("churn region %.0f MiB: collapsed %.0f MiB, re-collapsed %.0f MiB over %d rounds\n", size / MiB,
+              collapsed / MiB, recollapsed / MiB, rounds);
+  // Without the ledger every pass re-collapses the whole region (20x); with it, at most 1x over the run.
+  EXPECT_LE(recollapsed, size) << text;
+  EXPECT_GE(metric(text, "hugify_agent_churn_backoffs_total"), 1) << text;
+  EXPECT_GE(metric(text, "hugify_agent_process_lasting_ratio", pid + ",passes=\"1\""), 0) << "measured" << text;
+  EXPECT_GE(metric(text, "hugify_agent_process_undone_bytes_total", pid), size) << text;
+  // It says why, and which setting would keep the pages (the helper uses glibc's malloc).
+  std::string last = last_json_object(json);
+  EXPECT_NE(last.find("\"backed_off\": true"), std::string::npos) << last;
+  EXPECT_NE(last.find("\"allocator\": \"glibc\""), std::string::npos) << last;
+  EXPECT_NE(last.find("glibc.malloc.trim_threshold"), std::string::npos) << last;
+  EXPECT_NE(last.find("collapses undone"), std::string::npos) << last;
+}

@@ -10,6 +10,7 @@
 
 extern "C" {
 #include "agent_policy.h"
+#include "collapse.h"
 }
 #include "test_support.hpp"
 
@@ -165,6 +166,194 @@ TEST(AgentBackoff, DoublesAfterFailedPassesAndResetsOnProgress) {
   agent_backoff_record(&b, false, true, 2000, 10, 3600);
   agent_backoff_record(&b, true, true, 2010, 10, 3600); // progress resets
   EXPECT_EQ(b.failures, 0u);
+}
+
+}  // namespace
+
+namespace {
+
+// ---- whether collapses last: the ledger on scripted passes ------------------------------------------
+
+constexpr uint64_t W = uint64_t{2} << 20;
+
+// One scripted pass: the plan sees every window in `windows` (huge or not), the ledger judges, and the
+// windows in `collapse` it allows are collapsed. Returns the windows collapsed.
+struct scripted {
+  agent_ledger l{};
+  uint64_t pass = 0;
+  scripted() { agent_ledger_init(&l, W, 360); }
+  ~scripted() { agent_ledger_free(&l); }
+  std::vector<uint64_t> run(const std::vector<std::pair<uint64_t, bool>> &windows, const std::vector<uint64_t> &collapse) {
+    pass++;
+    std::vector<uint64_t> allowed, done;
+    for (auto &[start, huge] : windows)
+      if (agent_ledger_observe(&l, pass, start, huge) && !huge) allowed.push_back(start);
+    agent_ledger_judge(&l, pass, true);
+    if (!agent_ledger_allows(&l, pass)) return done;
+    size_t limit = agent_ledger_window_limit(&l);
+    for (uint64_t start : collapse)
+      for (uint64_t a : allowed)
+        if (a == start && done.size() < limit && agent_ledger_collapsed(&l, pass, start)) done.push_back(start);
+    return done;
+  }
+};
+
+std::vector<std::pair<uint64_t, bool>> windows_of(uint64_t count, bool huge) {
+  std::vector<std::pair<uint64_t, bool>> w;
+  for (uint64_t i = 0; i < count; i++) w.push_back({(i + 1) * W, huge});
+  return w;
+}
+std::vector<uint64_t> starts(uint64_t count) {
+  std::vector<uint64_t> s;
+  for (uint64_t i = 0; i < count; i++) s.push_back((i + 1) * W);
+  return s;
+}
+
+TEST(AgentLedger, CollapsesThatLastAreCountedAndNeverHeldBack) {
+  scripted s;
+  EXPECT_EQ(s.run(windows_of(8, false), starts(8)).size(), 8u);
+  for (int pass = 0; pass < 12; pass++) s.run(windows_of(8, true), starts(8));
+  EXPECT_DOUBLE_EQ(agent_ledger_early_share(&s.l), 1.0);
+  EXPECT_DOUBLE_EQ(agent_ledger_late_share(&s.l), 1.0);
+  EXPECT_EQ(s.l.early_checked, 8 * W);
+  EXPECT_EQ(s.l.late_checked, 8 * W);
+  EXPECT_EQ(s.l.recollapsed_bytes, 0u);
+  EXPECT_EQ(s.l.undone_bytes, 0u);
+  EXPECT_EQ(s.l.churn_strikes, 0u);
+  EXPECT_TRUE(agent_ledger_allows(&s.l, s.pass + 1));
+}
+
+TEST(AgentLedger, GrowthNeverBacksOff) {
+  // a heap that grows a step of 16 windows per pass, each collapsed and staying huge (issue 13's case)
+  scripted s;
+  for (uint64_t step = 1; step <= 20; step++) {
+    auto w = windows_of(16 * step, true);
+    for (uint64_t i = 16 * (step - 1); i < 16 * step; i++) w[i].second = false;
+    auto done = s.run(w, starts(16 * step));
+    EXPECT_EQ(done.size(), 16u) << "step " << step;
+  }
+  EXPECT_EQ(s.l.churn_strikes, 0u);
+  EXPECT_EQ(s.l.recollapsed_bytes, 0u);
+}
+
+TEST(AgentLedger, ChurnBacksTheProcessOffWithGrowingIntervals) {
+  // every collapse is split again by the next pass (an allocator purging freed pages)
+  scripted s;
+  std::vector<uint64_t> collapse_passes;
+  uint64_t collapsed = 0;
+  for (int pass = 0; pass < 60; pass++) {
+    auto done = s.run(windows_of(32, false), starts(32));
+    if (!done.empty()) collapse_passes.push_back(s.pass);
+    if (collapse_passes.size() > 1) {
+      EXPECT_LE(done.size(), (size_t)AGENT_PROBE_WINDOWS) << "a retry is a probe";
+    }
+    collapsed += done.size() * W;
+  }
+  ASSERT_GE(collapse_passes.size(), 2u);
+  EXPECT_EQ(collapse_passes[0], 1u);
+  // The first judgement (pass 2) backs it off: no collapse in the next passes, and the gaps grow.
+  for (size_t i = 2; i < collapse_passes.size(); i++)
+    EXPECT_GT(collapse_passes[i] - collapse_passes[i - 1], collapse_passes[i - 1] - collapse_passes[i - 2]);
+  EXPECT_LE(collapse_passes.size(), 5u) << "60 passes of churn";
+  EXPECT_GE(s.l.churn_strikes, 3u);
+  EXPECT_DOUBLE_EQ(agent_ledger_early_share(&s.l), 0.0);
+  EXPECT_EQ(s.l.undone_bytes, collapsed);
+  // Windows undone are held back on their own too, and retries are probes: re-collapsed well under 1x.
+  EXPECT_LE(s.l.recollapsed_bytes, 32 * W / 2);
+}
+
+TEST(AgentLedger, UndoneWindowsAreHeldBackWhileTheRestIsCollapsed) {
+  // 8 windows last, 2 are split each time: the process is fine (80 % lasts), the 2 are held back.
+  scripted s;
+  auto first = s.run(windows_of(10, false), starts(10));
+  ASSERT_EQ(first.size(), 10u);
+  auto w = windows_of(10, true);
+  w[0].second = w[1].second = false; // split by the allocator
+  auto second = s.run(w, starts(10));
+  EXPECT_TRUE(second.empty()) << "the split windows are held back, not refilled";
+  EXPECT_EQ(s.l.churn_strikes, 0u);
+  EXPECT_EQ(s.l.undone_bytes, 2 * W);
+  EXPECT_EQ(s.l.backed_off_bytes, 2 * W);
+  // after AGENT_UNDONE_PASSES passes they may be tried again, once; undone again, they wait twice as long
+  std::vector<uint64_t> retries;
+  for (int pass = 0; pass < 30; pass++) {
+    auto done = s.run(w, starts(10));
+    if (!done.empty()) retries.push_back(s.pass);
+  }
+  ASSERT_GE(retries.size(), 2u);
+  EXPECT_EQ(retries[0], 2u + AGENT_UNDONE_PASSES);
+  EXPECT_EQ(retries[1] - retries[0], 1u + 2u * AGENT_UNDONE_PASSES) << "split again at the next pass";
+  EXPECT_EQ(s.l.recollapsed_bytes, retries.size() * 2 * W);
+}
+
+TEST(AgentLedger, AFewWindowsAreNotEnoughToJudgeAProcess) {
+  scripted s;
+  s.run(windows_of(AGENT_LASTING_MIN_WINDOWS - 1, false), starts(AGENT_LASTING_MIN_WINDOWS - 1));
+  s.run(windows_of(AGENT_LASTING_MIN_WINDOWS - 1, false), {});
+  EXPECT_EQ(s.l.churn_strikes, 0u);
+  EXPECT_TRUE(agent_ledger_allows(&s.l, s.pass + 1));
+  EXPECT_DOUBLE_EQ(agent_ledger_early_share(&s.l), 0.0);
+}
+
+TEST(AgentLedger, UnmappedWindowsAreForgottenOnlyAfterAFullScan) {
+  scripted s;
+  s.run(windows_of(6, false), starts(6));
+  EXPECT_EQ(s.l.count, 6u);
+  s.pass++;
+  agent_ledger_judge(&s.l, s.pass, false); // the walk did not see everything: keep them
+  EXPECT_EQ(s.l.count, 6u);
+  s.run(windows_of(3, true), {});          // the program unmapped the other three
+  EXPECT_EQ(s.l.count, 3u);
+}
+
+TEST(AgentLedger, MemoryIsBounded) {
+  agent_ledger l;
+  agent_ledger_init(&l, W, 360);
+  for (uint64_t i = 0; i < AGENT_LEDGER_MAX + 100; i++) ASSERT_TRUE(agent_ledger_collapsed(&l, 1 + i / 1000, (i + 1) * W));
+  EXPECT_EQ(l.count, (size_t)AGENT_LEDGER_MAX);
+  EXPECT_EQ(l.windows[0].start, 101 * W) << "the oldest collapses are forgotten first";
+  for (size_t i = 1; i < l.count; i++) ASSERT_LT(l.windows[i - 1].start, l.windows[i].start);
+  agent_ledger_free(&l);
+}
+
+TEST(AgentAllocator, IdentifiedFromMappedLibraries) {
+  EXPECT_EQ(agent_allocator_of_path("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"), AGENT_ALLOCATOR_JEMALLOC);
+  EXPECT_EQ(agent_allocator_of_path("/usr/lib/x86_64-linux-gnu/libmimalloc.so.2.0"), AGENT_ALLOCATOR_MIMALLOC);
+  EXPECT_EQ(agent_allocator_of_path("/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4.5.9"), AGENT_ALLOCATOR_TCMALLOC);
+  EXPECT_EQ(agent_allocator_of_path("/usr/lib/x86_64-linux-gnu/libc.so.6"), AGENT_ALLOCATOR_GLIBC);
+  EXPECT_EQ(agent_allocator_of_path("[heap]"), AGENT_ALLOCATOR_UNKNOWN);
+  EXPECT_EQ(agent_allocator_of_path(""), AGENT_ALLOCATOR_UNKNOWN);
+  EXPECT_EQ(agent_allocator_of_path("/opt/libcrypto.so.3"), AGENT_ALLOCATOR_UNKNOWN);
+  // jemalloc loaded beside glibc is the one malloc resolves to, in either order of the maps
+  EXPECT_EQ(agent_allocator_prefer(AGENT_ALLOCATOR_GLIBC, AGENT_ALLOCATOR_JEMALLOC), AGENT_ALLOCATOR_JEMALLOC);
+  EXPECT_EQ(agent_allocator_prefer(AGENT_ALLOCATOR_JEMALLOC, AGENT_ALLOCATOR_GLIBC), AGENT_ALLOCATOR_JEMALLOC);
+  EXPECT_EQ(agent_allocator_prefer(AGENT_ALLOCATOR_UNKNOWN, AGENT_ALLOCATOR_GLIBC), AGENT_ALLOCATOR_GLIBC);
+  for (int a = AGENT_ALLOCATOR_UNKNOWN; a <= AGENT_ALLOCATOR_TCMALLOC; a++)
+    EXPECT_GT(std::strlen(agent_allocator_advice((agent_allocator)a)), 10u);
+}
+
+TEST(Bloat, IsTheWindowMinusWhatWasPresent) {
+  EXPECT_EQ(collapse_window_bloat(512, W, 4096), 0u);
+  EXPECT_EQ(collapse_window_bloat(256, W, 4096), W / 2) << "the default guard's worst case: 1 MiB per window";
+  EXPECT_EQ(collapse_window_bloat(0, W, 4096), W);
+  EXPECT_EQ(collapse_window_bloat(600, W, 4096), 0u) << "never negative";
+}
+
+}  // namespace
+
+namespace {
+
+TEST(AgentLedger, WatchesAProcessForAFewPassesAfterACollapse) {
+  agent_ledger l;
+  agent_ledger_init(&l, W, 360);
+  EXPECT_FALSE(agent_ledger_watching(&l, 5)) << "nothing collapsed: nothing to judge";
+  agent_ledger_collapsed(&l, 5, W);
+  EXPECT_FALSE(agent_ledger_watching(&l, 5));
+  for (uint64_t pass = 6; pass <= 6 + AGENT_UNDONE_PASSES; pass++) EXPECT_TRUE(agent_ledger_watching(&l, pass));
+  EXPECT_FALSE(agent_ledger_watching(&l, 7 + AGENT_UNDONE_PASSES));
+  EXPECT_TRUE(agent_ledger_watching(&l, 5 + AGENT_LATE_PASSES));
+  EXPECT_FALSE(agent_ledger_watching(&l, 6 + AGENT_LATE_PASSES));
+  agent_ledger_free(&l);
 }
 
 }  // namespace

@@ -1,0 +1,133 @@
+#!/bin/bash
+# A churning Redis with and without `hugify agent` (issue 20): does the agent fight an allocator that gives
+# memory back? Reproduces the issue's table.
+#
+# Each regime runs on a fresh redis-server (Debian's, jemalloc; THP in madvise mode) holding KEYS keys of
+# VALUE bytes (~340 MiB for 2 M keys of 100 bytes), then ROUNDS rounds of churn over the same key space with
+# redis-benchmark, pipelined: CHURN random DELs, then CHURN random SETs. SETTLE seconds after each round it
+# prints one line: RSS, the share of heap + anonymous memory on huge pages (`hugify inspect --json`), the
+# agent's collapsed and re-collapsed totals and its CPU (its metrics file), and the PMD splits since the
+# start of the regime (/proc/vmstat thp_split_pmd: machine-wide, so other work on the machine adds to it).
+#   nothing   the server alone
+#   agent     `hugify agent --pid PID` at its defaults (its own metrics file, no config file), started
+#             when the keys are loaded; churn starts WARMUP seconds later (its first passes)
+# REPS repetitions alternate the order (nothing agent, agent nothing, ...). MALLOC_CONF (and any other
+# variable in the environment) reaches redis-server: MALLOC_CONF=thp:always,dirty_decay_ms:-1 measures a
+# jemalloc setting.
+#
+# Usage: bench/servers/redis_churn.sh   (root; HUGIFY=path/to/hugify, PORT=6402, KEYS=2000000, VALUE=100,
+#                                        CHURN=1000000, ROUNDS=10, SETTLE=4, WARMUP=25, REPS=1,
+#                                        REGIMES="nothing agent", AGENT_ARGS="")
+# Lines: "regime rep round rss_bytes huge_fraction collapsed_bytes recollapsed_bytes agent_cpu_s splits load1".
+# Starts only its own servers on 127.0.0.1 in a temporary directory; leaves none behind.
+set -euo pipefail
+HUGIFY=${HUGIFY:-hugify}; PORT=${PORT:-6402}; KEYS=${KEYS:-2000000}; VALUE=${VALUE:-100}; CHURN=${CHURN:-1000000}
+ROUNDS=${ROUNDS:-10}; SETTLE=${SETTLE:-4}; WARMUP=${WARMUP:-25}; REPS=${REPS:-1}; REGIMES=${REGIMES:-nothing agent}
+AGENT_ARGS=${AGENT_ARGS:-}
+DIR=$(mktemp -d /var/tmp/hugify-redis-churn.XXXXXX)
+SERVER= AGENT=
+cleanup() {
+  [ -n "$AGENT" ] && kill "$AGENT" 2>/dev/null && wait "$AGENT" 2>/dev/null
+  [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null && wait "$SERVER" 2>/dev/null
+  rm -rf "$DIR"
+}
+trap cleanup EXIT INT TERM
+
+# "rss huge_fraction" of PID: VmRSS, and heap + anon huge / resident from hugify inspect
+memory_of() {
+  "$HUGIFY" inspect "$1" --json | python3 -c '
+import json, sys
+p = json.load(sys.stdin)["processes"][0]["classes"]
+resident = p["heap"]["resident_bytes"] + p["anon"]["resident_bytes"]
+huge = p["heap"]["huge_bytes"] + p["anon"]["huge_bytes"]
+print("%.3f" % (huge / resident if resident else 0))' | { read -r share; echo "$(($(awk '/^VmRSS/ {print $2}' "/proc/$1/status") * 1024)) $share"; }
+}
+
+metric() { # NAME: the agent's value, or 0 without an agent (or a metric this agent does not have)
+  local value=""
+  [ -f "$DIR/agent.prom" ] && value=$(awk -v n="$1" '$1 == n {print $2}' "$DIR/agent.prom")
+  echo "${value:-0}"
+}
+
+splits() { awk '$1 == "thp_split_pmd" {print $2}' /proc/vmstat; }
+
+populate() {
+  awk -v keys="$KEYS" -v size="$VALUE" 'BEGIN { v = sprintf("%*s", size, ""); gsub(/ /, "x", v)
+    for (i = 0; i < keys; i++) printf "*3\r\n$3\r\nSET\r\n$16\r\nkey:%012d\r\n$%d\r\n%s\r\n", i, size, v }' |
+    redis-cli -p "$PORT" --pipe >/dev/null
+}
+
+line() { # REGIME REP ROUND SPLITS0
+  echo "$1 $2 $3 $(memory_of "$SERVER") $(metric hugify_agent_collapsed_bytes_total)" \
+       "$(metric hugify_agent_recollapsed_bytes_total) $(metric hugify_agent_cpu_seconds_total)" \
+       "$(($(splits) - $4)) $(cut -d' ' -f1 /proc/loadavg)"
+}
+
+regime() { # NAME REP
+  local name=$1 rep=$2 round s0
+  rm -f "$DIR/agent.prom"
+  redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$DIR" \
+    --logfile "$DIR/redis.log" &
+  SERVER=$!
+  until redis-cli -p "$PORT" ping 2>/dev/null | grep -q PONG; do sleep 0.1; done
+  populate
+  s0=$(splits)
+  if [ "$name" = agent ]; then
+    # shellcheck disable=SC2086
+    "$HUGIFY" agent --pid "$SERVER" --metrics-file "$DIR/agent.prom" $AGENT_ARGS 2>>"$DIR/agent.log" &
+    AGENT=$!
+  fi
+  sleep "$WARMUP"
+  line "$name" "$rep" 0 "$s0"
+  for round in $(seq 1 "$ROUNDS"); do
+    redis-benchmark -p "$PORT" -r "$KEYS" -n "$CHURN" -P 32 -q DEL key:__rand_int__ >/dev/null
+    redis-benchmark -p "$PORT" -r "$KEYS" -n "$CHURN" -P 32 -d "$VALUE" -t set -q >/dev/null
+    sleep "$SETTLE"
+    line "$name" "$rep" "$round" "$s0"
+  done
+  if [ -n "$AGENT" ]; then
+    kill "$AGENT"; wait "$AGENT" || true; AGENT=
+    grep -h 'backed off\|stopped' "$DIR/agent.log" | tail -2 | sed "s/^/# /" || true
+    grep -h '^hugify_agent_process_\(lasting_ratio\|undone\|bloat\|churn_backoff\)' "$DIR/agent.prom" | sed "s/^/# /" || true
+    : >"$DIR/agent.log"
+  fi
+  kill "$SERVER"; wait "$SERVER" || true; SERVER=
+}
+
+echo "# $(date -u +%FT%TZ) load $(cat /proc/loadavg) MALLOC_CONF=${MALLOC_CONF:-} AGENT_ARGS=$AGENT_ARGS"
+{
+  for rep in $(seq 1 "$REPS"); do
+    order=$REGIMES
+    if [ $((rep % 2)) = 0 ]; then order=$(echo "$REGIMES" | tr ' ' '\n' | tac | tr '\n' ' '); fi
+    for name in $order; do regime "$name" "$rep"; done
+  done
+} | tee "$DIR/lines"
+
+python3 - "$DIR/lines" <<'EOF'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    if line.startswith("#"): continue
+    name, rep, rnd, rss, huge, collapsed, recollapsed, cpu, splits, load = line.split()
+    rows.setdefault(int(rnd), {}).setdefault(name, []).append(
+        (int(rss), float(huge), float(collapsed), float(recollapsed), float(cpu), int(splits), float(load)))
+M = 2**20
+med = lambda xs: statistics.median(xs)
+print("\nper round, median over repetitions: RSS MiB, heap+anon huge %, agent collapsed / re-collapsed MiB (total),")
+print("agent CPU s, PMD splits since the start (machine-wide), load average")
+names = sorted({n for by in rows.values() for n in by})
+for name in names:
+    print("\n%s\n| after | RSS | huge | collapsed | re-collapsed | agent CPU | PMD splits | load |\n|---|---|---|---|---|---|---|---|" % name)
+    for rnd in sorted(rows):
+        if name not in rows[rnd]: continue
+        r = rows[rnd][name]
+        print("| %s | %.0f MiB | %.0f %% | %.0f MiB | %.0f MiB | %.2f s | %d | %.1f |" % (
+            "start" if rnd == 0 else "churn %d" % rnd, med(x[0] for x in r) / M, 100 * med(x[1] for x in r),
+            med(x[2] for x in r) / M, med(x[3] for x in r) / M, med(x[4] for x in r), med(x[5] for x in r),
+            med(x[6] for x in r)))
+if "agent" in names and "nothing" in names:
+    last = max(rows)
+    a, n = rows[last]["agent"], rows[last]["nothing"]
+    print("\nafter round %d: RSS agent/nothing %.3f; re-collapsed / RSS %.2f" % (
+        last, med(x[0] for x in a) / med(x[0] for x in n), med(x[3] for x in a) / med(x[0] for x in a)))
+EOF
