@@ -2,10 +2,13 @@
  *
  * The one public C header of libhugify. Every function is thread-safe unless it says otherwise.
  * Conventions: functions returning int give 0 on success and -errno on failure; functions returning a
- * pointer give NULL and set errno. Enumerations are passed as their enum types. Every struct the caller
- * passes in or gets back ends in `reserved` fields, zero, which later versions may give a meaning: zero
- * the whole struct (`= {0}`, memset) before filling in options. Where a struct has a `reason` field, it holds a human-readable
- * explanation of every fallback or failure (never truncated mid-word, always NUL-terminated).
+ * pointer give NULL and set errno. Enumerations are passed as their enum types. Every public struct ends
+ * in `reserved` fields, zero, which later versions may give a meaning: those the caller passes in or gets
+ * back (reserved[4], more where growth is planned), and the elements of arrays and the structs embedded in
+ * others too (reserved[2]), since an element that grew would move every one after it. Zero the whole
+ * struct (`= {0}`, memset) before filling in options. Where a struct has a `reason` field, it holds a
+ * human-readable explanation of every fallback or failure (never cut in the middle of a word: text that
+ * does not fit ends at a blank with "..."; always NUL-terminated).
  */
 #ifndef HUGIFY_H
 #define HUGIFY_H
@@ -19,9 +22,9 @@ extern "C" {
 #endif
 
 #define HUGIFY_VERSION_MAJOR 0
-#define HUGIFY_VERSION_MINOR 2
+#define HUGIFY_VERSION_MINOR 3
 #define HUGIFY_VERSION_PATCH 0
-#define HUGIFY_VERSION_STRING "0.2.0"
+#define HUGIFY_VERSION_STRING "0.3.0"
 
 /** The version of the library actually loaded (may differ from the header's). */
 const char *hugify_version(void);
@@ -171,6 +174,7 @@ struct hugify_pool_node {
   uint64_t total;   /* nr_hugepages of the node (surplus pages included) */
   uint64_t free;    /* free_hugepages */
   uint64_t surplus; /* surplus_hugepages */
+  uint64_t reserved[2];           /* zero: room to grow without an ABI break */
 };
 
 /* The hugetlb pool of one page size, machine-wide and per node. global.total counts surplus pages (pages
@@ -181,6 +185,7 @@ struct hugify_pool {
   int is_default;      /* the default huge page size (Hugepagesize in /proc/meminfo) */
   unsigned node_count; /* nodes with a per-node pool directory; 0 when the kernel has none */
   struct hugify_pool_node nodes[HUGIFY_MAX_NODES]; /* ascending node id */
+  uint64_t reserved[2];           /* zero: room to grow without an ABI break */
 };
 
 /** Every hugetlb pool of this machine, ascending page size. Returns the count stored (<= cap), or -errno
@@ -195,6 +200,7 @@ struct hugify_pool_node_result {
   uint64_t before;    /* persistent pages of the node before */
   uint64_t requested; /* what the plan asked of the node */
   uint64_t got;       /* persistent pages of the node after, read back from the kernel */
+  uint64_t reserved[2];           /* zero: room to grow without an ABI break */
 };
 
 struct hugify_pool_result {
@@ -259,6 +265,7 @@ struct hugify_pool_request {
   uint64_t page_size;
   int node;       /* -1: the whole machine */
   uint64_t count;
+  uint64_t reserved[2];           /* zero: room to grow without an ABI break */
 };
 
 /** Text of HUGIFY_POOL_SYSCTL_FILE for the requests that sysctl applies at boot (the default page size,
@@ -276,10 +283,8 @@ char *hugify_pool_mount_unit_text(uint64_t page_size, const struct hugify_mount_
                                   size_t cap);
 
 /* ------------------------------------------------------------------------------------------------
- * Collapse: anonymous memory of this or another process onto THP now (process_madvise + MADV_COLLAPSE)
+ * Inspect: how much of a process is on huge pages, by class and page kind (from /proc/PID/smaps)
  * ---------------------------------------------------------------------------------------------- */
-
-/* -- Inspect: how much of a process is on huge pages, by class and page kind (from /proc/PID/smaps) -- */
 
 enum hugify_memory_class {
   HUGIFY_CLASS_CODE = 0,  /* executable mappings: the executable, each shared object, JIT / moved code */
@@ -317,6 +322,9 @@ enum hugify_not_huge_reason {
                                          is in mode "always", for no reason above: treated as the program's */
   HUGIFY_WHY_COUNT = 15
 };
+/* The room not_huge[] keeps for reasons, so that a new reason does not change the layout. */
+#define HUGIFY_WHY_MAX 32
+
 /** Short stable name: "none", "thp_disabled", "nohugepage", "special", "file", "shmem", "too_small",
  *  "thp_never", "not_advised", "not_collapsed", "shmem_unaligned", "shmem_deny", "shmem_not_huge",
  *  "thp_except_advised", "thp_not_eligible". */
@@ -350,6 +358,7 @@ struct hugify_usage {
   uint64_t hugetlb_1g; /* hugetlb 1 GiB pages */
   uint64_t anonymous;  /* smaps Anonymous (anonymous pages, including copy-on-write ones in file mappings) */
   uint64_t anon_thp;   /* smaps AnonHugePages */
+  uint64_t reserved[2];           /* zero: room to grow without an ABI break */
 };
 /** Bytes on huge pages (thp + hugetlb_2m + hugetlb_1g). */
 uint64_t hugify_usage_huge(const struct hugify_usage *usage);
@@ -367,11 +376,13 @@ struct hugify_inspect_mapping {
   enum hugify_not_huge_reason why;     /* reason for usage.resident - huge, when that is not 0 */
   int thp_eligible;                    /* smaps THPeligible: 0/1, -1 when the kernel does not say */
   uint64_t aligned_bytes;              /* bytes in 2 MiB-aligned 2 MiB windows of the mapping */
+  uint64_t reserved[2];           /* zero: room to grow without an ABI break */
 };
 
 struct hugify_inspect_object {
   char path[HUGIFY_INSPECT_PATH_MAX];  /* executable or shared object ("[vdso]", "[anon]" for anonymous code) */
   struct hugify_usage code;            /* its executable mappings */
+  uint64_t reserved[2];           /* zero: room to grow without an ABI break */
 };
 
 struct hugify_inspect_report {
@@ -383,7 +394,8 @@ struct hugify_inspect_report {
   char mthp_sizes[128];                /* mTHP sizes below the PMD size that are enabled ("64K,128K"), or "" */
   struct hugify_usage total;
   struct hugify_usage classes[HUGIFY_CLASS_COUNT];
-  uint64_t not_huge[HUGIFY_WHY_COUNT]; /* resident bytes not on huge pages, by reason (sums to the total) */
+  uint64_t not_huge[HUGIFY_WHY_MAX];   /* resident bytes not on huge pages, by reason (sums to the total); the
+                                          entries from HUGIFY_WHY_COUNT on are zero, room for reasons to come */
   uint64_t collapsible;                /* not-huge bytes `hugify collapse` could put on THP (private anonymous,
                                           writable, in aligned windows, not nohugepage, THP not disabled) */
   unsigned stacks_by_pointer;          /* thread stacks found from a thread's stack pointer */
@@ -393,9 +405,9 @@ struct hugify_inspect_report {
   size_t object_count;
   struct hugify_inspect_object *objects;    /* malloc'd; code per object, in order of first mapping */
   char reason[HUGIFY_REASON_MAX];      /* what could not be read (e.g. thread stack pointers), and why */
-  uint64_t reserved[4];           /* zero: room to grow without an ABI break */
   enum hugify_thp_stance thp_stance;   /* the process's own THP decision (see enum hugify_thp_stance) */
   int thp_stance_visible;              /* 1: some THP size is "always", so "disabled except advised" would show */
+  uint64_t reserved[4];           /* zero: room to grow without an ABI break */
 };
 
 /** Inspect process `pid` (0 = the caller) from /proc/PID/smaps, /proc/PID/status and the threads'
@@ -409,6 +421,10 @@ int hugify_inspect(pid_t pid, struct hugify_inspect_report *report);
 void hugify_inspect_report_free(struct hugify_inspect_report *report);
 
 /* -- Collapse ------------------------------------------------------------------------------------ */
+
+/* ------------------------------------------------------------------------------------------------
+ * Collapse: anonymous memory of this or another process onto THP now (process_madvise + MADV_COLLAPSE)
+ * ---------------------------------------------------------------------------------------------- */
 
 #define HUGIFY_COLLAPSE_DRY_RUN 0x1u /* plan and measure only: no MADV_COLLAPSE */
 /* Collapse memory the program excluded anyway, where the kernel allows it: "disabled except advised" and
@@ -436,12 +452,14 @@ struct hugify_collapse_mapping {
   uint64_t skipped_empty;   /* bytes of windows with too few resident pages (khugepaged/max_ptes_none) */
   uint64_t resident_before, huge_before; /* smaps Rss and AnonHugePages of the mapping, before */
   uint64_t resident_after, huge_after;   /* and after (equal to before in a dry run or when the target exited) */
+  uint64_t reserved[2];           /* zero: room to grow without an ABI break */
 };
 
 struct hugify_collapse_failure {
   uint64_t start, end;      /* the range (2 MiB windows; consecutive windows with the same error merged) */
   int error;                /* errno from MADV_COLLAPSE: EAGAIN, ENOMEM, EBUSY, EINVAL, ... */
   char reason[192];         /* what that errno means here */
+  uint64_t reserved[2];           /* zero: room to grow without an ABI break */
 };
 
 /* A mapping the program excluded from THP that would otherwise have been collapsed (private anonymous
@@ -453,6 +471,7 @@ struct hugify_collapse_exclusion {
   uint64_t resident;        /* smaps Rss */
   enum hugify_not_huge_reason why; /* THP_DISABLED, NOHUGEPAGE, THP_EXCEPT_ADVISED or THP_NOT_ELIGIBLE */
   int overridden;           /* 1: planned anyway (HUGIFY_COLLAPSE_OVERRIDE_OPT_OUT); it is in mappings too */
+  uint64_t reserved[2];           /* zero: room to grow without an ABI break */
 };
 
 struct hugify_collapse_report {
@@ -493,6 +512,7 @@ struct hugify_collapse_report {
   uint64_t bloat_bytes;     /* memory the collapse added: for each window collapsed, 2 MiB minus the bytes
                                present before (PAGEMAP_SCAN), i.e. zero-filled pages inside new huge pages;
                                0 where the plan could not count pages (no PAGEMAP_SCAN) */
+  uint64_t reserved[8];     /* zero: room to grow without an ABI break (the pause a target felt is next) */
 };
 
 /** Put the existing anonymous memory of process `pid` (0 = the caller) on transparent huge pages now,
@@ -575,6 +595,7 @@ struct hugify_text_segment {
   uint64_t nanoseconds;              /* time this segment took, all steps */
   enum hugify_text_step failed_step; /* the step that failed, HUGIFY_TEXT_STEP_NONE if none did */
   char reason[HUGIFY_REASON_MAX];    /* why skipped or short of fully huge; "" when fully done */
+  uint64_t reserved[2];           /* zero: room to grow without an ABI break */
 };
 
 struct hugify_text_object {
@@ -588,6 +609,7 @@ struct hugify_text_object {
   unsigned segment_count;            /* executable segments; the first HUGIFY_TEXT_MAX_SEGMENTS are below */
   struct hugify_text_segment segments[HUGIFY_TEXT_MAX_SEGMENTS];
   char reason[HUGIFY_REASON_MAX];    /* why the whole object was skipped; "" when its segments were tried */
+  uint64_t reserved[2];           /* zero: room to grow without an ABI break */
 };
 
 struct hugify_text_report {
@@ -628,6 +650,7 @@ struct hugify_elf_load {
   uint64_t offset, vaddr, file_size, memory_size, align; /* p_offset, p_vaddr, p_filesz, p_memsz, p_align */
   unsigned flags;                                         /* p_flags: 4 read, 2 write, 1 execute */
   uint64_t huge_at_2m;    /* executable: bytes in whole 2 MiB windows when loaded at a 2 MiB-aligned base */
+  uint64_t reserved[2];           /* zero: room to grow without an ABI break */
 };
 
 enum hugify_elf_kind { HUGIFY_ELF_EXECUTABLE = 1, HUGIFY_ELF_PIE = 2, HUGIFY_ELF_SHARED_OBJECT = 3 };
@@ -700,11 +723,13 @@ struct hugify_counter_set {
   int fd[HUGIFY_COUNTER_COUNT];   /* -1: not open */
   unsigned opened;                /* how many are open */
   char reason[HUGIFY_REASON_MAX]; /* why a counter is missing: "no PMU: ..." when there is none at all */
+  uint64_t reserved[2];           /* zero: room to grow without an ABI break */
 };
 
 struct hugify_counter_values {
   uint64_t value[HUGIFY_COUNTER_COUNT]; /* user-space counts, scaled for multiplexing */
   unsigned present;                     /* bit (1u << counter) set: that counter ran and value[] holds it */
+  uint64_t reserved[2];           /* zero: room to grow without an ABI break */
 };
 
 /** Open every counter of enum hugify_counter that this machine offers, counting user space only, for
@@ -737,6 +762,7 @@ struct hugify_tlb_rates {
   double dtlb_misses_per_kilo_instructions; /* (dTLB load + store misses) per 1000 instructions     */
   double itlb_misses_per_kilo_instructions; /* iTLB-load-misses per 1000 instructions               */
   double instructions_per_cycle;     /* instructions / cycles                                       */
+  uint64_t reserved[2];           /* zero: room to grow without an ABI break */
 };
 
 /** Pure: the rates of a set of counter values. */

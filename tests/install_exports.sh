@@ -12,7 +12,7 @@ for lib in "$prefix"/lib*/libhugify.a "$prefix"/lib*/libhugify.so; do
   [ -e "$lib" ] || { echo "missing: $lib"; status=1; continue; }
   case $lib in *.so) flags="-D --defined-only" ;; *) flags="-g --defined-only" ;; esac
   # nm prints "ADDRESS TYPE NAME" (and "FILE:" headers for an archive): the global symbols, not the
-  # version node (A, HUGIFY_0.2) nor undefined ones (U).
+  # version node (A, HUGIFY_0.3) nor undefined ones (U).
   others=$(nm $flags "$lib" | awk 'NF == 3 && $2 ~ /^[B-TV-Z]$/ { print $3 }' | grep -v '^hugify_' || true)
   count=$(nm $flags "$lib" | awk 'NF == 3 && $2 ~ /^[B-TV-Z]$/' | grep -c ' hugify_' || true)
   if [ -n "$others" ]; then
