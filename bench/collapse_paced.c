@@ -1,18 +1,21 @@
 /* Experiment for issue 19 (not part of hugify): collapse a live process's private anonymous memory with
  * process_madvise(MADV_COLLAPSE), CHUNK bytes per call, and pace the calls, to measure what each pacing
  * lever does to the target's latency. After each call of duration t it sleeps t * (1 - duty) / duty, so
- * the calls take at most DUTY of the wall time (duty 1 = back to back, like `hugify collapse`).
+ * the calls take at most DUTY of the wall time (duty 1 = back to back, like `hugify collapse`); with
+ * --pace-by cpu, t is the call's CPU time instead.
  *
  * It also records, per call, what the target's threads did during it, read from outside without new
  * privileges: /proc/PID/task/TID/schedstat before and after the call gives each thread's time on CPU and
  * waiting for a CPU; the rest of the call's span the thread was asleep or blocked (for a busy server:
- * blocked, e.g. on its mmap_lock). The worst thread's "not running" time is the call's inferred pause.
+ * blocked, e.g. on its mmap_lock). The worst busy thread's "not running" time is the call's inferred pause.
  *
- * Usage: collapse_paced PID [--chunk BYTES] [--duty D] [--min-present PAGES] [--warm 0|1] [--calls FILE]
+ * Usage: collapse_paced PID [--chunk BYTES] [--duty D] [--pace-by wall|cpu] [--min-present PAGES] [--warm 0|1|2]
+ *                       [--calls FILE]
  *   --chunk        bytes per process_madvise call (default 2 MiB: one window)
  *   --duty         share of the wall time spent in calls, 0 < D <= 1 (default 1)
+ *   --pace-by      the gap after a call is proportional to its wall time (default) or its CPU time
  *   --min-present  skip 2 MiB windows with fewer present pages (from /proc/PID/pagemap; default 1)
- *   --warm 1       before each call, fault in and free one huge page here (see warm_huge_page)
+ *   --warm 1|2     before each call, fault in and free one huge page here (see warm_huge_page)
  *   --calls FILE   one line per call: start_us dur_us cpu_us bytes ret worst_tid run_us wait_us blocked_us
  * Prints a summary line: calls, bytes, wall, CPU, longest call, p99 call, longest inferred pause.
  * Build: cc -O2 -o collapse_paced bench/collapse_paced.c      Needs root (or CAP_SYS_NICE + ptrace). */
@@ -75,23 +78,29 @@ static int present_pages(int pagemap, uintptr_t start) {
   return present;
 }
 
-/* Only threads that ran between the previous call and this one count: idle helper threads (asleep the
- * whole time) are not paused by a call. */
-static int thread_ran_since(const struct thread_times *previous, int n, const struct thread_times *now) {
+/* Only threads that were busy between the previous call and this one (at least 10 % on CPU) count: a
+ * helper thread that runs now and then (Redis's bio and jemalloc threads) is "not running" for the
+ * whole of any call without being paused by it. */
+static int thread_busy_since(const struct thread_times *previous, int n, const struct thread_times *now,
+                             uint64_t gap_ns) {
   for (int i = 0; i < n; i++)
-    if (previous[i].tid == now->tid) return now->run_ns > previous[i].run_ns;
+    if (previous[i].tid == now->tid) return (now->run_ns - previous[i].run_ns) * 10 >= gap_ns;
   return 1;
 }
 
-/* --warm: fault a huge page in here and free it just before the call, so that the collapse's allocation
+/* --warm 1: fault a huge page in here and free it just before the call, so that the collapse's allocation
  * (same CPU, per-CPU free list) likely gets a page the host already backs, and the copy under the
- * target's mmap_lock does not wait for the host to back a fresh 2 MiB. */
-static void warm_huge_page(void) {
+ * target's mmap_lock does not wait for the host to back a fresh 2 MiB. One write is enough: the fault
+ * zeroes the whole huge page, which makes the host back all of it. (--warm 2: memset it all instead.)
+ * munmap also drains this CPU's LRU batches, so the call's lru_add_drain_all need not wait for a worker
+ * on this CPU. */
+static void warm_huge_page(int how) {
   char *raw = mmap(NULL, 2 * WINDOW, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) return;
   char *aligned = (char *)(((uintptr_t)raw + WINDOW - 1) & ~(WINDOW - 1));
   madvise(aligned, WINDOW, MADV_HUGEPAGE);
-  memset(aligned, 1, WINDOW);
+  if (how == 2) memset(aligned, 1, WINDOW);
+  else *(volatile char *)aligned = 1;
   munmap(raw, 2 * WINDOW);
 }
 
@@ -105,7 +114,7 @@ int main(int argc, char **argv) {
   int pid = atoi(argv[1]);
   size_t chunk = WINDOW;
   double duty = 1.0;
-  int min_present = 1, warm = 0;
+  int min_present = 1, warm = 0, pace_by_cpu = 0;
   FILE *calls_out = NULL;
   for (int i = 2; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--chunk")) chunk = strtoull(argv[i + 1], NULL, 0);
@@ -113,6 +122,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--min-present")) min_present = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--calls")) calls_out = fopen(argv[i + 1], "w");
     else if (!strcmp(argv[i], "--warm")) warm = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--pace-by")) pace_by_cpu = !strcmp(argv[i + 1], "cpu");
     else { fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
   }
   if (chunk < WINDOW || duty <= 0 || duty > 1) { fprintf(stderr, "bad --chunk or --duty\n"); return 2; }
@@ -148,6 +158,7 @@ int main(int argc, char **argv) {
   size_t ncalls = 0, bytes = 0;
   uint64_t longest_pause = 0;
   uint64_t wall0 = now_ns(CLOCK_MONOTONIC), cpu0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
+  uint64_t previous_end = wall0;
   for (size_t i = 0; i < nwindows;) {
     /* one call: consecutive windows up to chunk bytes, as iovecs */
     struct iovec iov[1024];
@@ -159,7 +170,7 @@ int main(int argc, char **argv) {
       i++;
     }
     struct thread_times before[MAX_THREADS], after[MAX_THREADS];
-    if (warm) warm_huge_page();
+    if (warm) warm_huge_page(warm);
     int nb = read_thread_times(pid, before, MAX_THREADS);
     uint64_t t0 = now_ns(CLOCK_MONOTONIC), c0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
     long ret = syscall(SYS_process_madvise, pidfd, iov, (size_t)n, MADV_COLLAPSE, 0);
@@ -170,8 +181,7 @@ int main(int argc, char **argv) {
     int worst_tid = 0;
     for (int a = 0; a < na; a++)
       for (int b = 0; b < nb; b++)
-        if (after[a].tid == before[b].tid && (thread_ran_since(previous, nprevious, &before[b]) ||
-                                              after[a].run_ns > before[b].run_ns)) {
+        if (after[a].tid == before[b].tid && thread_busy_since(previous, nprevious, &before[b], t0 - previous_end)) {
           uint64_t run = after[a].run_ns - before[b].run_ns, wait = after[a].wait_ns - before[b].wait_ns;
           uint64_t blocked = span > run + wait ? span - run - wait : 0;
           if (!worst_tid || blocked + wait > worst_blocked + worst_wait)
@@ -180,6 +190,7 @@ int main(int argc, char **argv) {
     if (worst_blocked + worst_wait > longest_pause) longest_pause = worst_blocked + worst_wait;
     memcpy(previous, after, sizeof after[0] * (size_t)na);
     nprevious = na;
+    previous_end = t1;
     durations[ncalls++] = span;
     bytes += len;
     if (calls_out)
@@ -187,7 +198,9 @@ int main(int argc, char **argv) {
               t0 / 1000, span / 1000, (c1 - c0) / 1000, len, ret < 0 ? -errno : ret, worst_tid, worst_run / 1000,
               worst_wait / 1000, worst_blocked / 1000);
     if (duty < 1 && i < nwindows) {
-      uint64_t gap = (uint64_t)((double)span * (1 - duty) / duty);
+      /* pace by the call's CPU time: its wall time also holds the lru_add_drain_all sleep, which costs
+       * the target nothing */
+      uint64_t gap = (uint64_t)((double)(pace_by_cpu ? c1 - c0 : span) * (1 - duty) / duty);
       struct timespec ts = {(time_t)(gap / 1000000000u), (long)(gap % 1000000000u)};
       nanosleep(&ts, NULL);
     }

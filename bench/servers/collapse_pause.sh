@@ -19,9 +19,13 @@
 #   chunk64    collapse_paced PID --chunk 64M               (hugify's default, through the driver)
 # NICE (default 0) runs the server, the load and the lever at that nice value: -5 keeps the experiment
 # ahead of other people's nice-10 builds on a shared machine while the three compete as usual.
+# CPU_SHARES (cgroup v1 cpu controller) puts the whole experiment in its own cpu cgroup with that many
+# shares (e.g. 100000 against 1024 per nice-0 task elsewhere), removed at the end: a 2-CPU machine of
+# its own, as far as the fair scheduler goes, while other people's builds run beside it.
 # Usage: bench/servers/collapse_pause.sh     (root; HUGIFY=build/bin/hugify PORT=6401 KEYS=3000000
 #        VALUE=100 REQ=300000 BASE=3 NICE=0 ROUNDS=1 LEVERS="none hugify hugify2m duty0.5" TRACE=0 OUT=dir)
-# Prints one line per trial; OUT keeps the raw files (load samples, per-call lines, traces).
+# Prints one line per trial (max: the span's worst request; run-max and p99: medians over the span's
+# redis-benchmark runs, which compare spans of unequal length); OUT keeps the raw files (load samples, per-call lines, traces).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 HUGIFY=${HUGIFY:-hugify}; PORT=${PORT:-6401}; KEYS=${KEYS:-3000000}; VALUE=${VALUE:-100}; REQ=${REQ:-300000}
@@ -29,15 +33,20 @@ BASE=${BASE:-3}; NICE=${NICE:-0}; ROUNDS=${ROUNDS:-1}; LEVERS=${LEVERS:-"none hu
 OUT=${OUT:-$(mktemp -d /var/tmp/hugify-pause-out.XXXXXX)}
 DIR=$(mktemp -d /var/tmp/hugify-pause.XXXXXX)
 PACED=$DIR/collapse_paced
-SERVER= LOAD= TRACER=
+SERVER= LOAD= TRACER= CGROUP=
 cleanup() {
   [ -n "$TRACER" ] && kill -INT "$TRACER" 2>/dev/null && wait "$TRACER" 2>/dev/null
   [ -n "$LOAD" ] && kill "$LOAD" 2>/dev/null && wait "$LOAD" 2>/dev/null
   [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null && wait "$SERVER" 2>/dev/null
   rm -rf "$DIR"
+  if [ -n "$CGROUP" ]; then echo $$ >/sys/fs/cgroup/cpu/cgroup.procs; rmdir "$CGROUP"; fi
 }
 trap cleanup EXIT INT TERM
 mkdir -p "$OUT"
+if [ -n "${CPU_SHARES:-}" ]; then
+  CGROUP=/sys/fs/cgroup/cpu/hugify-pause-$$
+  mkdir "$CGROUP"; echo "$CPU_SHARES" >"$CGROUP/cpu.shares"; echo $$ >"$CGROUP/cgroup.procs"
+fi
 cc -O2 -o "$PACED" "$HERE/../collapse_paced.c"
 
 start_server() {
@@ -106,18 +115,21 @@ trial() { # LEVER ROUND
   stop_server
   cpu=$(awk '{ printf "%.2f", $2 + $3 }' "$tag.time")
   # base: runs that ended before the lever; during: runs that overlapped it
-  local bmax bp99 dmax dp99 drps bmaxs
+  local bmax bp99 dmax dp99 drps bmedmax dmedmax
   bmax=$(awk -v t0="$t0" '$2 < t0 { print $5 }' "$tag.load" | sort -g | tail -1)
   bp99=$(awk -v t0="$t0" '$2 < t0 { print $4 }' "$tag.load" | median)
   dmax=$(awk -v t0="$t0" -v t1="$t1" '$2 >= t0 && $1 <= t1 { print $5 }' "$tag.load" | sort -g | tail -1)
   dp99=$(awk -v t0="$t0" -v t1="$t1" '$2 >= t0 && $1 <= t1 { print $4 }' "$tag.load" | median)
+  # the max of a span grows with its length: the median of the runs' maxima compares spans of unequal length
+  bmedmax=$(awk -v t0="$t0" '$2 < t0 { print $5 }' "$tag.load" | median)
+  dmedmax=$(awk -v t0="$t0" -v t1="$t1" '$2 >= t0 && $1 <= t1 { print $5 }' "$tag.load" | median)
   drps=$(awk -v t0="$t0" -v t1="$t1" '$2 >= t0 && $1 <= t1 { print $3 }' "$tag.load" | median)
-  printf '%-9s r%s wall_s=%.2f cpu_s=%s | base max=%s p99=%s | during max=%s p99(median of runs)=%s rps=%s | load %s | %s\n' \
-    "$name" "$2" "$(echo "$t1 - $t0" | bc)" "$cpu" "$bmax" "$bp99" "$dmax" "$dp99" "$drps" "$load0" \
+  printf '%-9s r%s wall_s=%.2f cpu_s=%s | base max=%s run-max=%s p99=%s | during max=%s run-max=%s p99=%s rps=%s | load %s | %s\n' \
+    "$name" "$2" "$(echo "$t1 - $t0" | bc)" "$cpu" "$bmax" "$bmedmax" "$bp99" "$dmax" "$dmedmax" "$dp99" "$drps" "$load0" \
     "$(cat "$tag.out" 2>/dev/null | grep -E '^calls=|took|seconds' | head -1)"
 }
 
-echo "# $(date -u +%FT%TZ) keys=$KEYS value=$VALUE req/run=$REQ out=$OUT"
+echo "# $(date -u +%FT%TZ) keys=$KEYS value=$VALUE req/run=$REQ nice=$NICE cpu_shares=${CPU_SHARES:-} out=$OUT"
 for round in $(seq 1 "$ROUNDS"); do
   order=$LEVERS
   [ $((round % 2)) = 0 ] && order=$(echo "$LEVERS" | tr ' ' '\n' | tac | tr '\n' ' ')
