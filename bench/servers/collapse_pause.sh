@@ -16,6 +16,7 @@
 #   dutyD      collapse_paced PID --duty D  (one window per call, sleep after each call so that calls
 #              take D of the wall time; e.g. duty1 duty0.5 duty0.25)
 #   warmD      the same as dutyD, with --warm 1 (fault in and free one huge page before each call)
+#   cwarmD     the same as warmD, the gap in proportion to the call's CPU time (--pace-by cpu)
 #   chunk64    collapse_paced PID --chunk 64M               (hugify's default, through the driver)
 # NICE (default 0) runs the server, the load and the lever at that nice value: -5 keeps the experiment
 # ahead of other people's nice-10 builds on a shared machine while the three compete as usual.
@@ -83,6 +84,7 @@ lever() { # NAME -> runs it against $SERVER
     idle2m) chrt --idle 0 "$HUGIFY" collapse "$SERVER" --chunk 2M >"$2.out" ;;
     duty*) "$PACED" "$SERVER" --duty "${1#duty}" --calls "$2.calls" >"$2.out" ;;
     warm*) "$PACED" "$SERVER" --duty "${1#warm}" --warm 1 --calls "$2.calls" >"$2.out" ;;
+    cwarm*) "$PACED" "$SERVER" --duty "${1#cwarm}" --warm 1 --pace-by cpu --calls "$2.calls" >"$2.out" ;;
     chunk64) "$PACED" "$SERVER" --chunk $((64 << 20)) --calls "$2.calls" >"$2.out" ;;
     *) echo "unknown lever $1" >&2; return 2 ;;
   esac
