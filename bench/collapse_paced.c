@@ -78,14 +78,32 @@ static int present_pages(int pagemap, uintptr_t start) {
   return present;
 }
 
-/* Only threads that were busy between the previous call and this one (at least 10 % on CPU) count: a
- * helper thread that runs now and then (Redis's bio and jemalloc threads) is "not running" for the
- * whole of any call without being paused by it. */
-static int thread_busy_since(const struct thread_times *previous, int n, const struct thread_times *now,
-                             uint64_t gap_ns) {
-  for (int i = 0; i < n; i++)
-    if (previous[i].tid == now->tid) return (now->run_ns - previous[i].run_ns) * 10 >= gap_ns;
-  return 1;
+/* Only busy threads count: one whose on-CPU time grew within the last BUSY_WINDOW. A helper thread that
+ * runs now and then (Redis's bio and jemalloc threads) is "not running" for the whole of any call
+ * without being paused by it. The window must be long against a tick: /proc/PID/schedstat shows a running
+ * thread's time as of its last tick or switch, so over a short gap a busy thread can look idle. */
+#define BUSY_WINDOW_NS 100000000u
+struct activity { int tid; uint64_t run_ns, changed_at; };
+
+static struct activity *activity_of(struct activity *table, int *n, int tid) {
+  for (int i = 0; i < *n; i++)
+    if (table[i].tid == tid) return &table[i];
+  if (*n == MAX_THREADS) return NULL;
+  table[*n] = (struct activity){tid, 0, 0};
+  return &table[(*n)++];
+}
+
+static void note_activity(struct activity *table, int *n, const struct thread_times *threads, int count,
+                          uint64_t now) {
+  for (int i = 0; i < count; i++) {
+    struct activity *a = activity_of(table, n, threads[i].tid);
+    if (a && threads[i].run_ns != a->run_ns) a->run_ns = threads[i].run_ns, a->changed_at = now;
+  }
+}
+
+static int thread_busy(struct activity *table, int *n, int tid, uint64_t now) {
+  struct activity *a = activity_of(table, n, tid);
+  return a && a->changed_at && now - a->changed_at <= BUSY_WINDOW_NS;
 }
 
 /* --warm 1: fault a huge page in here and free it just before the call, so that the collapse's allocation
@@ -153,12 +171,15 @@ int main(int argc, char **argv) {
   if (pidfd < 0) { perror("pidfd_open"); return 1; }
 
   static uint64_t durations[1 << 16];
-  static struct thread_times previous[MAX_THREADS];
-  int nprevious = read_thread_times(pid, previous, MAX_THREADS);
+  static struct activity activity[MAX_THREADS];
+  int nactivity = 0;
+  {
+    struct thread_times start[MAX_THREADS];
+    note_activity(activity, &nactivity, start, read_thread_times(pid, start, MAX_THREADS), 0); /* baseline, not busy */
+  }
   size_t ncalls = 0, bytes = 0;
   uint64_t longest_pause = 0;
   uint64_t wall0 = now_ns(CLOCK_MONOTONIC), cpu0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
-  uint64_t previous_end = wall0;
   for (size_t i = 0; i < nwindows;) {
     /* one call: consecutive windows up to chunk bytes, as iovecs */
     struct iovec iov[1024];
@@ -172,6 +193,7 @@ int main(int argc, char **argv) {
     struct thread_times before[MAX_THREADS], after[MAX_THREADS];
     if (warm) warm_huge_page(warm);
     int nb = read_thread_times(pid, before, MAX_THREADS);
+    note_activity(activity, &nactivity, before, nb, now_ns(CLOCK_MONOTONIC));
     uint64_t t0 = now_ns(CLOCK_MONOTONIC), c0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
     long ret = syscall(SYS_process_madvise, pidfd, iov, (size_t)n, MADV_COLLAPSE, 0);
     uint64_t t1 = now_ns(CLOCK_MONOTONIC), c1 = now_ns(CLOCK_THREAD_CPUTIME_ID);
@@ -181,16 +203,14 @@ int main(int argc, char **argv) {
     int worst_tid = 0;
     for (int a = 0; a < na; a++)
       for (int b = 0; b < nb; b++)
-        if (after[a].tid == before[b].tid && thread_busy_since(previous, nprevious, &before[b], t0 - previous_end)) {
+        if (after[a].tid == before[b].tid && thread_busy(activity, &nactivity, before[b].tid, t0)) {
           uint64_t run = after[a].run_ns - before[b].run_ns, wait = after[a].wait_ns - before[b].wait_ns;
           uint64_t blocked = span > run + wait ? span - run - wait : 0;
           if (!worst_tid || blocked + wait > worst_blocked + worst_wait)
             worst_tid = after[a].tid, worst_blocked = blocked, worst_run = run, worst_wait = wait;
         }
     if (worst_blocked + worst_wait > longest_pause) longest_pause = worst_blocked + worst_wait;
-    memcpy(previous, after, sizeof after[0] * (size_t)na);
-    nprevious = na;
-    previous_end = t1;
+    note_activity(activity, &nactivity, after, na, t1);
     durations[ncalls++] = span;
     bytes += len;
     if (calls_out)
