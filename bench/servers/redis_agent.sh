@@ -19,24 +19,10 @@
 set -euo pipefail
 HUGIFY=${HUGIFY:-hugify}; PORT=${PORT:-16391}; ROUNDS=${ROUNDS:-2}; STEPS=${STEPS:-5}; STEP=${STEP:-1000000}
 INTERVAL=${INTERVAL:-2}; BUDGET=${BUDGET:-10}; REQUESTS=${REQUESTS:-2000000}
-DIR=$(mktemp -d /var/tmp/hugify-redis-agent.XXXXXX)
-SERVER= AGENT=
-cleanup() {
-  [ -n "$AGENT" ] && kill "$AGENT" 2>/dev/null && wait "$AGENT" 2>/dev/null
-  [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null && wait "$SERVER" 2>/dev/null
-  rm -rf "$DIR"
-}
-trap cleanup EXIT INT TERM
+source "$(dirname "$0")/lib.sh"
+server_scratch hugify-redis-agent
 
-# heap + anon resident and huge bytes of PID, from hugify inspect: "resident huge_fraction"
-memory_of() {
-  "$HUGIFY" inspect "$1" --json | python3 -c '
-import json, sys
-p = json.load(sys.stdin)["processes"][0]["classes"]
-resident = p["heap"]["resident_bytes"] + p["anon"]["resident_bytes"]
-huge = p["heap"]["huge_bytes"] + p["anon"]["huge_bytes"]
-print(resident, "%.3f" % (huge / resident if resident else 0))'
-}
+memory_of() { heap_anon_of "$1"; } # "resident huge_fraction"
 
 # Keys [FROM, TO) as key:%012d -> xxx, the names redis-benchmark -r draws from.
 populate() {

@@ -24,23 +24,14 @@ set -euo pipefail
 HUGIFY=${HUGIFY:-hugify}; PORT=${PORT:-6402}; KEYS=${KEYS:-2000000}; VALUE=${VALUE:-100}; CHURN=${CHURN:-1000000}
 ROUNDS=${ROUNDS:-10}; SETTLE=${SETTLE:-4}; WARMUP=${WARMUP:-25}; REPS=${REPS:-1}; REGIMES=${REGIMES:-nothing agent}
 AGENT_ARGS=${AGENT_ARGS:-}
-DIR=$(mktemp -d /var/tmp/hugify-redis-churn.XXXXXX)
-SERVER= AGENT=
-cleanup() {
-  [ -n "$AGENT" ] && kill "$AGENT" 2>/dev/null && wait "$AGENT" 2>/dev/null
-  [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null && wait "$SERVER" 2>/dev/null
-  rm -rf "$DIR"
-}
-trap cleanup EXIT INT TERM
+source "$(dirname "$0")/lib.sh"
+server_scratch hugify-redis-churn
 
 # "rss huge_fraction" of PID: VmRSS, and heap + anon huge / resident from hugify inspect
 memory_of() {
-  "$HUGIFY" inspect "$1" --json | python3 -c '
-import json, sys
-p = json.load(sys.stdin)["processes"][0]["classes"]
-resident = p["heap"]["resident_bytes"] + p["anon"]["resident_bytes"]
-huge = p["heap"]["huge_bytes"] + p["anon"]["huge_bytes"]
-print("%.3f" % (huge / resident if resident else 0))' | { read -r share; echo "$(($(awk '/^VmRSS/ {print $2}' "/proc/$1/status") * 1024)) $share"; }
+  local share
+  share=$(heap_anon_of "$1" | cut -d' ' -f2)
+  echo "$(($(awk '/^VmRSS/ {print $2}' "/proc/$1/status") * 1024)) $share"
 }
 
 metric() { # NAME: the agent's value, or 0 without an agent (or a metric this agent does not have)
