@@ -129,6 +129,14 @@ static int check_program(const char *command, const char *path, enum heap_mode h
          binary, secure);
     return EXIT_DONE;
   }
+  const char *name = strrchr(binary, '/') ? strrchr(binary, '/') + 1 : binary;
+  if (strcmp(name, "valgrind") == 0) /* runs, exit status kept (tested); it just gets nothing from huge pages */
+    fail(EXIT_SHORT, "run",
+         "under valgrind the program's code runs translated by valgrind and its malloc is valgrind's (memcheck and "
+         "the other tools that replace it): neither is put on huge pages, only the program's own large mmaps are%s. "
+         "Measure huge pages without valgrind (docs/run.md)",
+         heap == HEAP_MIMALLOC || heap == HEAP_JEMALLOC ? "; and memcheck does not replace a preloaded mimalloc or "
+         "jemalloc (valgrind --soname-synonyms=somalloc=...), so it would not check the heap" : "");
   const char *owner = heap == HEAP_MIMALLOC || heap == HEAP_JEMALLOC ? run_program_heap_owner(binary) : NULL;
   if (owner)
     /* Measured: gcc's ASan and TSan programs died of SIGSEGV with mimalloc or jemalloc preloaded; clang's

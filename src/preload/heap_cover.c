@@ -53,6 +53,7 @@ static atomic_int shared_noted;   /* the one fallback line about shmem_enabled *
 static char shmem_mode[24];       /* shmem_enabled as it applies to 2 MiB pages, read at start */
 static uint64_t pool_free_at_start, pool_total_at_start; /* --heap hugetlb: the 2 MiB pool at start */
 static const char *heap_owner;    /* a sanitizer's or valgrind's allocator owns malloc (NULL: none) */
+static bool under_valgrind;       /* valgrind's core is loaded: the program runs on valgrind's JIT */
 
 static void *call_next_mmap(void *addr, size_t length, int prot, int flags, int fd, off_t offset) {
   if (next_mmap) return next_mmap(addr, length, prot, flags, fd, offset);
@@ -249,8 +250,11 @@ const char *preload_malloc_library(void) {
 static int find_library_owner(struct dl_phdr_info *info, size_t size, void *context) {
   (void)size;
   const char **owner = context;
-  *owner = elf_heap_owner_of_library(info->dlpi_name);
-  return *owner != NULL; /* nonzero stops the walk */
+  /* valgrind preloads vgpreload_core-ARCH.so into every program it runs, whatever the tool */
+  const char *slash = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+  if (slash && strncmp(slash + 1, "vgpreload_core", 14) == 0) under_valgrind = true;
+  if (!*owner) *owner = elf_heap_owner_of_library(info->dlpi_name);
+  return 0;
 }
 
 /* A sanitizer runtime as a loaded library (gcc's libasan.so, valgrind's vgpreload_memcheck) or linked
@@ -264,6 +268,7 @@ static const char *find_heap_owner(void) {
 }
 
 const char *preload_heap_owner(void) { return heap_owner; }
+bool preload_under_valgrind(void) { return under_valgrind; }
 
 static void check_thp_usable(const char *mode_name) {
   char thp[16];
@@ -298,7 +303,8 @@ void preload_heap_start(const struct hugify_options *options) {
   if (heap_owner && options->heap != HEAP_OFF)
     preload_fallback("heap", "malloc is %s's allocator (%s): it maps its memory with its own system calls, which "
                      "neither glibc's tunables nor the mmap cover reach (the program's own mmaps are still covered)",
-                     heap_owner, allocator[0] ? allocator : "its runtime");
+                     heap_owner, under_valgrind ? "valgrind redirects malloc to its core" : allocator[0] ? allocator
+                     : "its runtime");
   switch (options->heap) {
   case HEAP_OFF: return;
   case HEAP_AUTO:
