@@ -1,5 +1,6 @@
 /* elf_image.h - reading ELF images (pure functions over bytes): program headers for the text remap and
- * `hugify elf`, function symbols for the perf map. */
+ * `hugify elf`, function symbols for the perf map, DT_NEEDED and the runtimes that own malloc (sanitizers,
+ * valgrind) for `hugify run` and the preload. */
 #ifndef HUGIFY_ELF_IMAGE_H
 #define HUGIFY_ELF_IMAGE_H
 
