@@ -1,10 +1,13 @@
 /* ELF images (`hugify elf FILE`, the preload's text step on every loaded object, the perf map):
- * hugify_elf_parse and elf_functions over arbitrary bytes. */
+ * hugify_elf_parse, elf_functions and elf_needed (`hugify run` reading a program's DT_NEEDED) over
+ * arbitrary bytes. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "elf_image.h"
 #include "fuzz_input.h"
+
+static void count_needed(void *context, const char *name) { *(size_t *)context += strlen(name) + 1; }
 
 static void count_function(void *context, uint64_t value, uint64_t size, const char *name) {
   *(size_t *)context += strlen(name) + (size_t)(value + size != 0);
@@ -19,6 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   hugify_elf_parse(image, size, &info);
   size_t names = 0;
   elf_functions(image, size, count_function, &names);
+  elf_needed(image, size, count_needed, &names);
   fuzz_keep(names);
   free(image);
   return 0;

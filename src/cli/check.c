@@ -25,6 +25,7 @@
 #include "json_read.h"
 #include "measure.h"
 #include "os.h"
+#include "run_env.h"
 #include "stats.h"
 #include "units.h"
 
@@ -159,6 +160,7 @@ struct coverage {
   double data_resident, data_huge;
   bool data_at_peak;
   double peak_memory; /* RSS + hugetlb of the process of the tree that held the most (0: not reported) */
+  char heap_owner[128]; /* the tree report's heap_owner: a sanitizer's (or valgrind's) allocator owns malloc; "" */
 };
 
 struct config {
@@ -313,6 +315,7 @@ static void read_report(const char *path, struct coverage *out) {
     if (report_number(report, fields[i].region, fields[i].field, (double *)((char *)out + fields[i].offset)))
       out->present = true;
   report_number(report, "", "hugify_seconds", &out->hugify_seconds);
+  json_doc_string(report, "heap_owner", out->heap_owner, sizeof out->heap_owner);
   out->data_at_peak = json_doc_number(report, "peak.allocated.resident_bytes", &out->data_resident) &&
                       json_doc_number(report, "peak.allocated.huge_bytes", &out->data_huge);
   if (!out->data_at_peak) {
@@ -723,6 +726,7 @@ static void print_human(const struct check *c, const struct verdict *v, FILE *ou
   static const bool right[] = {false, true, true, true, true, true, true, true, true, true};
   struct table t;
   table_init(&t, 10, headers, right);
+  const char *heap_owner = NULL;
   for (int i = 0; i < c->config_count; i++) {
     const struct config *config = c->configs[i];
     char wall[32], cpu[32], ratio[32] = "1.00x", ci[48] = "", other_ratio[32] = "1.00x", rss[32], faults[32],
@@ -748,6 +752,10 @@ static void print_human(const struct check *c, const struct verdict *v, FILE *ou
     if (config->coverage.present) {
       /* Data: the heap and the other anonymous memory (glibc serves big blocks with mmap: "anon"), at the peak. */
       format_fraction(config->coverage.data_huge, config->coverage.data_resident, data, sizeof data);
+      if (config->coverage.heap_owner[0]) { /* marked: the figure is the sanitizer's heap, not glibc's */
+        heap_owner = config->coverage.heap_owner;
+        snprintf(data + strlen(data), sizeof data - strlen(data), " *");
+      }
       format_fraction(config->coverage.text_huge, config->coverage.text_resident, text, sizeof text);
     }
     table_row(&t, config->kind->name, wall, cpu, ratio, ci, other_ratio, rss, faults, data, text);
@@ -756,6 +764,9 @@ static void print_human(const struct check *c, const struct verdict *v, FILE *ou
   table_free(&t);
   fprintf(out, "  peak memory: RSS + hugetlb pages of the process of CMD's tree that held the most (plain: its max "
                "RSS); data huge: heap + anon on huge pages at each process's peak, over the tree\n");
+  if (heap_owner)
+    fprintf(out, "  * malloc is %s's allocator in CMD's tree: the heap configurations measure its mappings, which "
+                 "glibc's tunables and the mmap cover do not reach (docs/check.md)\n", heap_owner);
 
   if (v->heap >= 0 && v->heap_text >= 0 && v->code_rc == 0) {
     const struct stats_interval *data = &c->configs[v->heap]->ratio;
@@ -894,6 +905,7 @@ static void json_coverage(struct json_writer *j, const struct config *config) {
   json_put_u64(j, "data_huge_bytes", (uint64_t)config->coverage.data_huge);
   json_put_fraction(j, "data_huge_fraction", (uint64_t)config->coverage.data_huge, (uint64_t)config->coverage.data_resident);
   json_put_string(j, "data_measured_at", config->coverage.data_at_peak ? "peak" : "exit");
+  json_put_string(j, "heap_owner", config->coverage.heap_owner[0] ? config->coverage.heap_owner : NULL);
   json_put_double(j, "hugify_seconds", config->coverage.hugify_seconds);
   json_close(j);
 }
@@ -1194,11 +1206,21 @@ static int choose_configs(struct check *c, struct check_options *o) {
     wanted[CONFIG_HUGETLB] = hugetlb_pool_has_free_pages(c->skipped[CONFIG_HUGETLB], HUGIFY_REASON_MAX);
   }
   progress(false, "check: trying the configurations");
+  /* A sanitizer's malloc cannot be replaced by a preloaded allocator (`hugify run` refuses); descendants
+   * of CMD cannot be known here, their runs fail (docs/check.md). */
+  char path[PATH_MAX];
+  bool not_executable;
+  run_find_command(c->command[0], path, sizeof path, &not_executable);
+  const char *owner = path[0] ? run_program_heap_owner(path) : NULL;
   for (int id = 1; id < CONFIG_COUNT; id++) {
     if (!wanted[id]) continue;
     struct config *config = new_config((enum config_id)id);
     if (!config) return fail(EXIT_SHORT, "check", "out of memory");
-    preflight(c, config, c->skipped[id], HUGIFY_REASON_MAX);
+    if (owner && (id == CONFIG_MIMALLOC || id == CONFIG_JEMALLOC))
+      snprintf(c->skipped[id], HUGIFY_REASON_MAX, "%.300s is built with %s, which brings its own malloc: a preloaded "
+               "%s would replace it and crash it (or go unused)", path, owner, config_kinds[id].name);
+    else
+      preflight(c, config, c->skipped[id], HUGIFY_REASON_MAX);
     if (!c->skipped[id][0]) {
       c->configs[c->config_count++] = config;
       continue;

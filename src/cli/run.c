@@ -46,7 +46,11 @@ const char usage_run[] =
     "  --json=FILE      the same as --report FILE\n"
     "  --verbose        one stderr line per fallback inside the program, and what hugify set up\n"
     "\n"
-    "Exit status: CMD's own; 127 when CMD is not found, 126 when it cannot be executed; 2 bad usage;\n"
+    "Programs built with a sanitizer: ASAN_OPTIONS gets verify_asan_link_order=0 in front (the user's own\n"
+    "setting wins), the report names the sanitizer's allocator, --heap mimalloc|jemalloc is refused.\n"
+    "\n"
+    "Exit status: CMD's own; 127 when CMD is not found, 126 when it cannot be executed; 2 bad usage (also\n"
+    "--heap mimalloc|jemalloc for a program built with a sanitizer);\n"
     "3 when --heap mimalloc/jemalloc names an allocator that is not installed, or the preload is missing.\n"
     "\n"
     "Examples:\n"
@@ -91,34 +95,6 @@ static int parse_args(int argc, char **argv, struct run_args *args) {
 
 /* ---- finding things --------------------------------------------------------------------------- */
 
-/* The file execvp would run for `name`: "" when there is none; *not_executable when one exists but is
- * not executable (execvp's EACCES). */
-static void find_command(const char *name, char *out, size_t cap, bool *not_executable) {
-  out[0] = '\0';
-  *not_executable = false;
-  if (strchr(name, '/')) {
-    if (access(name, F_OK) != 0) return;
-    snprintf(out, cap, "%s", name);
-    *not_executable = access(name, X_OK) != 0;
-    return;
-  }
-  const char *path = getenv("PATH");
-  if (!path) path = "/usr/local/bin:/usr/bin:/bin";
-  for (const char *dir = path; dir; dir = strchr(dir, ':'), dir = dir ? dir + 1 : NULL) {
-    size_t length = strcspn(dir, ":");
-    char candidate[PATH_MAX];
-    snprintf(candidate, sizeof candidate, "%.*s%s%s", (int)length, length ? dir : ".", "/", name);
-    struct stat st;
-    if (stat(candidate, &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    if (access(candidate, X_OK) == 0) {
-      snprintf(out, cap, "%s", candidate);
-      *not_executable = false;
-      return;
-    }
-    if (!out[0]) { snprintf(out, cap, "%s", candidate); *not_executable = true; }
-  }
-}
-
 /* ---- what the dynamic loader will do with the program --------------------------------------------- */
 
 /* "#!/bin/sh -e" -> "/bin/sh" (the library's parser, over the file's first 256 bytes). False when the file
@@ -143,8 +119,9 @@ static const char *secure_execution(const char *path) {
   return NULL;
 }
 
-/* Say what cannot work for this program (it still runs: the user asked for it). */
-static void check_program(const char *command, const char *path) {
+/* Say what cannot work for this program (it still runs: the user asked for it); EXIT_USAGE (printed) for
+ * what would break it. */
+static int check_program(const char *command, const char *path, enum heap_mode heap) {
   char interpreter[PATH_MAX];
   const char *binary = path;
   if (script_interpreter(path, interpreter, sizeof interpreter)) binary = interpreter;
@@ -154,8 +131,25 @@ static void check_program(const char *command, const char *path) {
          "%s is %s: the dynamic loader drops LD_PRELOAD and GLIBC_TUNABLES for it, so it runs without huge pages "
          "and without a report (run it as its owner, or drop the bit to try huge pages)",
          binary, secure);
-    return;
+    return EXIT_DONE;
   }
+  /* CMD's own name: Debian's valgrind is a shell script that execs valgrind.bin */
+  const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+  if (strncmp(name, "valgrind", 8) == 0) /* runs, exit status kept (tested); it gets nothing from huge pages */
+    fail(EXIT_SHORT, "run",
+         "under valgrind the program's code runs translated by valgrind and its malloc is valgrind's (memcheck and "
+         "the other tools that replace it): neither is put on huge pages, only the program's own large mmaps are%s. "
+         "Measure huge pages without valgrind (docs/run.md)",
+         heap == HEAP_MIMALLOC || heap == HEAP_JEMALLOC ? "; and memcheck does not replace a preloaded mimalloc or "
+         "jemalloc (valgrind --soname-synonyms=somalloc=...), so it would not check the heap" : "");
+  const char *owner = heap == HEAP_MIMALLOC || heap == HEAP_JEMALLOC ? run_program_heap_owner(binary) : NULL;
+  if (owner)
+    /* Measured: gcc's ASan and TSan programs died of SIGSEGV with mimalloc or jemalloc preloaded; clang's
+     * static runtimes keep their own malloc, so the allocator would only be loaded, unused. */
+    return usage_error("run", "--heap %s: %s is built with %s, which brings its own malloc: a preloaded %s "
+                       "would replace it and crash the program (or, linked statically, go unused). Use --heap auto "
+                       "(the sanitizer's heap stays its own; the report says so)", options_heap_name(heap),
+                       binary, owner, options_heap_name(heap));
   struct hugify_elf_info elf;
   if (hugify_elf_read(binary, &elf) == 0 && !elf.interpreter[0]) {
     fail(EXIT_SHORT, "run",
@@ -164,6 +158,7 @@ static void check_program(const char *command, const char *path) {
          "(hugify_alloc, hugify_remap_text; link with -lhugify) or relink it dynamically",
          binary == path ? command : binary);
   }
+  return EXIT_DONE;
 }
 
 int cmd_run(int argc, char **argv) {
@@ -173,7 +168,7 @@ int cmd_run(int argc, char **argv) {
 
   char path[PATH_MAX];
   bool not_executable;
-  find_command(args.command[0], path, sizeof path, &not_executable);
+  run_find_command(args.command[0], path, sizeof path, &not_executable);
   if (!path[0]) {
     fprintf(stderr, "hugify run: %s: command not found\n", args.command[0]);
     return 127;
@@ -183,7 +178,7 @@ int cmd_run(int argc, char **argv) {
     return 126;
   }
 
-  check_program(args.command[0], path);
+  if ((rc = check_program(args.command[0], path, args.settings.heap)) != EXIT_DONE) return rc;
   static struct run_environment environment; /* large: off the stack */
   rc = run_environment_build("run", &args.settings, &environment);
   if (rc == EXIT_DONE) rc = run_environment_apply("run", &environment);
@@ -212,7 +207,7 @@ int cmd_run(int argc, char **argv) {
     unsetenv("HUGIFY_REPORT_JSON");
   }
   if (args.settings.verbose) {
-    const char *shown[] = {"LD_PRELOAD", "GLIBC_TUNABLES", "MALLOC_CONF", "MIMALLOC_LARGE_OS_PAGES",
+    const char *shown[] = {"LD_PRELOAD", "ASAN_OPTIONS", "GLIBC_TUNABLES", "MALLOC_CONF", "MIMALLOC_LARGE_OS_PAGES",
                            "MIMALLOC_EAGER_COMMIT_DELAY", "HUGIFY_HEAP",
                            "HUGIFY_TEXT", "HUGIFY_REPORT"};
     for (size_t i = 0; i < sizeof shown / sizeof shown[0]; i++)

@@ -8,10 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "elf_image.h"
 #include "os.h"
 #include "probe.h"
 #include "safe_file.h"
@@ -116,6 +118,58 @@ static bool find_allocator(const struct hugify_options *options, const char *fil
     if (is_file(out)) return true;
   }
   return false;
+}
+
+/* The file execvp would run for `name`: "" when there is none; *not_executable when one exists but is
+ * not executable (execvp's EACCES). */
+void run_find_command(const char *name, char *out, size_t cap, bool *not_executable) {
+  out[0] = '\0';
+  *not_executable = false;
+  if (strchr(name, '/')) {
+    if (access(name, F_OK) != 0) return;
+    snprintf(out, cap, "%s", name);
+    *not_executable = access(name, X_OK) != 0;
+    return;
+  }
+  const char *path = getenv("PATH");
+  if (!path) path = "/usr/local/bin:/usr/bin:/bin";
+  for (const char *dir = path; dir; dir = strchr(dir, ':'), dir = dir ? dir + 1 : NULL) {
+    size_t length = strcspn(dir, ":");
+    char candidate[PATH_MAX];
+    snprintf(candidate, sizeof candidate, "%.*s%s%s", (int)length, length ? dir : ".", "/", name);
+    struct stat st;
+    if (stat(candidate, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (access(candidate, X_OK) == 0) {
+      snprintf(out, cap, "%s", candidate);
+      *not_executable = false;
+      return;
+    }
+    if (!out[0]) { snprintf(out, cap, "%s", candidate); *not_executable = true; }
+  }
+}
+
+static void note_needed_owner(void *context, const char *name) {
+  const char **owner = context;
+  if (!*owner) *owner = elf_heap_owner_of_library(name);
+}
+
+static void note_symbol_owner(void *context, uint64_t value, uint64_t size, const char *name) {
+  (void)value, (void)size;
+  const char **owner = context;
+  if (!*owner) *owner = elf_heap_owner_of_symbol(name);
+}
+
+/* The sanitizer that owns the program's malloc: a runtime it needs (DT_NEEDED libasan.so.8) or one linked
+ * in (clang's static runtimes define __asan_init); NULL when none, or when the file cannot be read. */
+const char *run_program_heap_owner(const char *binary) {
+  size_t size;
+  void *data = elf_map_file(binary, &size);
+  if (!data) return NULL;
+  const char *owner = NULL;
+  elf_needed(data, size, note_needed_owner, &owner);
+  if (!owner) elf_functions(data, size, note_symbol_owner, &owner);
+  munmap(data, size);
+  return owner;
 }
 
 /* ---- the heap mode on this machine -------------------------------------------------------------- */
@@ -236,6 +290,36 @@ static bool preload_variable(struct run_environment *environment) {
   return add_variable(environment, "LD_PRELOAD", list);
 }
 
+/* gcc's ASan runtime (libasan.so, also clang's -shared-libasan) stops a program, exit 1, when another
+ * library comes before it in the initial library list: LD_PRELOAD puts the preload there. Its own option
+ * verify_asan_link_order=0 turns that check off. The option goes into ASAN_OPTIONS, which every process of
+ * the tree inherits and only ASan reads: a process without ASan gets nothing injected. The check is safe
+ * to skip for this preload: it defines no function ASan intercepts except mmap, which it hands on to the
+ * next definition (ASan's) through RTLD_NEXT. Ours goes first: sanitizer options are read left to right
+ * and the last wins, so whatever the user's ASAN_OPTIONS says (or a file it includes) overrides it, and a
+ * user who set the option is left as they wrote it. */
+#define ASAN_LINK_ORDER_OPTION "verify_asan_link_order"
+static bool asan_options_variable(const char *command, struct run_environment *environment, bool verbose) {
+  const char *existing = getenv("ASAN_OPTIONS");
+  if (existing && !existing[0]) existing = NULL;
+  /* The sanitizers' flag parser separates options with blanks, ',' or ':'. */
+  static const char separators[] = " \t\n\r,:";
+  for (const char *p = existing; p && *p;) {
+    p += strspn(p, separators);
+    size_t length = strcspn(p, separators);
+    if (strncmp(p, ASAN_LINK_ORDER_OPTION "=", sizeof ASAN_LINK_ORDER_OPTION) == 0) {
+      if (verbose)
+        fprintf(stderr, "hugify %s: ASAN_OPTIONS already sets %.*s; kept (hugify would set " ASAN_LINK_ORDER_OPTION
+                "=0)\n", command, (int)length, p);
+      return add_variable(environment, "ASAN_OPTIONS", copy(existing));
+    }
+    p += length;
+  }
+  char *list = NULL;
+  if (asprintf(&list, ASAN_LINK_ORDER_OPTION "=0%s%s", existing ? ":" : "", existing ? existing : "") < 0) list = NULL;
+  return add_variable(environment, "ASAN_OPTIONS", list);
+}
+
 static bool printed_variable(struct run_environment *environment, const char *name, const char *format, ...)
     __attribute__((format(printf, 3, 4)));
 static bool printed_variable(struct run_environment *environment, const char *name, const char *format, ...) {
@@ -269,7 +353,7 @@ int run_environment_build(const char *command, const struct run_settings *settin
                   options_heap_name(out->heap), file, mimalloc ? "libmimalloc2.0" : "libjemalloc2");
   }
 
-  bool ok = preload_variable(out);
+  bool ok = preload_variable(out) && asan_options_variable(command, out, settings->verbose);
   if (out->heap == HEAP_AUTO || out->heap == HEAP_THP)
     ok = ok && merge_variable(command, out, "GLIBC_TUNABLES", ':', '=', thp_tunables,
                               sizeof thp_tunables / sizeof thp_tunables[0], settings->verbose);

@@ -35,6 +35,14 @@ struct run_environment {
   unsigned unset_count;
 };
 
+/* The file execvp would run for `name` (PATH when it has no '/'): "" when there is none; *not_executable
+ * when one exists but is not executable (execvp's EACCES). */
+void run_find_command(const char *name, char *out, size_t cap, bool *not_executable);
+/* The runtime that owns malloc in the program `binary` (elf_image.h's heap owners: a sanitizer it needs,
+ * DT_NEEDED libasan.so.8, or links in, __asan_init); NULL when none or unreadable. --heap mimalloc|jemalloc
+ * cannot work with one: `run` refuses, `check` skips those configurations. */
+const char *run_program_heap_owner(const char *binary);
+
 /* Build the environment from the settings and the current environment (what the user set in
  * GLIBC_TUNABLES, MALLOC_CONF, LD_PRELOAD... wins); HUGIFY_REPORT is left to the caller (unset by default):
  * `run` points it at a private directory and sums the reports (run_tree.c), `env` at the user's file.

@@ -152,6 +152,20 @@ static const json_t *largest_process(const struct run_tree *tree) {
   return largest;
 }
 
+/* The processes' heap owners (a sanitizer's or valgrind's allocator), each once, joined by ", ": "" when
+ * every heap was an ordinary allocator's. */
+static void heap_owners(const struct run_tree *tree, char *out, size_t cap) {
+  out[0] = '\0';
+  size_t index;
+  json_t *report;
+  json_array_foreach(tree->processes, index, report) {
+    const char *owner = json_string_value(json_object_get(report, "heap_owner"));
+    if (!owner || strstr(out, owner)) continue;
+    size_t used = strlen(out);
+    snprintf(out + used, cap - used, "%s%s", used ? ", " : "", owner);
+  }
+}
+
 void run_tree_write_json(FILE *out, const struct run_tree *tree, const char *command, int exit_status) {
   struct json_writer j;
   json_begin(&j, out);
@@ -170,6 +184,9 @@ void run_tree_write_json(FILE *out, const struct run_tree *tree, const char *com
   } else {
     json_put_null(&j, "largest_process");
   }
+  char owners[256];
+  heap_owners(tree, owners, sizeof owners);
+  json_put_string(&j, "heap_owner", owners[0] ? owners : NULL);
   json_t *sums = tree_sums(tree);
   const char *key;
   json_t *member;

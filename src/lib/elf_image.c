@@ -235,6 +235,110 @@ int hugify_elf_read(const char *path, struct hugify_elf_info *out) {
   return rc;
 }
 
+/* The file offset of virtual address `vaddr` through the PT_LOAD segments; false when none holds it. */
+static bool file_offset_of(const unsigned char *bytes, size_t size, const Elf64_Ehdr *eh, uint64_t vaddr,
+                           uint64_t *offset) {
+  for (unsigned i = 0; i < eh->e_phnum; i++) {
+    Elf64_Phdr ph;
+    memcpy(&ph, bytes + eh->e_phoff + (uint64_t)i * sizeof ph, sizeof ph);
+    if (ph.p_type != PT_LOAD || vaddr < ph.p_vaddr || vaddr - ph.p_vaddr >= ph.p_filesz) continue;
+    *offset = ph.p_offset + (vaddr - ph.p_vaddr);
+    return *offset < size;
+  }
+  return false;
+}
+
+long elf_needed(const void *data, size_t size, elf_name_fn fn, void *context) {
+  const unsigned char *bytes = data;
+  if (!data || size < sizeof(Elf64_Ehdr) || memcmp(bytes, ELFMAG, SELFMAG) != 0 || bytes[EI_CLASS] != ELFCLASS64)
+    return -1;
+  Elf64_Ehdr eh;
+  memcpy(&eh, bytes, sizeof eh);
+  if (eh.e_phentsize != sizeof(Elf64_Phdr) || !in_bounds(eh.e_phoff, (uint64_t)eh.e_phnum * sizeof(Elf64_Phdr), size))
+    return -1;
+  for (unsigned i = 0; i < eh.e_phnum; i++) {
+    Elf64_Phdr ph;
+    memcpy(&ph, bytes + eh.e_phoff + (uint64_t)i * sizeof ph, sizeof ph);
+    if (ph.p_type != PT_DYNAMIC) continue;
+    if (!in_bounds(ph.p_offset, ph.p_filesz, size)) return -1;
+    /* two passes: DT_STRTAB/DT_STRSZ may follow the DT_NEEDED entries */
+    uint64_t strtab = 0, strsz = 0, strings = 0;
+    bool have_strtab = false;
+    for (uint64_t off = 0; off + sizeof(Elf64_Dyn) <= ph.p_filesz; off += sizeof(Elf64_Dyn)) {
+      Elf64_Dyn dyn;
+      memcpy(&dyn, bytes + ph.p_offset + off, sizeof dyn);
+      if (dyn.d_tag == DT_NULL) break;
+      if (dyn.d_tag == DT_STRTAB) { strtab = dyn.d_un.d_ptr; have_strtab = true; }
+      if (dyn.d_tag == DT_STRSZ) strsz = dyn.d_un.d_val;
+    }
+    if (!have_strtab || !file_offset_of(bytes, size, &eh, strtab, &strings)) return -1;
+    if (strsz == 0 || strsz > size - strings) strsz = size - strings;
+    long count = 0;
+    for (uint64_t off = 0; off + sizeof(Elf64_Dyn) <= ph.p_filesz; off += sizeof(Elf64_Dyn)) {
+      Elf64_Dyn dyn;
+      memcpy(&dyn, bytes + ph.p_offset + off, sizeof dyn);
+      if (dyn.d_tag == DT_NULL) break;
+      if (dyn.d_tag != DT_NEEDED) continue;
+      if (dyn.d_un.d_val >= strsz) return -1;
+      const char *name = (const char *)bytes + strings + dyn.d_un.d_val;
+      if (!memchr(name, '\0', strsz - dyn.d_un.d_val)) return -1;
+      if (fn) fn(context, name);
+      count++;
+    }
+    return count;
+  }
+  return 0;
+}
+
+/* Who owns malloc when such a runtime is in a process: gcc's and clang's sanitizer runtimes (shared:
+ * libasan.so.8, libclang_rt.asan-x86_64.so; static: their init symbol in the executable) and valgrind's
+ * tools that replace malloc (vgpreload_<tool>: cachegrind, callgrind and none leave malloc alone). */
+static const struct {
+  const char *library_prefix, *symbol, *owner;
+} heap_owners[] = {
+    {"libasan.so", "__asan_init", "AddressSanitizer"},
+    {"libclang_rt.asan", "__asan_init", "AddressSanitizer"},
+    {"libhwasan.so", "__hwasan_init", "HWAddressSanitizer"},
+    {"libclang_rt.hwasan", "__hwasan_init", "HWAddressSanitizer"},
+    {"libtsan.so", "__tsan_init", "ThreadSanitizer"},
+    {"libclang_rt.tsan", "__tsan_init", "ThreadSanitizer"},
+    {"libclang_rt.msan", "__msan_init", "MemorySanitizer"},
+    {"liblsan.so", "__lsan_init", "LeakSanitizer"},
+    {"libclang_rt.lsan", "__lsan_init", "LeakSanitizer"},
+    {"vgpreload_memcheck", NULL, "valgrind memcheck"},
+    {"vgpreload_helgrind", NULL, "valgrind helgrind"},
+    {"vgpreload_drd", NULL, "valgrind drd"},
+    {"vgpreload_massif", NULL, "valgrind massif"},
+    {"vgpreload_dhat", NULL, "valgrind dhat"},
+};
+#define HEAP_OWNER_COUNT (sizeof heap_owners / sizeof heap_owners[0])
+
+const char *elf_heap_owner_of_library(const char *path) {
+  if (!path) return NULL;
+  const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : path;
+  for (size_t i = 0; i < HEAP_OWNER_COUNT; i++)
+    if (strncmp(name, heap_owners[i].library_prefix, strlen(heap_owners[i].library_prefix)) == 0)
+      return heap_owners[i].owner;
+  return NULL;
+}
+
+const char *elf_heap_owner_of_symbol(const char *name) {
+  for (size_t i = 0; name && i < HEAP_OWNER_COUNT; i++)
+    if (heap_owners[i].symbol && strcmp(name, heap_owners[i].symbol) == 0) return heap_owners[i].owner;
+  return NULL;
+}
+
+const char *elf_heap_owner_symbol(size_t index) {
+  /* each symbol once, in table order (an ASan runtime holds LeakSanitizer too: it is found first) */
+  for (size_t i = 0, seen = 0; i < HEAP_OWNER_COUNT; i++) {
+    if (!heap_owners[i].symbol || (i > 0 && heap_owners[i - 1].symbol &&
+                                   strcmp(heap_owners[i - 1].symbol, heap_owners[i].symbol) == 0))
+      continue;
+    if (seen++ == index) return heap_owners[i].symbol;
+  }
+  return NULL;
+}
+
 bool elf_script_interpreter(const char *data, size_t length, char *out, size_t cap) {
   if (length < 3 || data[0] != '#' || data[1] != '!') return false;
   size_t at = 2;

@@ -1,5 +1,6 @@
 /* elf_image.h - reading ELF images (pure functions over bytes): program headers for the text remap and
- * `hugify elf`, function symbols for the perf map. */
+ * `hugify elf`, function symbols for the perf map, DT_NEEDED and the runtimes that own malloc (sanitizers,
+ * valgrind) for `hugify run` and the preload. */
 #ifndef HUGIFY_ELF_IMAGE_H
 #define HUGIFY_ELF_IMAGE_H
 
@@ -32,6 +33,24 @@ long elf_functions(const void *data, size_t size, elf_function_fn fn, void *cont
  * interpreter, or name one of `cap` bytes or more. The name ends at a blank, newline or NUL, as the
  * kernel's binfmt_script reads it. */
 bool elf_script_interpreter(const char *data, size_t length, char *out, size_t cap);
+
+/* Called once per DT_NEEDED entry, with the library's name as written ("libasan.so.8"). */
+typedef void (*elf_name_fn)(void *context, const char *name);
+
+/* The DT_NEEDED entries of an ELF64 image, in order (the string table found through its PT_LOAD
+ * segments). Returns how many were passed to fn, -1 when the image is not ELF64 or its dynamic section
+ * or string table lie outside the data; 0 for a static image. fn may be NULL (count only). */
+long elf_needed(const void *data, size_t size, elf_name_fn fn, void *context);
+
+/* Runtimes that replace malloc with their own allocator (the sanitizers, valgrind's tools): the owner's
+ * name ("AddressSanitizer", "valgrind memcheck") for a library path or name, by its file name
+ * ("/lib/x86_64-linux-gnu/libasan.so.8", "libclang_rt.tsan-x86_64.so", "vgpreload_memcheck-amd64-linux.so"),
+ * else NULL. */
+const char *elf_heap_owner_of_library(const char *path);
+/* The same for a symbol a runtime defines when it is linked in statically ("__asan_init"), else NULL. */
+const char *elf_heap_owner_of_symbol(const char *name);
+/* The symbols of elf_heap_owner_of_symbol, one by index (NULL past the last), in the order to try them. */
+const char *elf_heap_owner_symbol(size_t index);
 
 /* Map a regular file read-only (never blocks: a FIFO or device is EINVAL, safe_file_open_read). Returns the
  * address (and *size) or NULL with errno. Unmap with munmap. */

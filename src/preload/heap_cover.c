@@ -18,6 +18,7 @@
  * can still make them huge later; the report says so, once. */
 #include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "elf_image.h"
 #include "inspect.h"
 #include "os.h"
 #include "probe.h"
@@ -43,6 +45,8 @@ static atomic_int shared_active;  /* 1: auto/thp mode and THP not disabled by pr
 static atomic_int shared_noted;   /* the one fallback line about shmem_enabled */
 static char shmem_mode[24];       /* shmem_enabled as it applies to 2 MiB pages, read at start */
 static uint64_t pool_free_at_start, pool_total_at_start; /* --heap hugetlb: the 2 MiB pool at start */
+static const char *heap_owner;    /* a sanitizer's or valgrind's allocator owns malloc (NULL: none) */
+static bool under_valgrind;       /* valgrind's core is loaded: the program runs on valgrind's JIT */
 
 static void *call_next_mmap(void *addr, size_t length, int prot, int flags, int fd, off_t offset) {
   if (next_mmap) return next_mmap(addr, length, prot, flags, fd, offset);
@@ -236,6 +240,29 @@ const char *preload_malloc_library(void) {
   return info.dli_fname;
 }
 
+static int find_library_owner(struct dl_phdr_info *info, size_t size, void *context) {
+  (void)size;
+  const char **owner = context;
+  /* valgrind preloads vgpreload_core-ARCH.so into every program it runs, whatever the tool */
+  const char *slash = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+  if (slash && strncmp(slash + 1, "vgpreload_core", 14) == 0) under_valgrind = true;
+  if (!*owner) *owner = elf_heap_owner_of_library(info->dlpi_name);
+  return 0;
+}
+
+/* A sanitizer runtime as a loaded library (gcc's libasan.so, valgrind's vgpreload_memcheck) or linked
+ * into the program (clang's static runtimes: their init symbol). */
+static const char *find_heap_owner(void) {
+  const char *owner = NULL;
+  dl_iterate_phdr(find_library_owner, &owner);
+  for (size_t i = 0; !owner && elf_heap_owner_symbol(i); i++)
+    if (dlsym(RTLD_DEFAULT, elf_heap_owner_symbol(i))) owner = elf_heap_owner_of_symbol(elf_heap_owner_symbol(i));
+  return owner;
+}
+
+const char *preload_heap_owner(void) { return heap_owner; }
+bool preload_under_valgrind(void) { return under_valgrind; }
+
 static void check_thp_usable(const char *mode_name) {
   char thp[16];
   probe_thp_setting("enabled", thp, sizeof thp);
@@ -263,7 +290,14 @@ static void read_pool(uint64_t *free_pages, uint64_t *total_pages) {
 void preload_heap_start(const struct hugify_options *options) {
   next_mmap = (mmap_function)dlsym(RTLD_NEXT, "mmap");
   const char *allocator = preload_malloc_library();
-  bool glibc = strstr(allocator, "/libc.so") != NULL;
+  heap_owner = find_heap_owner();
+  /* Under valgrind, dlsym still finds libc's malloc: valgrind redirects it below the symbol tables. */
+  bool glibc = strstr(allocator, "/libc.so") != NULL && !heap_owner;
+  if (heap_owner && options->heap != HEAP_OFF)
+    preload_fallback("heap", "malloc is %s's allocator (%s): it maps its memory with its own system calls, which "
+                     "neither glibc's tunables nor the mmap cover reach (the program's own mmaps are still covered)",
+                     heap_owner, under_valgrind ? "valgrind redirects malloc to its core" : allocator[0] ? allocator
+                     : "its runtime");
   switch (options->heap) {
   case HEAP_OFF: return;
   case HEAP_AUTO:

@@ -106,7 +106,13 @@ __attribute__((constructor)) static void hugify_preload_start(void) {
   preload_peak_start(&options);
   if (options.report[0]) atexit(preload_report_at_exit);
   preload_add_ns(preload_now_ns() - started);
-  if (options.text) {
+  /* valgrind runs a translated copy of the code, never the mapped one; and it does not know PAGEMAP_SCAN,
+   * so the remap's measurement would read buffers memcheck takes for uninitialized: errors that change
+   * the exit status under --error-exitcode (measured). */
+  if (options.text && preload_under_valgrind())
+    preload_fallback("text", "the program runs under valgrind, which executes its own translation of the code, "
+                     "not the code on huge pages; the text remap is left out");
+  else if (options.text) {
     uint64_t text_started = preload_now_ns();
     preload_text_step(&options);
     preload_add_ns(preload_now_ns() - text_started);

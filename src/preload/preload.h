@@ -44,6 +44,11 @@ bool preload_is_top_level(void);
 void preload_heap_start(const struct hugify_options *options);
 /* The file malloc resolves to in this process ("" when unknown). */
 const char *preload_malloc_library(void);
+/* The runtime that owns malloc in this process ("AddressSanitizer", "valgrind memcheck": elf_image.h's
+ * heap owners), found at start; NULL for an ordinary allocator. */
+const char *preload_heap_owner(void);
+/* True when the program runs under valgrind (its vgpreload_core is loaded), found at start. */
+bool preload_under_valgrind(void);
 /* At exit, with the heap as measured: --heap hugetlb records the shortfall against the pool as a fallback. */
 void preload_heap_at_exit(uint64_t heap_resident, uint64_t heap_hugetlb);
 

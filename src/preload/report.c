@@ -137,6 +137,7 @@ static void write_json(FILE *out, const struct measured *m, double seconds) {
   json_put_bool(&j, "text_remap", options->text);
   json_put_string(&j, "glibc_tunables", getenv("GLIBC_TUNABLES"));
   json_put_string(&j, "malloc", preload_malloc_library());
+  json_put_string(&j, "heap_owner", preload_heap_owner()); /* null: an ordinary allocator */
   json_put_usage(&j, "total", &m->total);
   json_open_object(&j, "classes");
   for (int k = 0; k < HUGIFY_CLASS_COUNT; k++) json_put_usage(&j, hugify_memory_class_name(k), &m->classes[k]);
@@ -192,8 +193,10 @@ static void text_row(struct table *t, const char *name, const struct hugify_usag
 }
 
 static void write_text(FILE *out, const struct measured *m, double seconds) {
-  fprintf(out, "hugify run: pid %d (%s), heap %s, %.3f s inside hugify\n", (int)getpid(), m->command,
-          options_heap_name(preload_options()->heap), seconds);
+  const char *owner = preload_heap_owner();
+  fprintf(out, "hugify run: pid %d (%s), heap %s%s%s%s, %.3f s inside hugify\n", (int)getpid(), m->command,
+          options_heap_name(preload_options()->heap), owner ? " (malloc is " : "", owner ? owner : "",
+          owner ? "'s allocator)" : "", seconds);
   static const char *const headers[] = {"memory", "resident", "on huge pages", "share"};
   static const bool right[] = {false, true, true, true};
   struct table t;

@@ -25,7 +25,7 @@ using test_support::command_result;
 
 // The variables hugify sets for a program (HUGIFY_REPORT differs by design: `hugify run --report` points
 // it into a directory of its own and sums the reports; it is checked on its own).
-const std::vector<std::string> kManaged = {"LD_PRELOAD", "GLIBC_TUNABLES", "HUGIFY_HEAP", "HUGIFY_TEXT"};
+const std::vector<std::string> kManaged = {"LD_PRELOAD", "ASAN_OPTIONS", "GLIBC_TUNABLES", "HUGIFY_HEAP", "HUGIFY_TEXT"};
 
 // A user's GLIBC_TUNABLES with every character the forms must quote: ' " \ $ % and a space.
 const std::string kAwkward = "glibc.malloc.check=0:glibc.x=it's \"a\" \\$HOME %b";

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <sstream>
@@ -300,6 +301,54 @@ TEST(ElfRead, InterpreterOfADynamicAndAStaticProgram) {
   EXPECT_STREQ(info.interpreter, "");
   ASSERT_EQ(hugify_elf_read("/proc/self/exe", &info), 0) << info.reason;
   EXPECT_NE(std::string(info.interpreter).find("ld-linux"), std::string::npos) << info.interpreter;
+}
+
+// DT_NEEDED, what `hugify run` reads to know a sanitized program: this test program's own list (read back
+// from the real file), none in a static program, -1 for a cut image, never a read past the end.
+TEST(ElfRead, NeededLibrariesOfADynamicAndAStaticProgram) {
+  auto needed = [](const std::string &path, long *count) {
+    size_t size = 0;
+    void *data = elf_map_file(path.c_str(), &size);
+    std::vector<std::string> names;
+    EXPECT_NE(data, nullptr) << path;
+    if (!data) return names;
+    *count = elf_needed(data, size, [](void *context, const char *name) {
+      static_cast<std::vector<std::string> *>(context)->push_back(name);
+    }, &names);
+    if (*count > 0) { // cut before its dynamic section or string table
+      std::vector<unsigned char> cut(static_cast<unsigned char *>(data), static_cast<unsigned char *>(data) + 4096);
+      EXPECT_EQ(elf_needed(cut.data(), cut.size(), nullptr, nullptr), -1);
+    }
+    munmap(data, size);
+    return names;
+  };
+  long count = -2;
+  std::vector<std::string> names = needed("/proc/self/exe", &count);
+  EXPECT_EQ(count, static_cast<long>(names.size()));
+  EXPECT_NE(std::find(names.begin(), names.end(), "libc.so.6"), names.end());
+  std::vector<std::string> none = needed(test_support::helper_path("static_hello"), &count);
+  EXPECT_EQ(count, 0);
+  EXPECT_EQ(elf_needed("not an ELF image", 16, nullptr, nullptr), -1);
+}
+
+TEST(ElfRead, HeapOwnersByLibraryAndSymbol) {
+  EXPECT_STREQ(elf_heap_owner_of_library("/lib/x86_64-linux-gnu/libasan.so.8"), "AddressSanitizer");
+  EXPECT_STREQ(elf_heap_owner_of_library("libclang_rt.asan-x86_64.so"), "AddressSanitizer");
+  EXPECT_STREQ(elf_heap_owner_of_library("libtsan.so.2"), "ThreadSanitizer");
+  EXPECT_STREQ(elf_heap_owner_of_library("liblsan.so.0"), "LeakSanitizer");
+  EXPECT_STREQ(elf_heap_owner_of_library("/usr/libexec/valgrind/vgpreload_memcheck-amd64-linux.so"),
+               "valgrind memcheck");
+  EXPECT_EQ(elf_heap_owner_of_library("/usr/libexec/valgrind/vgpreload_core-amd64-linux.so"), nullptr);
+  EXPECT_EQ(elf_heap_owner_of_library("libubsan.so.1"), nullptr); // UBSan leaves malloc alone
+  EXPECT_EQ(elf_heap_owner_of_library("/lib/x86_64-linux-gnu/libc.so.6"), nullptr);
+  EXPECT_EQ(elf_heap_owner_of_library(""), nullptr);
+  EXPECT_STREQ(elf_heap_owner_of_symbol("__asan_init"), "AddressSanitizer");
+  EXPECT_STREQ(elf_heap_owner_of_symbol("__tsan_init"), "ThreadSanitizer");
+  EXPECT_EQ(elf_heap_owner_of_symbol("malloc"), nullptr);
+  std::vector<std::string> symbols;
+  for (size_t i = 0; elf_heap_owner_symbol(i); i++) symbols.push_back(elf_heap_owner_symbol(i));
+  EXPECT_EQ(symbols, (std::vector<std::string>{"__asan_init", "__hwasan_init", "__tsan_init", "__msan_init",
+                                               "__lsan_init"})); // each once, ASan before LSan
 }
 
 TEST(ElfRead, ReportsMissingFilesAndDirectories) {
