@@ -73,7 +73,7 @@ size_t agent_plan_windows(struct agent_window *windows, size_t count, uint32_t p
   size_t kept = 0;
   for (size_t i = 0; i < count; i++)
     if (agent_window_eligible(&windows[i], pmd_pages, min_present)) windows[kept++] = windows[i];
-  qsort(windows, kept, sizeof *windows, compare_windows);
+  if (kept > 1) qsort(windows, kept, sizeof *windows, compare_windows); /* windows may be NULL when count is 0 */
   return kept;
 }
 

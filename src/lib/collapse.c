@@ -55,7 +55,8 @@ static int compare_window_start(const void *key, const void *element) {
 /* The kernel made [start, start + length) huge: count its bloat, and tell the agent's ledger. */
 static void collapsed(struct collapse_context *c, uint64_t start, uint64_t length) {
   for (uint64_t at = start; at < start + length; at += c->pmd) {
-    const struct agent_window *w = bsearch(&at, c->planned, c->planned_count, sizeof *c->planned, compare_window_start);
+    const struct agent_window *w = c->planned_count ? bsearch(&at, c->planned, c->planned_count, sizeof *c->planned,
+                                                              compare_window_start) : NULL; /* NULL: nothing planned */
     if (w) c->report->bloat_bytes += collapse_window_bloat(w->present_pages, c->pmd, c->page);
     if (c->policy && c->policy->ledger) agent_ledger_collapsed(c->policy->ledger, c->policy->pass, at);
   }

@@ -486,7 +486,7 @@ int inspect_rank_processes(struct inspect_ranking *out) {
     inspect_ranking_free(out);
     return rc;
   }
-  qsort(out->processes, out->count, sizeof *out->processes, by_anon_not_huge);
+  if (out->count > 1) qsort(out->processes, out->count, sizeof *out->processes, by_anon_not_huge);
   return 0;
 }
 
