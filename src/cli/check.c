@@ -36,7 +36,7 @@
 /* The command line, as parsed by the option table; copied into struct check and struct check_options. */
 struct check_args {
   const char *configs, *size_text;
-  uint64_t runs, warmup, size, ready_port;
+  uint64_t runs, warmup, ready_port;
   double budget;
   int metric;
   struct json_output json;
