@@ -79,19 +79,12 @@ void progress(bool done, const char *format, ...) {
 /* ---- --json / --json=FILE ------------------------------------------------------------------------- */
 
 int json_output_option(const char *command, const char *arg, struct json_output *o) {
-  if (strcmp(arg, "--json") == 0) {
-    o->wanted = true;
-    o->path = NULL;
-    return 1;
-  }
-  if (strncmp(arg, "--json=", 7) != 0) return 0;
-  const char *path = arg + 7;
-  if (path[0] == '\0') {
-    usage_error(command, "--json=FILE needs a file name ('--json=-' or '--json' for stdout)");
+  if (strcmp(arg, "--json") != 0 && strncmp(arg, "--json=", 7) != 0) return 0;
+  char error[128];
+  if (option_json_set(o, arg[6] == '=' ? arg + 7 : NULL, error, sizeof error) != 0) {
+    usage_error(command, "%s", error);
     return -1;
   }
-  o->wanted = true;
-  o->path = strcmp(path, "-") == 0 ? NULL : path;
   return 1;
 }
 

@@ -186,14 +186,7 @@ static int take_option(const struct option_spec *options, int argc, char **argv,
     *(bool *)field(values, o) = true;
     return 0;
   }
-  if (o->type == OPTION_JSON) {
-    struct json_output *json = field(values, o);
-    if (inline_value && !inline_value[0])
-      return fail_with(result, "--json=FILE needs a file name ('--json=-' or '--json' for stdout)");
-    json->wanted = true;
-    json->path = inline_value && strcmp(inline_value, "-") != 0 ? inline_value : NULL;
-    return 0;
-  }
+  if (o->type == OPTION_JSON) return option_json_set(field(values, o), inline_value, result->error, sizeof result->error);
   const char *value = inline_value;
   if (!value) {
     if (*i + 1 >= argc || strncmp(argv[*i + 1], "--", 2) == 0)
@@ -231,6 +224,16 @@ int option_table_parse(const struct option_spec *options, enum option_mode mode,
     if (result->operand_count == OPTIONS_MAX_OPERANDS) return fail_with(result, "too many arguments ('%s')", word);
     result->operands[result->operand_count++] = i;
   }
+  return 0;
+}
+
+int option_json_set(struct json_output *json, const char *value, char *error, size_t cap) {
+  if (value && !value[0]) {
+    snprintf(error, cap, "--json=FILE needs a file name ('--json=-' or '--json' for stdout)");
+    return -EINVAL;
+  }
+  json->wanted = true;
+  json->path = value && strcmp(value, "-") != 0 ? value : NULL;
   return 0;
 }
 

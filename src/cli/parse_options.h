@@ -18,6 +18,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+struct json_output; /* cli.h */
+
 enum option_type {
   OPTION_END = 0, /* ends a table */
   OPTION_GROUP,   /* a heading in the options block of --help (name: the heading) */
@@ -85,6 +87,9 @@ struct option_result {
  * --dry-run?"). --help and -h are not in the tables: the command table answers them before parsing. */
 int option_table_parse(const struct option_spec *options, enum option_mode mode, int argc, char **argv, void *values,
                   struct option_result *result);
+/* --json (value NULL) or --json=VALUE into `json`: "-" is stdout, an empty FILE is an error. 0, or -EINVAL with
+ * the message in `error`. The one rule for the tables and for the commands that still parse by hand. */
+int option_json_set(struct json_output *json, const char *value, char *error, size_t cap);
 /* Whether the option named `name` (long name) appeared. */
 bool option_table_given(const struct option_spec *options, const struct option_result *result, const char *name);
 
