@@ -6,23 +6,27 @@
 # VALUE bytes (~340 MiB for 2 M keys of 100 bytes), then ROUNDS rounds of churn over the same key space with
 # redis-benchmark, pipelined: CHURN random DELs, then CHURN random SETs. SETTLE seconds after each round it
 # prints one line: RSS, the share of heap + anonymous memory on huge pages (`hugify inspect --json`), the
-# agent's collapsed and re-collapsed totals and its CPU (its metrics file), and the PMD splits since the
-# start of the regime (/proc/vmstat thp_split_pmd: machine-wide, so other work on the machine adds to it).
-#   nothing   the server alone
-#   agent     `hugify agent --pid PID` at its defaults (its own metrics file, no config file), started
-#             when the keys are loaded; churn starts WARMUP seconds later (its first passes)
+# agent's collapsed and re-collapsed totals and its CPU (its metrics file), the PMD splits since the
+# start of the regime (/proc/vmstat thp_split_pmd: machine-wide, so other work on the machine adds to it),
+# and what the churn round's own SETs and a GET load right after it (GETS random GETs, pipelined) measured:
+# requests per second and p99 latency (redis-benchmark --csv).
+#   nothing     the server alone
+#   agent       `hugify agent --pid PID` at its defaults (its own metrics file, no config file), started
+#               when the keys are loaded; churn starts WARMUP seconds later (its first passes)
+#   hpa, hpa+agent   the same with MALLOC_CONF=hpa:true for the server (jemalloc 5.3's huge-page allocator)
 # REPS repetitions alternate the order (nothing agent, agent nothing, ...). MALLOC_CONF (and any other
-# variable in the environment) reaches redis-server: MALLOC_CONF=thp:always,dirty_decay_ms:-1 measures a
-# jemalloc setting.
+# variable in the environment) reaches redis-server in the other regimes: MALLOC_CONF=thp:always,dirty_decay_ms:-1
+# measures a jemalloc setting.
 #
 # Usage: bench/servers/redis_churn.sh   (root; HUGIFY=path/to/hugify, PORT=6402, KEYS=2000000, VALUE=100,
-#                                        CHURN=1000000, ROUNDS=10, SETTLE=4, WARMUP=25, REPS=1,
+#                                        CHURN=1000000, GETS=1000000, ROUNDS=10, SETTLE=4, WARMUP=25, REPS=1,
 #                                        REGIMES="nothing agent", AGENT_ARGS="")
-# Lines: "regime rep round rss_bytes huge_fraction collapsed_bytes recollapsed_bytes agent_cpu_s splits load1".
+# Lines: "regime rep round rss_bytes huge_fraction collapsed_bytes recollapsed_bytes agent_cpu_s splits load1
+#         set_rps set_p99_ms get_rps get_p99_ms" (the four load figures are 0 for round 0).
 # Starts only its own servers on 127.0.0.1 in a temporary directory; leaves none behind.
 set -euo pipefail
 HUGIFY=${HUGIFY:-hugify}; PORT=${PORT:-6402}; KEYS=${KEYS:-2000000}; VALUE=${VALUE:-100}; CHURN=${CHURN:-1000000}
-ROUNDS=${ROUNDS:-10}; SETTLE=${SETTLE:-4}; WARMUP=${WARMUP:-25}; REPS=${REPS:-1}; REGIMES=${REGIMES:-nothing agent}
+GETS=${GETS:-1000000}; ROUNDS=${ROUNDS:-10}; SETTLE=${SETTLE:-4}; WARMUP=${WARMUP:-25}; REPS=${REPS:-1}; REGIMES=${REGIMES:-nothing agent}
 AGENT_ARGS=${AGENT_ARGS:-}
 source "$(dirname "$0")/lib.sh"
 server_scratch hugify-redis-churn
@@ -48,33 +52,41 @@ populate() {
     redis-cli -p "$PORT" --pipe >/dev/null
 }
 
-line() { # REGIME REP ROUND SPLITS0
+line() { # REGIME REP ROUND SPLITS0 LOAD_FIGURES
   echo "$1 $2 $3 $(memory_of "$SERVER") $(metric hugify_agent_collapsed_bytes_total)" \
        "$(metric hugify_agent_recollapsed_bytes_total) $(metric hugify_agent_cpu_seconds_total)" \
-       "$(($(splits) - $4)) $(cut -d' ' -f1 /proc/loadavg)"
+       "$(($(splits) - $4)) $(cut -d' ' -f1 /proc/loadavg) $5"
 }
+
+# "rps p99_ms" of one redis-benchmark test, from its CSV line ("test","rps",...,"p99_latency_ms","max_latency_ms")
+rps_p99() { python3 -c 'import csv, sys
+rows = [r for r in csv.DictReader(sys.stdin)]
+print(rows[-1]["rps"], rows[-1]["p99_latency_ms"])'; }
 
 regime() { # NAME REP
   local name=$1 rep=$2 round s0
   rm -f "$DIR/agent.prom"
-  redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$DIR" \
+  local conf=${MALLOC_CONF:-}
+  case $name in hpa*) conf=hpa:true ;; esac
+  MALLOC_CONF=$conf redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$DIR" \
     --logfile "$DIR/redis.log" &
   SERVER=$!
   until redis-cli -p "$PORT" ping 2>/dev/null | grep -q PONG; do sleep 0.1; done
   populate
   s0=$(splits)
-  if [ "$name" = agent ]; then
+  if [[ $name == *agent ]]; then
     # shellcheck disable=SC2086
     "$HUGIFY" agent --pid "$SERVER" --metrics-file "$DIR/agent.prom" $AGENT_ARGS 2>>"$DIR/agent.log" &
     AGENT=$!
   fi
   sleep "$WARMUP"
-  line "$name" "$rep" 0 "$s0"
+  line "$name" "$rep" 0 "$s0" "0 0 0 0"
   for round in $(seq 1 "$ROUNDS"); do
     redis-benchmark -p "$PORT" -r "$KEYS" -n "$CHURN" -P 32 -q DEL key:__rand_int__ >/dev/null
-    redis-benchmark -p "$PORT" -r "$KEYS" -n "$CHURN" -P 32 -d "$VALUE" -t set -q >/dev/null
+    set=$(redis-benchmark -p "$PORT" -r "$KEYS" -n "$CHURN" -P 32 -d "$VALUE" -t set --csv | rps_p99)
+    get=$(redis-benchmark -p "$PORT" -r "$KEYS" -n "$GETS" -P 32 -t get --csv | rps_p99)
     sleep "$SETTLE"
-    line "$name" "$rep" "$round" "$s0"
+    line "$name" "$rep" "$round" "$s0" "$set $get"
   done
   if [ -n "$AGENT" ]; then
     kill "$AGENT"; wait "$AGENT" || true; AGENT=
@@ -99,9 +111,10 @@ import statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
     if line.startswith("#"): continue
-    name, rep, rnd, rss, huge, collapsed, recollapsed, cpu, splits, load = line.split()
+    name, rep, rnd, rss, huge, collapsed, recollapsed, cpu, splits, load, *served = line.split()
     rows.setdefault(int(rnd), {}).setdefault(name, []).append(
-        (int(rss), float(huge), float(collapsed), float(recollapsed), float(cpu), int(splits), float(load)))
+        (int(rss), float(huge), float(collapsed), float(recollapsed), float(cpu), int(splits), float(load),
+         *map(float, served)))
 M = 2**20
 med = lambda xs: statistics.median(xs)
 print("\nper round, median over repetitions: RSS MiB, heap+anon huge %, agent collapsed / re-collapsed MiB (total),")
@@ -121,4 +134,27 @@ if "agent" in names and "nothing" in names:
     a, n = rows[last]["agent"], rows[last]["nothing"]
     print("\nafter round %d: RSS agent/nothing %.3f; re-collapsed / RSS %.2f" % (
         last, med(x[0] for x in a) / med(x[0] for x in n), med(x[3] for x in a) / med(x[0] for x in a)))
+
+# Served under churn: every round after the first of every repetition is one sample per regime. The
+# interval is the median's 95 % distribution-free one (order statistics of a binomial(n, 1/2)).
+def median_interval(xs):
+    from math import comb
+    xs = sorted(xs); n = len(xs); k = 0
+    while k + 1 < n / 2 and sum(comb(n, i) for i in range(k + 2)) / 2**n <= 0.025: k += 1
+    return statistics.median(xs), xs[k], xs[n - 1 - k]
+figures = [("SET/s", 7), ("SET p99 ms", 8), ("GET/s", 9), ("GET p99 ms", 10)]
+served = {n: [x for rnd in rows if rnd > 1 for x in rows[rnd].get(n, [])] for n in names}
+if all(len(x[0]) > 7 for x in served.values() if x):
+    print("\nserved under churn (rounds 2..%d of every repetition): median [95 %% interval]; ratio to nothing" % max(rows))
+    print("| regime | samples | " + " | ".join(f for f, _ in figures) + " |\n|---|---|" + "---|" * len(figures))
+    base = {i: statistics.median(x[i] for x in served["nothing"]) for _, i in figures} if served.get("nothing") else {}
+    for name in names:
+        cells = []
+        for _, i in figures:
+            m, lo, hi = median_interval([x[i] for x in served[name]])
+            scale = 1e3 if i in (7, 9) else 1
+            cell = ("%.0f k [%.0f, %.0f]" if scale > 1 else "%.2f [%.2f, %.2f]") % (m / scale, lo / scale, hi / scale)
+            if base and name != "nothing": cell += " (%.2fx)" % (m / base[i])
+            cells.append(cell)
+        print("| %s | %d | %s |" % (name, len(served[name]), " | ".join(cells)))
 EOF
