@@ -22,3 +22,24 @@ resident = p["heap"]["resident_bytes"] + p["anon"]["resident_bytes"]
 huge = p["heap"]["huge_bytes"] + p["anon"]["huge_bytes"]
 print(resident, "%.3f" % (huge / resident if resident else 0))'
 }
+
+# redis_start PORT [SERVER OPTIONS...]: a redis-server on 127.0.0.1 in $DIR, as $SERVER, answering PING.
+redis_start() {
+  local port=$1; shift
+  redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$DIR" \
+    --logfile "$DIR/redis.log" "$@" &
+  SERVER=$!
+  until redis-cli -p "$port" ping 2>/dev/null | grep -q PONG; do sleep 0.1; done
+}
+
+# redis_populate PORT KEYS VALUE_BYTES: KEYS keys named as redis-benchmark -r draws them (key:%012d).
+redis_populate() {
+  awk -v keys="$2" -v size="$3" 'BEGIN { v = sprintf("%*s", size, ""); gsub(/ /, "x", v)
+    for (i = 0; i < keys; i++) printf "*3\r\n$3\r\nSET\r\n$16\r\nkey:%012d\r\n$%d\r\n%s\r\n", i, size, v }' |
+    redis-cli -p "$1" --pipe >/dev/null
+}
+
+# redis-benchmark --csv on stdin -> "rps p99_ms max_ms" of its last test
+redis_csv_figures() { python3 -c 'import csv, sys
+row = list(csv.DictReader(sys.stdin))[-1]
+print(row["rps"], row["p99_latency_ms"], row["max_latency_ms"])'; }

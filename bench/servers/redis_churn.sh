@@ -46,33 +46,19 @@ metric() { # NAME: the agent's value, or 0 without an agent (or a metric this ag
 
 splits() { awk '$1 == "thp_split_pmd" {print $2}' /proc/vmstat; }
 
-populate() {
-  awk -v keys="$KEYS" -v size="$VALUE" 'BEGIN { v = sprintf("%*s", size, ""); gsub(/ /, "x", v)
-    for (i = 0; i < keys; i++) printf "*3\r\n$3\r\nSET\r\n$16\r\nkey:%012d\r\n$%d\r\n%s\r\n", i, size, v }' |
-    redis-cli -p "$PORT" --pipe >/dev/null
-}
-
 line() { # REGIME REP ROUND SPLITS0 LOAD_FIGURES
   echo "$1 $2 $3 $(memory_of "$SERVER") $(metric hugify_agent_collapsed_bytes_total)" \
        "$(metric hugify_agent_recollapsed_bytes_total) $(metric hugify_agent_cpu_seconds_total)" \
        "$(($(splits) - $4)) $(cut -d' ' -f1 /proc/loadavg) $5"
 }
 
-# "rps p99_ms" of one redis-benchmark test, from its CSV line ("test","rps",...,"p99_latency_ms","max_latency_ms")
-rps_p99() { python3 -c 'import csv, sys
-rows = [r for r in csv.DictReader(sys.stdin)]
-print(rows[-1]["rps"], rows[-1]["p99_latency_ms"])'; }
-
 regime() { # NAME REP
   local name=$1 rep=$2 round s0
   rm -f "$DIR/agent.prom"
   local conf=${MALLOC_CONF:-}
   case $name in hpa*) conf=hpa:true ;; esac
-  MALLOC_CONF=$conf redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$DIR" \
-    --logfile "$DIR/redis.log" &
-  SERVER=$!
-  until redis-cli -p "$PORT" ping 2>/dev/null | grep -q PONG; do sleep 0.1; done
-  populate
+  MALLOC_CONF=$conf redis_start "$PORT"
+  redis_populate "$PORT" "$KEYS" "$VALUE"
   s0=$(splits)
   if [[ $name == *agent ]]; then
     # shellcheck disable=SC2086
@@ -83,8 +69,8 @@ regime() { # NAME REP
   line "$name" "$rep" 0 "$s0" "0 0 0 0"
   for round in $(seq 1 "$ROUNDS"); do
     redis-benchmark -p "$PORT" -r "$KEYS" -n "$CHURN" -P 32 -q DEL key:__rand_int__ >/dev/null
-    set=$(redis-benchmark -p "$PORT" -r "$KEYS" -n "$CHURN" -P 32 -d "$VALUE" -t set --csv | rps_p99)
-    get=$(redis-benchmark -p "$PORT" -r "$KEYS" -n "$GETS" -P 32 -t get --csv | rps_p99)
+    set=$(redis-benchmark -p "$PORT" -r "$KEYS" -n "$CHURN" -P 32 -d "$VALUE" -t set --csv | redis_csv_figures | cut -d' ' -f1,2)
+    get=$(redis-benchmark -p "$PORT" -r "$KEYS" -n "$GETS" -P 32 -t get --csv | redis_csv_figures | cut -d' ' -f1,2)
     sleep "$SETTLE"
     line "$name" "$rep" "$round" "$s0" "$set $get"
   done
