@@ -32,7 +32,163 @@
 #include "safe_file.h"
 #include "units.h"
 
-const char usage_agent[] =
+#define COMMAND "agent"
+#define AGENT_CHUNK (UINT64_C(16) << 20) /* bytes per kernel call: the budget is checked between calls */
+#define BACKOFF_MAX_SECONDS 3600.0
+#define QUIET_PASSES 5 /* an unchanged process is measured again at least every sixth pass */
+#define CAP_SYS_PTRACE_BIT 19
+#define CAP_SYS_NICE_BIT 23
+
+/* ---- configuration ------------------------------------------------------------------------------ */
+
+/* The settings: every field an option of the table below sets, on the command line (--name VALUE) or in the
+ * configuration file (name = VALUE): one table, one store, so a key and its option cannot drift apart. */
+struct agent_config {
+  struct agent_selectors selectors;
+  double interval;
+  double cpu_budget_percent, min_present_percent; /* as given */
+  double cpu_budget;   /* fraction of one core */
+  double min_present;  /* fraction */
+  uint64_t free_floor;
+  double max_pressure; /* percent */
+  char metrics_file[PATH_MAX];
+  char listen[128];
+  bool once, dry_run;
+  /* the command line only (never in the file): */
+  const char *config_path;
+  bool status;
+  struct json_output json;
+  char error[512];     /* the first problem found */
+};
+
+static void config_defaults(struct agent_config *c) {
+  memset(c, 0, sizeof *c);
+  c->selectors.min_rss = UINT64_C(16) << 20;
+  c->interval = 10;
+  c->cpu_budget_percent = 2;
+  c->min_present_percent = 50;
+  c->free_floor = UINT64_C(512) << 20;
+  c->max_pressure = 10;
+}
+
+/* The list options' stores (option_set_fn): one entry per --pid, --comm... (or per line of the file). */
+static int add_pid(void *values, const char *value) {
+  struct agent_selectors *s = &((struct agent_config *)values)->selectors;
+  uint64_t u;
+  if (!parse_count(value, 1, INT_MAX, &u)) return -EINVAL;
+  if (s->pid_count >= AGENT_SELECTOR_MAX) return -ENOSPC;
+  s->pids[s->pid_count++] = (pid_t)u;
+  return 0;
+}
+
+static int add_uid(void *values, const char *value) {
+  struct agent_selectors *s = &((struct agent_config *)values)->selectors;
+  uint64_t u;
+  if (!parse_count(value, 0, UINT32_MAX - 1, &u)) return -EINVAL;
+  if (s->uid_count >= AGENT_SELECTOR_MAX) return -ENOSPC;
+  s->uids[s->uid_count++] = (uid_t)u;
+  return 0;
+}
+
+static int add_comm_to(char list[][16], size_t *count, const char *value) {
+  if (!value[0] || strlen(value) > 15) return -EINVAL;
+  if (*count >= AGENT_SELECTOR_MAX) return -ENOSPC;
+  snprintf(list[(*count)++], 16, "%s", value);
+  return 0;
+}
+
+static int add_comm(void *values, const char *value) {
+  struct agent_selectors *s = &((struct agent_config *)values)->selectors;
+  return add_comm_to(s->comms, &s->comm_count, value);
+}
+
+static int add_exclude_comm(void *values, const char *value) {
+  struct agent_selectors *s = &((struct agent_config *)values)->selectors;
+  return add_comm_to(s->exclude_comms, &s->exclude_comm_count, value);
+}
+
+static int add_path_to(char list[][AGENT_NAME_MAX], size_t *count, const char *value) {
+  if (value[0] != '/' || strlen(value) >= AGENT_NAME_MAX) return -EINVAL;
+  if (*count >= AGENT_SELECTOR_MAX) return -ENOSPC;
+  snprintf(list[(*count)++], AGENT_NAME_MAX, "%s", value);
+  return 0;
+}
+
+static int add_exe(void *values, const char *value) {
+  struct agent_selectors *s = &((struct agent_config *)values)->selectors;
+  return add_path_to(s->exes, &s->exe_count, value);
+}
+
+static int add_cgroup(void *values, const char *value) {
+  struct agent_selectors *s = &((struct agent_config *)values)->selectors;
+  return add_path_to(s->cgroups, &s->cgroup_count, value);
+}
+
+/* Copied, not pointed to: a value of the file lives only while its line is read. */
+static int set_metrics_file(void *values, const char *value) {
+  struct agent_config *c = values;
+  if (strlen(value) >= sizeof c->metrics_file) return -EINVAL;
+  snprintf(c->metrics_file, sizeof c->metrics_file, "%s", value);
+  return 0;
+}
+
+static int set_listen(void *values, const char *value) {
+  struct agent_config *c = values;
+  if (strlen(value) >= sizeof c->listen) return -EINVAL;
+  snprintf(c->listen, sizeof c->listen, "%s", value);
+  return 0;
+}
+
+static const struct option_spec agent_options[] = {
+    OPT_GROUP("Which processes"),
+    OPT_CALLBACK("pid", "PID", add_pid, "a process id", AGENT_SELECTOR_MAX, "this process"),
+    OPT_CALLBACK("comm", "NAME", add_comm, "a command name of 1 to 15 bytes, as in /proc/PID/comm", AGENT_SELECTOR_MAX,
+                 "processes named NAME (/proc/PID/comm)"),
+    OPT_CALLBACK("exe", "PATH", add_exe, "an absolute path", AGENT_SELECTOR_MAX,
+                 "processes running the executable PATH"),
+    OPT_CALLBACK("cgroup", "PATH", add_cgroup, "an absolute path", AGENT_SELECTOR_MAX,
+                 "processes in the cgroup v2 PATH or below (e.g. /system.slice/redis.service)"),
+    OPT_CALLBACK("uid", "UID", add_uid, "a user id", AGENT_SELECTOR_MAX, "processes of user UID"),
+    OPT_SIZE("min-rss", struct agent_config, selectors.min_rss, "SIZE", 0,
+             "only processes with at least SIZE resident (default 16M)"),
+    OPT_CALLBACK("exclude-comm", "NAME", add_exclude_comm, "a command name of 1 to 15 bytes, as in /proc/PID/comm",
+                 AGENT_SELECTOR_MAX, "never processes named NAME"),
+    OPT_GROUP("How"),
+    OPT_DECIMAL("interval", struct agent_config, interval, "SECONDS", 0.05, 86400,
+                "time between passes (default 10)"),
+    OPT_DECIMAL("cpu-budget", struct agent_config, cpu_budget_percent, "PERCENT", 0.01, 100,
+                "CPU the agent may use, in percent of one core, averaged over a minute (default 2)"),
+    OPT_DECIMAL("min-present", struct agent_config, min_present_percent, "PERCENT", 0, 100,
+                "a window is collapsed only when this share of its pages is present (default 50:\n"
+                "the bloat guard; 100 never adds memory)"),
+    OPT_SIZE("free-floor", struct agent_config, free_floor, "SIZE", 0,
+             "no collapse while MemAvailable is below SIZE (default 512M)"),
+    OPT_DECIMAL("max-pressure", struct agent_config, max_pressure, "PERCENT", 0, 100,
+                "no collapse while memory pressure (PSI some avg10) is above this (default 10)"),
+    OPT_FLAG("dry-run", 0, struct agent_config, dry_run, "decide and report, collapse nothing"),
+    OPT_FLAG("once", 0, struct agent_config, once,
+             "one pass, then exit (cron, CI, tests); the CPU budget does not limit it"),
+    OPT_GROUP("Output"),
+    OPT_CALLBACK("metrics-file", "FILE", set_metrics_file, "a file name", 0,
+                 "Prometheus text format, replaced atomically after every pass (for node_exporter's\n"
+                 "textfile collector: FILE ending in .prom in its directory)"),
+    OPT_CALLBACK("listen", "[ADDR:]PORT", set_listen, "[ADDR:]PORT", 0,
+                 "serve the metrics over HTTP at /metrics (ADDR defaults to 127.0.0.1)"),
+    OPT_FLAG("status", 0, struct agent_config, status,
+             "one observation pass, no collapse: a table of the selected processes"),
+    OPT_JSON(struct agent_config, json, "JSON (schema hugify.agent/1, docs/agent.md) instead of the text, or to FILE"),
+    OPT_STRING("config", struct agent_config, config_path, "FILE",
+               "INI file of the same settings: one 'name = value' per line, names as the options\n"
+               "without '--' (repeat a name for lists); the command line adds to it and wins"),
+    OPT_END,
+};
+
+/* Options that are not settings of the file: which file, and what this one run prints. */
+static bool command_line_only(const char *name) {
+  return !strcmp(name, "config") || !strcmp(name, "status");
+}
+
+const struct command_help help_agent = {
     "usage: hugify agent [--config FILE] [--pid PID]... [--comm NAME]... [--exe PATH]... [--cgroup PATH]...\n"
     "                    [--uid UID]... [--min-rss SIZE] [--exclude-comm NAME]... [--interval SECONDS]\n"
     "                    [--cpu-budget PERCENT] [--min-present PERCENT] [--free-floor SIZE]\n"
@@ -47,33 +203,15 @@ const char usage_agent[] =
     "such windows and processes are backed off with growing intervals, and the agent names the allocator\n"
     "setting that would keep the huge pages (docs/agent.md, Churn).\n"
     "\n"
-    "Which processes (a process is selected when it matches any of these, or every process when none is\n"
-    "given; exclusions win; memory a program excluded from THP is always left alone: THP disabled for the\n"
-    "process, also 'except where advised' (visible only while a THP size is 'always'), MADV_NOHUGEPAGE):\n"
-    "  --pid PID            this process\n"
-    "  --comm NAME          processes named NAME (/proc/PID/comm)\n"
-    "  --exe PATH           processes running the executable PATH\n"
-    "  --cgroup PATH        processes in the cgroup v2 PATH or below (e.g. /system.slice/redis.service)\n"
-    "  --uid UID            processes of user UID\n"
-    "  --min-rss SIZE       only processes with at least SIZE resident (default 16M)\n"
-    "  --exclude-comm NAME  never processes named NAME\n"
-    "How:\n"
-    "  --interval SECONDS   time between passes (default 10)\n"
-    "  --cpu-budget PERCENT CPU the agent may use, in percent of one core, averaged over a minute (default 2)\n"
-    "  --min-present PERCENT a window is collapsed only when this share of its pages is present (default 50:\n"
-    "                       the bloat guard; 100 never adds memory)\n"
-    "  --free-floor SIZE    no collapse while MemAvailable is below SIZE (default 512M)\n"
-    "  --max-pressure PERCENT no collapse while memory pressure (PSI some avg10) is above this (default 10)\n"
-    "  --dry-run            decide and report, collapse nothing\n"
-    "  --once               one pass, then exit (cron, CI, tests); the CPU budget does not limit it\n"
-    "Output:\n"
-    "  --metrics-file FILE  Prometheus text format, replaced atomically after every pass (for node_exporter's\n"
-    "                       textfile collector: FILE ending in .prom in its directory)\n"
-    "  --listen [ADDR:]PORT serve the metrics over HTTP at /metrics (ADDR defaults to 127.0.0.1)\n"
-    "  --status             one observation pass, no collapse: a table of the selected processes\n"
-    "  --json[=FILE]        JSON (schema hugify.agent/1, docs/agent.md) instead of the text, or to FILE\n"
-    "  --config FILE        INI file of the same settings: one 'name = value' per line, names as the flags\n"
-    "                       without '--' (repeat a name for lists); the command line adds to it and wins\n"
+    "A process is selected when it matches any of the options of 'Which processes', or every process when\n"
+    "none is given; exclusions win; memory a program excluded from THP is always left alone: THP disabled\n"
+    "for the process, also 'except where advised' (visible only while a THP size is 'always'),\n"
+    "MADV_NOHUGEPAGE.\n"
+    "\n",
+    agent_options,
+    "\n"
+    "The configuration file (--config) takes every option above but --config, --status and --json, as\n"
+    "'name = value' (a flag: name = true|false; '_' may stand for '-'), before any section or in [agent].\n"
     "\n"
     "Signals: SIGTERM or SIGINT stops the agent after the current call; SIGHUP reads the config file again\n"
     "(a bad file is reported and the old settings kept).\n"
@@ -88,117 +226,11 @@ const char usage_agent[] =
     "  hugify agent --status --uid 1000                      what the agent would see, as a table\n"
     "\n"
     "Exit status: 0 done (or stopped by a signal); 1 a --once pass had failures; 2 bad usage or configuration;\n"
-    "3 missing privilege (CAP_SYS_NICE, CAP_SYS_PTRACE) or kernel feature.\n";
-
-#define COMMAND "agent"
-#define AGENT_CHUNK (UINT64_C(16) << 20) /* bytes per kernel call: the budget is checked between calls */
-#define BACKOFF_MAX_SECONDS 3600.0
-#define QUIET_PASSES 5 /* an unchanged process is measured again at least every sixth pass */
-#define CAP_SYS_PTRACE_BIT 19
-#define CAP_SYS_NICE_BIT 23
-
-/* ---- configuration ------------------------------------------------------------------------------ */
-
-struct agent_config {
-  struct agent_selectors selectors;
-  double interval;
-  double cpu_budget;   /* fraction of one core */
-  double min_present;  /* fraction */
-  uint64_t free_floor;
-  double max_pressure; /* percent */
-  char metrics_file[PATH_MAX];
-  char listen[128];
-  bool once, dry_run;
-  char error[512];     /* the first problem found */
+    "3 missing privilege (CAP_SYS_NICE, CAP_SYS_PTRACE) or kernel feature.\n",
 };
-
-static void config_defaults(struct agent_config *c) {
-  memset(c, 0, sizeof *c);
-  c->selectors.min_rss = UINT64_C(16) << 20;
-  c->interval = 10;
-  c->cpu_budget = 0.02;
-  c->min_present = 0.5;
-  c->free_floor = UINT64_C(512) << 20;
-  c->max_pressure = 10;
-}
-
-static bool parse_bool(const char *text, bool *value) {
-  if (!strcmp(text, "true") || !strcmp(text, "yes") || !strcmp(text, "1") || !strcmp(text, "on")) *value = true;
-  else if (!strcmp(text, "false") || !strcmp(text, "no") || !strcmp(text, "0") || !strcmp(text, "off")) *value = false;
-  else return false;
-  return true;
-}
-
-/* One setting, by its flag name without "--", from the command line or the config file. Returns 0, or -1
- * with c->error set. */
-static int config_set(struct agent_config *c, const char *name, const char *value) {
-  struct agent_selectors *s = &c->selectors;
-  uint64_t u;
-  double d;
-#define ERROR(...) (snprintf(c->error, sizeof c->error, __VA_ARGS__), -1)
-#define LIST_FULL(count) ((count) >= AGENT_SELECTOR_MAX ? ERROR("too many '%s' (at most %d)", name, AGENT_SELECTOR_MAX) : 0)
-  if (!strcmp(name, "pid")) {
-    if (!parse_count(value, 1, INT_MAX, &u)) return ERROR("pid: '%s' is not a process id", value);
-    if (LIST_FULL(s->pid_count)) return -1;
-    s->pids[s->pid_count++] = (pid_t)u;
-  } else if (!strcmp(name, "uid")) {
-    if (!parse_count(value, 0, UINT32_MAX - 1, &u)) return ERROR("uid: '%s' is not a user id", value);
-    if (LIST_FULL(s->uid_count)) return -1;
-    s->uids[s->uid_count++] = (uid_t)u;
-  } else if (!strcmp(name, "comm") || !strcmp(name, "exclude-comm")) {
-    bool exclude = name[0] == 'e';
-    if (!value[0] || strlen(value) > 15) return ERROR("%s: '%s' is not a command name (1 to 15 bytes, as in /proc/PID/comm)", name, value);
-    if (LIST_FULL(exclude ? s->exclude_comm_count : s->comm_count)) return -1;
-    if (exclude) snprintf(s->exclude_comms[s->exclude_comm_count++], 16, "%s", value);
-    else snprintf(s->comms[s->comm_count++], 16, "%s", value);
-  } else if (!strcmp(name, "exe") || !strcmp(name, "cgroup")) {
-    bool exe = name[0] == 'e';
-    if (value[0] != '/' || strlen(value) >= AGENT_NAME_MAX) return ERROR("%s: '%s' is not an absolute path", name, value);
-    if (LIST_FULL(exe ? s->exe_count : s->cgroup_count)) return -1;
-    if (exe) snprintf(s->exes[s->exe_count++], AGENT_NAME_MAX, "%s", value);
-    else snprintf(s->cgroups[s->cgroup_count++], AGENT_NAME_MAX, "%s", value);
-  } else if (!strcmp(name, "min-rss")) {
-    if (!parse_size(value, &s->min_rss)) return ERROR("min-rss: '%s' is not a size like 16M or 1G", value);
-  } else if (!strcmp(name, "free-floor")) {
-    if (!parse_size(value, &c->free_floor)) return ERROR("free-floor: '%s' is not a size like 512M", value);
-  } else if (!strcmp(name, "interval")) {
-    if (!parse_decimal(value, 0.05, 86400, &c->interval)) return ERROR("interval: '%s' is not a number of seconds from 0.05 to 86400", value);
-  } else if (!strcmp(name, "cpu-budget")) {
-    if (!parse_decimal(value, 0.01, 100, &d)) return ERROR("cpu-budget: '%s' is not a percentage of one core from 0.01 to 100", value);
-    c->cpu_budget = d / 100;
-  } else if (!strcmp(name, "min-present")) {
-    if (!parse_decimal(value, 0, 100, &d)) return ERROR("min-present: '%s' is not a percentage from 0 to 100", value);
-    c->min_present = d / 100;
-  } else if (!strcmp(name, "max-pressure")) {
-    if (!parse_decimal(value, 0, 100, &c->max_pressure)) return ERROR("max-pressure: '%s' is not a percentage from 0 to 100", value);
-  } else if (!strcmp(name, "metrics-file")) {
-    if (!value[0] || strlen(value) >= sizeof c->metrics_file) return ERROR("metrics-file: needs a file name");
-    snprintf(c->metrics_file, sizeof c->metrics_file, "%s", value);
-  } else if (!strcmp(name, "listen")) {
-    if (!value[0] || strlen(value) >= sizeof c->listen) return ERROR("listen: needs [ADDR:]PORT");
-    snprintf(c->listen, sizeof c->listen, "%s", value);
-  } else if (!strcmp(name, "once") || !strcmp(name, "dry-run")) {
-    bool b;
-    if (!parse_bool(value, &b)) return ERROR("%s: '%s' is not true or false", name, value);
-    if (name[0] == 'o') c->once = b;
-    else c->dry_run = b;
-  } else {
-    return ERROR("unknown setting '%s'", name);
-  }
-  return 0;
-#undef LIST_FULL
-#undef ERROR
-}
-
-/* Flags that take a value, and the ones that do not (settable in the file as name = true|false). */
-static const char *const value_flags[] = {"pid", "comm", "exe", "cgroup", "uid", "min-rss", "exclude-comm",
-                                          "interval", "cpu-budget", "min-present", "free-floor", "max-pressure",
-                                          "metrics-file", "listen", NULL};
 
 struct ini_state {
   struct agent_config *config;
-  int error_line;
-  int line;
 };
 
 static int ini_setting(void *user, const char *section, const char *name, const char *value) {
@@ -213,12 +245,19 @@ static int ini_setting(void *user, const char *section, const char *name, const 
   snprintf(key, sizeof key, "%s", name);
   for (char *p = key; *p; p++)
     if (*p == '_') *p = '-'; /* cpu_budget = cpu-budget */
-  return config_set(c, key, value) == 0;
+  if (command_line_only(key)) {
+    snprintf(c->error, sizeof c->error, "'%s' is an option of the command line, not a setting of the file", key);
+    return 0;
+  }
+  struct option_result result;
+  if (option_table_set(agent_options, key, value, c, &result) == 0) return 1;
+  snprintf(c->error, sizeof c->error, "%s", result.error);
+  return 0;
 }
 
 /* Read the config file into c (over its defaults). Returns 0 or -1 with c->error "FILE:LINE: ...". */
 static int config_read_file(struct agent_config *c, const char *path) {
-  struct ini_state state = {c, 0, 0};
+  struct ini_state state = {c};
   /* a regular file only: a FIFO or device named by mistake must not hang or flood the reader */
   int fd = safe_file_open_read(path, true);
   FILE *file = fd >= 0 ? fdopen(fd, "r") : NULL;
@@ -236,6 +275,7 @@ static int config_read_file(struct agent_config *c, const char *path) {
   return -1;
 }
 
+/* What the command line said about this run, kept for the reloads (which read the file, then argv, again). */
 struct command_line {
   const char *config_path;
   bool status;
@@ -244,50 +284,25 @@ struct command_line {
   char **argv;
 };
 
-/* Apply the command line's settings over c. Returns 0 or EXIT_USAGE (message printed). */
-static int config_apply_arguments(struct agent_config *c, const struct command_line *cl) {
-  for (int i = 1; i < cl->argc; i++) {
-    const char *arg = cl->argv[i];
-    if (!strncmp(arg, "--config", 8) || !strcmp(arg, "--status") || !strncmp(arg, "--json", 6)) {
-      if (!strcmp(arg, "--config")) i++;
-      continue; /* read by parse_command_line */
-    }
-    if (strncmp(arg, "--", 2) != 0) return usage_error(COMMAND, "unexpected argument '%s'", arg);
-    char name[64];
-    const char *eq = strchr(arg, '='), *value = NULL;
-    snprintf(name, sizeof name, "%.*s", (int)((eq ? (size_t)(eq - arg) : strlen(arg)) - 2), arg + 2);
-    bool takes_value = false;
-    for (int k = 0; value_flags[k]; k++) takes_value |= !strcmp(value_flags[k], name);
-    if (takes_value) {
-      value = eq ? eq + 1 : (i + 1 < cl->argc ? cl->argv[++i] : NULL);
-      if (!value) return usage_error(COMMAND, "--%s needs a value", name);
-    } else if (!strcmp(name, "once") || !strcmp(name, "dry-run")) {
-      if (eq) return usage_error(COMMAND, "--%s takes no value", name);
-      value = "true";
-    } else {
-      return usage_error(COMMAND, "unknown option '%s'", arg);
-    }
-    if (config_set(c, name, value) != 0) return usage_error(COMMAND, "--%s", c->error);
-  }
-  return 0;
+/* Apply the command line's settings over c. Returns 0, or EXIT_USAGE (printed when `print`; c->error set). */
+static int config_apply_arguments(struct agent_config *c, int argc, char **argv, bool print) {
+  struct option_result result;
+  if (option_table_parse(agent_options, OPTIONS_ANYWHERE, argc, argv, c, &result) != 0)
+    snprintf(c->error, sizeof c->error, "%s", result.error);
+  else if (result.operand_count)
+    snprintf(c->error, sizeof c->error, "unexpected argument '%s'", argv[result.operands[0]]);
+  else
+    return 0;
+  if (print) usage_error(COMMAND, "%s", c->error);
+  return EXIT_USAGE;
 }
 
 static int parse_command_line(int argc, char **argv, struct command_line *cl) {
-  memset(cl, 0, sizeof *cl);
-  cl->argc = argc;
-  cl->argv = argv;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--config")) {
-      if (i + 1 >= argc) return usage_error(COMMAND, "--config needs a file");
-      cl->config_path = argv[++i];
-    } else if (!strncmp(argv[i], "--config=", 9)) {
-      cl->config_path = argv[i] + 9;
-    } else if (!strcmp(argv[i], "--status")) {
-      cl->status = true;
-    } else if (json_output_option(COMMAND, argv[i], &cl->json) < 0) {
-      return EXIT_USAGE;
-    }
-  }
+  static struct agent_config scratch; /* large (selectors); only what the command line says of this run */
+  config_defaults(&scratch);
+  int rc = config_apply_arguments(&scratch, argc, argv, true);
+  if (rc) return rc;
+  *cl = (struct command_line){scratch.config_path, scratch.status, scratch.json, argc, argv};
   return 0;
 }
 
@@ -299,7 +314,10 @@ static int load_config(struct agent_config *c, const struct command_line *cl, bo
     if (print) fail(EXIT_USAGE, COMMAND, "bad configuration: %s", c->error);
     return EXIT_USAGE;
   }
-  return config_apply_arguments(c, cl); /* valid at start, so valid at a reload too */
+  int rc = config_apply_arguments(c, cl->argc, cl->argv, print); /* valid at start, so valid at a reload too */
+  c->cpu_budget = c->cpu_budget_percent / 100;
+  c->min_present = c->min_present_percent / 100;
+  return rc;
 }
 
 /* A /proc file's text (malloc'd), or NULL when it cannot be read (the process is gone). */
@@ -808,7 +826,7 @@ static bool parse_listen(const char *text, struct sockaddr_storage *out, char *r
     if (host[0] == '[' && n >= 2 && host[n - 1] == ']') memmove(host, host + 1, n - 2), host[n - 2] = '\0';
   }
   uint64_t port;
-  if (!parse_u64(port_text, &port) || port == 0 || port > 65535) {
+  if (!parse_count(port_text, 1, 65535, &port)) {
     snprintf(reason, cap, "listen: '%s' has no port from 1 to 65535", text);
     return false;
   }
