@@ -6,7 +6,9 @@
 1. The includes: every `#include "x.h"` of src/<layer>/ is resolved to the layer that holds x.h, and only
    downward edges are allowed: cli -> format -> lib, preload -> format -> lib (the preload writes its report
    with the format layer; it never uses the command's files). include/ (the public header) is the library's.
-2. The library's objects: who uses whom, rebuilt from the symbols each object defines and needs (nm), has
+2. File names: no two files of src/ share a name (a name in a message, a profile or a stack trace is then
+   never ambiguous; a command's file is cmd_NAME.c where src/lib has a NAME.c).
+3. The library's objects: who uses whom, rebuilt from the symbols each object defines and needs (nm), has
    no cycle, and the pure parsers (procfs.c, units.c, reason.c) use nothing but each other.
 Prints every violation with its file and line (or the cycle) and exits 1; exits 0 when the layers hold.
 """
@@ -61,6 +63,20 @@ def include_violations(source):
                             continue
                         problems.append(f"{os.path.relpath(path, source)}:{number}: {layer} includes "
                                         f"{header} of {'/'.join(sorted(layers))} (an upward edge)")
+    return problems
+
+
+def name_clashes(source):
+    seen, problems = {}, []
+    for root, _, files in sorted(os.walk(os.path.join(source, "src"))):
+        for name in sorted(files):
+            if not name.endswith((".c", ".h")):
+                continue
+            path = os.path.relpath(os.path.join(root, name), source)
+            if name in seen:
+                problems.append(f"{path}: the same name as {seen[name]}")
+            else:
+                seen[name] = path
     return problems
 
 
@@ -126,7 +142,7 @@ def main():
         print(__doc__, file=sys.stderr)
         return 2
     source, objects = sys.argv[1], [o for o in sys.argv[2:] if o.endswith(".o")]
-    problems = include_violations(source) + object_violations(objects)
+    problems = include_violations(source) + name_clashes(source) + object_violations(objects)
     for problem in problems:
         print(problem)
     print(f"layering: {len(problems)} problem(s); {len(objects)} library objects read")
