@@ -639,8 +639,9 @@ bool parse_psi_pressure(const char *text, struct psi_pressure *out) {
       full = parse_psi_average(buf, "avg10=", &out->full_avg10);
     line = next ? next + 1 : NULL;
   }
-  out->present = some;
   (void)full; /* "full" is absent on older kernels for some resources; "some" is what the gate uses */
+  if (!some) memset(out, 0, sizeof *out); /* no half-read figures (found by fuzz/machine.c) */
+  out->present = some;
   return some;
 }
 
