@@ -18,7 +18,16 @@ struct values {
   const char *string;
   int choice;
   struct json_output json;
+  int items;
 };
+
+static int add_item(void *values, const char *value) {
+  struct values *v = values;
+  if (!value[0] || strlen(value) > 15) return -EINVAL;
+  if (v->items == 4) return -ENOSPC;
+  v->items++;
+  return 0;
+}
 
 static const char *const choices[] = {"cpu", "wall", NULL};
 static const struct option_spec table[] = {
@@ -30,6 +39,7 @@ static const struct option_spec table[] = {
     OPT_STRING("string", struct values, string, "FILE", "a string"),
     OPT_ENUM("choice", struct values, choice, "WORD", choices, "a choice"),
     OPT_JSON(struct values, json, "JSON"),
+    OPT_CALLBACK("item", "NAME", add_item, "a name", 4, "a list"),
     OPT_END,
 };
 
@@ -58,6 +68,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       if (result.operands[i] < 1 || result.operands[i] >= argc || (i && result.operands[i] <= result.operands[i - 1]))
         abort();
   }
+  /* the same words as a configuration file's settings: name, then value */
+  struct values v = {.count = 6, .size = 2 << 20, .decimal = 1};
+  for (int i = 1; i + 1 < argc; i += 2) {
+    struct option_result result;
+    int rc = option_table_set(table, argv[i], argv[i + 1], &v, &result);
+    if (rc != 0 && (rc != -EINVAL || !result.error[0])) abort();
+  }
+  if (v.count < 6 || v.count > 1000 || v.size < (2u << 20) || !(v.decimal >= 0.5 && v.decimal <= 3600)) abort();
+  if (v.items > 4 || v.json.wanted) abort();
   free(text);
   return 0;
 }

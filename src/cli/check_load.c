@@ -1,5 +1,5 @@
 /* check_load.c - one measured run of a server under load (check_load.h). The server and the load each run
- * in a process group of their own (src/lib/server.c), so stopping one stops all it started, and a Ctrl-C
+ * in a process group of their own (src/lib/process_group.c), so stopping one stops all it started, and a Ctrl-C
  * reaches hugify, which stops them before it exits. */
 #include "check_load.h"
 
@@ -16,7 +16,7 @@
 
 #include "cli.h"
 #include "measure.h"
-#include "server.h"
+#include "process_group.h"
 #include "procfs.h"
 #include "units.h"
 

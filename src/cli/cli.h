@@ -31,7 +31,6 @@ struct command {
   int (*run)(int argc, char **argv); /* argv[0] is the command name */
   const char *summary;               /* one line for `hugify --help` */
   const struct command_help *help;   /* `hugify CMD --help` / `hugify help CMD` */
-  const char *usage;                 /* the whole text, for a command whose options have no table yet */
 };
 
 /* Each command file defines one of these. */
@@ -46,16 +45,14 @@ int cmd_elf(int argc, char **argv);
 int cmd_agent(int argc, char **argv);
 int cmd_env(int argc, char **argv);
 
-extern const char usage_run[], usage_agent[], usage_env[];
-extern const struct command_help help_collapse, help_inspect, help_elf, help_status, help_bench, help_check, help_pool;
+extern const struct command_help help_collapse, help_inspect, help_elf, help_status, help_bench, help_check, help_pool,
+    help_run, help_env, help_agent;
 
 /* ---- output.c: messages ---- */
 /* "hugify CMD: message" on stderr; returns `code` so callers can `return fail(EXIT_USAGE, ...)`. */
 int fail(int code, const char *command, const char *format, ...) __attribute__((format(printf, 3, 4)));
 /* Usage error: the message, then "Try 'hugify CMD --help'." Returns EXIT_USAGE. */
 int usage_error(const char *command, const char *format, ...) __attribute__((format(printf, 2, 3)));
-/* Print the usage text of a command to stdout. Returns EXIT_DONE. */
-int print_usage(const char *usage);
 /* Print a command's --help (struct command_help) to `out`. Returns EXIT_DONE. */
 int print_command_help(const struct command_help *help, FILE *out);
 /* option_table_parse, and on an error its message as `command`'s usage error. EXIT_DONE or EXIT_USAGE. */
@@ -104,9 +101,6 @@ struct json_output {
   const char *path; /* NULL: stdout, instead of the text; else FILE, besides the text */
   struct output_file file;
 };
-/* 1 when arg is --json or --json=FILE (recorded in o), 0 when it is another argument, -1 after a usage
- * message when its value is empty. */
-int json_output_option(const char *command, const char *arg, struct json_output *o);
 /* Whether the text goes to stdout. */
 static inline bool json_output_text(const struct json_output *o) { return !o->wanted || o->path; }
 /* Where the JSON goes: stdout, FILE opened for writing, or NULL when no JSON is wanted or (after a

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,46 @@
 #include "run_env.h"
 #include "safe_file.h"
 
-const char usage_env[] =
+enum env_form { FORM_SHELL, FORM_SYSTEMD, FORM_DOCKER, FORM_KUBERNETES };
+
+struct env_args {
+  struct run_settings settings; /* first (run_env.h): the run options */
+  enum env_form form;
+  bool forms[4];                /* --shell, --systemd, --docker, --kubernetes as given */
+  struct json_output json;
+  bool dry_run;
+  const char *install, *root;
+};
+_Static_assert(offsetof(struct env_args, settings) == 0, "the run option callbacks take the struct as its settings");
+
+static const struct option_spec env_options[] = {
+    OPT_GROUP("Run options (as in hugify run --help)"),
+    RUN_SETTINGS_OPTIONS(struct env_args),
+    OPT_GROUP("Forms"),
+    OPT_FLAG("shell", 0, struct env_args, forms[FORM_SHELL],
+             "(default) `export NAME='value'` lines: eval \"$(hugify env)\" in a script"),
+    OPT_FLAG("systemd", 0, struct env_args, forms[FORM_SYSTEMD],
+             "a [Service] section with one Environment= line per variable"),
+    OPT_FLAG("docker", 0, struct env_args, forms[FORM_DOCKER],
+             "`docker run` options: -v mounts for the preload (it must exist inside the\n"
+             "container at the same path) and one -e per variable"),
+    OPT_FLAG("kubernetes", 0, struct env_args, forms[FORM_KUBERNETES],
+             "a container's env: list, volumeMounts and the pod's volumes for the preload"),
+    OPT_STRING("install", struct env_args, install, "UNIT",
+               "write the systemd form as the drop-in\n"
+               "/etc/systemd/system/UNIT.service.d/hugify.conf (replaced atomically; never through\n"
+               "a symbolic link), then say how to apply it. Warns about unit settings that get in the\n"
+               "way (MemoryDenyWriteExecute stops the text remap; ProtectSystem and PrivateTmp move\n"
+               "or forbid the report)"),
+    OPT_FLAG("dry-run", 0, struct env_args, dry_run, "with --install: print the path and the content, write nothing"),
+    OPT_STRING("root", struct env_args, root, "DIR", "with --install: DIR/etc/systemd/system instead of /etc/systemd/system"),
+    OPT_JSON(struct env_args, json,
+             "the variables as JSON (schema hugify.env/1) instead of the text; --json=FILE: the\n"
+             "text on stdout and the JSON to FILE"),
+    OPT_END,
+};
+
+const struct command_help help_env = {
     "usage: hugify env [RUN OPTIONS] [--shell | --systemd | --docker | --kubernetes] [--json[=FILE]]\n"
     "       hugify env [RUN OPTIONS] --install UNIT [--dry-run] [--root DIR]\n"
     "\n"
@@ -25,21 +65,8 @@ const char usage_env[] =
     "container runtime or a shell script. The program then behaves as under `hugify run` (same preload,\n"
     "same heap settings, same report). RUN OPTIONS are those of `hugify run`: --heap, --text, --report,\n"
     "--verbose (see hugify run --help); the heap mode is settled for this machine as `run` does.\n"
-    "\n"
-    "  --shell          (default) `export NAME='value'` lines: eval \"$(hugify env)\" in a script\n"
-    "  --systemd        a [Service] section with one Environment= line per variable\n"
-    "  --docker         `docker run` options: -v mounts for the preload (it must exist inside the\n"
-    "                   container at the same path) and one -e per variable\n"
-    "  --kubernetes     a container's env: list, volumeMounts and the pod's volumes for the preload\n"
-    "  --install UNIT   write the systemd form as the drop-in\n"
-    "                   /etc/systemd/system/UNIT.service.d/hugify.conf (replaced atomically; never through\n"
-    "                   a symbolic link), then say how to apply it. Warns about unit settings that get in the\n"
-    "                   way (MemoryDenyWriteExecute stops the text remap; ProtectSystem and PrivateTmp move\n"
-    "                   or forbid the report)\n"
-    "  --dry-run        with --install: print the path and the content, write nothing\n"
-    "  --root DIR       with --install: DIR/etc/systemd/system instead of /etc/systemd/system\n"
-    "  --json           the variables as JSON (schema hugify.env/1) instead of the text; --json=FILE: the\n"
-    "                   text on stdout and the JSON to FILE\n"
+    "\n",
+    env_options,
     "\n"
     "Exit status: 0 done; 1 the drop-in could not be written; 2 bad usage or an unsafe drop-in path\n"
     "(a symbolic link); 3 the preload or the allocator of --heap is missing, or no permission to write.\n"
@@ -48,49 +75,22 @@ const char usage_env[] =
     "  eval \"$(hugify env --report /tmp/app.json)\" && exec ./server\n"
     "  hugify env --install redis-server && systemctl daemon-reload && systemctl restart redis-server\n"
     "  docker run $(hugify env --docker) redis:7\n"
-    "  hugify env --kubernetes --heap jemalloc\n";
-
-enum env_form { FORM_SHELL, FORM_SYSTEMD, FORM_DOCKER, FORM_KUBERNETES };
-
-struct env_args {
-  struct run_settings run;
-  enum env_form form;
-  struct json_output json;
-  bool dry_run;
-  const char *install, *root;
+    "  hugify env --kubernetes --heap jemalloc\n",
 };
 
 static int parse_args(int argc, char **argv, struct env_args *args) {
   *args = (struct env_args){.form = FORM_SHELL, .root = ""};
-  run_settings_default(&args->run);
+  run_settings_default(&args->settings);
+  struct option_result result;
+  int rc = parse_command_options("env", env_options, OPTIONS_ANYWHERE, argc, argv, args, &result);
+  if (rc != EXIT_DONE) return rc;
+  if (result.operand_count) return usage_error("env", "unexpected argument '%s'", argv[result.operands[0]]);
   bool form_given = false;
-  for (int i = 1; i < argc; i++) {
-    int consumed = run_settings_option("env", argc, argv, &i, &args->run);
-    if (consumed == 1) continue;
-    if (consumed != 0) return consumed;
-    const char *a = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
-    enum env_form form = FORM_SHELL;
-    bool is_form = true;
-    if (strcmp(a, "--shell") == 0) form = FORM_SHELL;
-    else if (strcmp(a, "--systemd") == 0) form = FORM_SYSTEMD;
-    else if (strcmp(a, "--docker") == 0) form = FORM_DOCKER;
-    else if (strcmp(a, "--kubernetes") == 0) form = FORM_KUBERNETES;
-    else is_form = false;
-    if (is_form) {
-      if (form_given && form != args->form) return usage_error("env", "choose one of --shell, --systemd, --docker, --kubernetes");
-      args->form = form;
-      form_given = true;
-    } else if (strncmp(a, "--json", 6) == 0 && (a[6] == '\0' || a[6] == '=')) {
-      if (json_output_option("env", a, &args->json) < 0) return EXIT_USAGE;
-    } else if (strcmp(a, "--dry-run") == 0) {
-      args->dry_run = true;
-    } else if (strcmp(a, "--install") == 0 || strcmp(a, "--root") == 0) {
-      if (!value || !value[0]) return usage_error("env", "%s takes a value", a);
-      *(strcmp(a, "--install") == 0 ? &args->install : &args->root) = value;
-      i++;
-    } else {
-      return usage_error("env", "unknown option '%s'", a);
-    }
+  for (int form = FORM_SHELL; form <= FORM_KUBERNETES; form++) {
+    if (!args->forms[form]) continue;
+    if (form_given) return usage_error("env", "choose one of --shell, --systemd, --docker, --kubernetes");
+    args->form = (enum env_form)form;
+    form_given = true;
   }
   if (args->install && form_given && args->form != FORM_SYSTEMD)
     return usage_error("env", "--install writes the systemd form; it does not go with --shell, --docker or --kubernetes");
@@ -327,9 +327,9 @@ static int install(const struct env_args *args, const struct run_environment *en
   size_t length = 0;
   FILE *buffer = open_memstream(&content, &length);
   if (!buffer) return fail(EXIT_SHORT, "env", "out of memory");
-  print_systemd(buffer, &args->run, environment, unit);
+  print_systemd(buffer, &args->settings, environment, unit);
   fclose(buffer);
-  check_unit(args->root, unit, &args->run, environment);
+  check_unit(args->root, unit, &args->settings, environment);
   int rc = EXIT_DONE;
   if (args->dry_run) {
     printf("# would write %s/hugify.conf:\n%s", directory, content);
@@ -349,14 +349,14 @@ static int print_or_install(const struct env_args *args_in, const struct run_env
   FILE *json = json_output_open(&args.json, "env");
   if (args.json.wanted && !json) return EXIT_USAGE;
   if (json_output_text(&args.json)) {
-    if (args.form == FORM_SHELL) print_shell(stdout, &args.run, environment);
-    else if (args.form == FORM_SYSTEMD) print_systemd(stdout, &args.run, environment, NULL);
+    if (args.form == FORM_SHELL) print_shell(stdout, &args.settings, environment);
+    else if (args.form == FORM_SYSTEMD) print_systemd(stdout, &args.settings, environment, NULL);
     else if (args.form == FORM_DOCKER) print_docker(stdout, environment);
-    else print_kubernetes(stdout, &args.run, environment);
+    else print_kubernetes(stdout, &args.settings, environment);
   }
   rc = fflush(stdout) == 0 ? EXIT_DONE : EXIT_SHORT;
   if (json) {
-    print_json(json, &args.run, environment, args.form);
+    print_json(json, &args.settings, environment, args.form);
     if (!json_output_close(json, &args.json, "env")) rc = EXIT_SHORT;
   }
   return rc;
@@ -367,8 +367,8 @@ int cmd_env(int argc, char **argv) {
   int rc = parse_args(argc, argv, &args);
   if (rc != EXIT_DONE) return rc;
   static struct run_environment environment; /* large: off the stack */
-  rc = run_environment_build("env", &args.run, &environment);
-  if (rc == EXIT_DONE && args.run.report) rc = run_environment_add_report("env", &environment, args.run.report);
+  rc = run_environment_build("env", &args.settings, &environment);
+  if (rc == EXIT_DONE && args.settings.report) rc = run_environment_add_report("env", &environment, args.settings.report);
   if (rc == EXIT_DONE) rc = print_or_install(&args, &environment);
   run_environment_free(&environment);
   return rc;

@@ -6,16 +6,16 @@
 #include "hugify.h"
 
 static const struct command commands[] = {
-    {"status", cmd_status, "everything the kernel says about huge pages here, with diagnoses and fixes", &help_status, NULL},
-    {"pool", cmd_pool, "reserve, show, clear and persist hugetlb pools per size and NUMA node", &help_pool, NULL},
-    {"inspect", cmd_inspect, "how much of a process is on huge pages, by class and page kind", &help_inspect, NULL},
-    {"collapse", cmd_collapse, "put a running process's anonymous memory on huge pages now", &help_collapse, NULL},
-    {"run", cmd_run, "run a program with its heap and code on huge pages; report what it got", NULL, usage_run},
-    {"env", cmd_env, "the environment of `run`, for systemd units, containers and scripts", NULL, usage_env},
-    {"check", cmd_check, "do huge pages help a program, which way, and by how much", &help_check, NULL},
-    {"bench", cmd_bench, "what huge pages buy on this machine: the seed experiments, with a chart", &help_bench, NULL},
-    {"agent", cmd_agent, "keep long-running processes on huge pages, within a CPU budget, with metrics", NULL, usage_agent},
-    {"elf", cmd_elf, "what the text remap would cover for a binary; linker flags for aligned text", &help_elf, NULL},
+    {"status", cmd_status, "everything the kernel says about huge pages here, with diagnoses and fixes", &help_status},
+    {"pool", cmd_pool, "reserve, show, clear and persist hugetlb pools per size and NUMA node", &help_pool},
+    {"inspect", cmd_inspect, "how much of a process is on huge pages, by class and page kind", &help_inspect},
+    {"collapse", cmd_collapse, "put a running process's anonymous memory on huge pages now", &help_collapse},
+    {"run", cmd_run, "run a program with its heap and code on huge pages; report what it got", &help_run},
+    {"env", cmd_env, "the environment of `run`, for systemd units, containers and scripts", &help_env},
+    {"check", cmd_check, "do huge pages help a program, which way, and by how much", &help_check},
+    {"bench", cmd_bench, "what huge pages buy on this machine: the seed experiments, with a chart", &help_bench},
+    {"agent", cmd_agent, "keep long-running processes on huge pages, within a CPU budget, with metrics", &help_agent},
+    {"elf", cmd_elf, "what the text remap would cover for a binary; linker flags for aligned text", &help_elf},
 };
 #define COMMAND_COUNT (sizeof commands / sizeof commands[0])
 
@@ -42,7 +42,7 @@ static int print_main_usage(FILE *out) {
 }
 
 static int show_help(const struct command *command) {
-  return command->help ? print_command_help(command->help, stdout) : print_usage(command->usage);
+  return print_command_help(command->help, stdout);
 }
 
 int main(int argc, char **argv) {

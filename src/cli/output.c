@@ -28,11 +28,6 @@ int usage_error(const char *command, const char *format, ...) {
   return EXIT_USAGE;
 }
 
-int print_usage(const char *usage) {
-  fputs(usage, stdout);
-  return EXIT_DONE;
-}
-
 int print_command_help(const struct command_help *help, FILE *out) {
   fputs(help->synopsis, out);
   if (help->options) option_table_help(help->options, out);
@@ -77,16 +72,6 @@ void progress(bool done, const char *format, ...) {
 }
 
 /* ---- --json / --json=FILE ------------------------------------------------------------------------- */
-
-int json_output_option(const char *command, const char *arg, struct json_output *o) {
-  if (strcmp(arg, "--json") != 0 && strncmp(arg, "--json=", 7) != 0) return 0;
-  char error[128];
-  if (option_json_set(o, arg[6] == '=' ? arg + 7 : NULL, error, sizeof error) != 0) {
-    usage_error(command, "%s", error);
-    return -1;
-  }
-  return 1;
-}
 
 FILE *json_output_open(struct json_output *o, const char *command) {
   if (!o->wanted) return NULL;

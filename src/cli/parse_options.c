@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "options.h"
 #include "units.h"
 
 static int fail_with(struct option_result *result, const char *format, ...) __attribute__((format(printf, 2, 3)));
@@ -41,9 +42,17 @@ static unsigned distance(const char *a, size_t na, const char *b) {
   return row[nb] > 3 ? 4 : row[nb];
 }
 
+/* How a message names an option: "--name" on the command line, "name" in a configuration file. */
+struct option_source {
+  const char *what;   /* "option", "setting" */
+  const char *dashes; /* "--", "" */
+};
+static const struct option_source command_line = {"option", "--"}, configuration = {"setting", ""};
+
 /* "unknown option '--dry'; did you mean --dry-run?": the options the word begins, or is within two edits
  * of (three of them at most). */
-static int unknown(const struct option_spec *options, const char *word, size_t length, struct option_result *result) {
+static int unknown(const struct option_spec *options, const char *word, size_t length, const struct option_source *source,
+                   struct option_result *result) {
   char suggestions[256] = "";
   size_t used = 0;
   int found = 0;
@@ -51,13 +60,14 @@ static int unknown(const struct option_spec *options, const char *word, size_t l
     if (o->type == OPTION_GROUP) continue;
     bool near = (length >= 2 && strncmp(o->name, word, length) == 0) || distance(word, length, o->name) <= 2;
     if (!near) continue;
-    int n = snprintf(suggestions + used, sizeof suggestions - used, "%s--%s", found ? " or " : "", o->name);
+    int n = snprintf(suggestions + used, sizeof suggestions - used, "%s%s%s", found ? " or " : "", source->dashes,
+                     o->name);
     if (n < 0 || (size_t)n >= sizeof suggestions - used) break;
     used += (size_t)n;
     found++;
   }
-  return fail_with(result, "unknown option '--%.*s'%s%s%s", (int)length, word, found ? "; did you mean " : "",
-                   suggestions, found ? "?" : "");
+  return fail_with(result, "unknown %s '%s%.*s'%s%s%s", source->what, source->dashes, (int)length, word,
+                   found ? "; did you mean " : "", suggestions, found ? "?" : "");
 }
 
 static void expectation(const struct option_spec *o, char *out, size_t cap) {
@@ -110,9 +120,18 @@ static void expectation(const struct option_spec *o, char *out, size_t cap) {
 }
 
 /* Store `value` (never NULL here) into the option's field, checked by its type. */
-static int store(const struct option_spec *o, const char *value, void *values, struct option_result *result) {
+static int store(const struct option_spec *o, const char *value, void *values, const struct option_source *source,
+                 struct option_result *result) {
   bool ok = true;
   switch (o->type) {
+  case OPTION_CALLBACK: {
+    int rc = o->set(values, value);
+    if (rc == -ENOSPC)
+      return fail_with(result, "%s%s '%s': at most %llu of them", source->dashes, o->name, value,
+                       (unsigned long long)o->max);
+    ok = rc == 0;
+    break;
+  }
   case OPTION_COUNT: {
     uint64_t v;
     ok = parse_count(value, o->min, o->max, &v);
@@ -149,7 +168,7 @@ static int store(const struct option_spec *o, const char *value, void *values, s
   if (ok) return 0;
   char expected[256];
   expectation(o, expected, sizeof expected);
-  return fail_with(result, "--%s '%s': expected %s", o->name, value, expected);
+  return fail_with(result, "%s%s '%s': expected %s", source->dashes, o->name, value, expected);
 }
 
 static const struct option_spec *find_long(const struct option_spec *options, const char *name, size_t length) {
@@ -174,7 +193,7 @@ static int take_option(const struct option_spec *options, int argc, char **argv,
     const char *name = word + 2, *equals = strchr(name, '=');
     size_t length = equals ? (size_t)(equals - name) : strlen(name);
     o = find_long(options, name, length);
-    if (!o) return unknown(options, name, length, result);
+    if (!o) return unknown(options, name, length, &command_line, result);
     if (equals) inline_value = equals + 1;
   } else {
     o = word[2] == '\0' ? find_short(options, word[1]) : NULL;
@@ -193,7 +212,20 @@ static int take_option(const struct option_spec *options, int argc, char **argv,
       return fail_with(result, "--%s needs a value (%s)", o->name, o->value_name ? o->value_name : "a value");
     value = argv[++*i];
   }
-  return store(o, value, values, result);
+  return store(o, value, values, &command_line, result);
+}
+
+int option_table_set(const struct option_spec *options, const char *name, const char *value, void *values,
+                     struct option_result *result) {
+  memset(result, 0, sizeof *result);
+  const struct option_spec *o = find_long(options, name, strlen(name));
+  if (!o || o->type == OPTION_JSON) return unknown(options, name, strlen(name), &configuration, result);
+  if (o - options < 64) result->given |= UINT64_C(1) << (o - options);
+  if (o->type == OPTION_FLAG) {
+    if (!options_parse_bool(value, field(values, o))) return fail_with(result, "%s '%s': expected true or false", name, value);
+    return 0;
+  }
+  return store(o, value, values, &configuration, result);
 }
 
 int option_table_parse(const struct option_spec *options, enum option_mode mode, int argc, char **argv, void *values,

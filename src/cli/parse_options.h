@@ -4,7 +4,8 @@
  * `--help` all come from the table, so they cannot disagree.
  *
  * The parser is a pure function (argv in, values and operands out, an error message instead of output),
- * unit-tested (tests/unit/parse_options.cpp) and fuzzed (fuzz/options.c). Rules, the same in every command:
+ * unit-tested (tests/unit/parse_options.cpp) and fuzzed (fuzz/command_options.c). A configuration file whose
+ * keys are the long names (the agent's) goes through the same table with option_table_set. Rules, the same in every command:
  *   --name VALUE and --name=VALUE; -x VALUE for the few short names; "--" ends the options.
  *   A value never begins with "--" (`run --report -- CMD` is a missing value, not a file named "--").
  *   Names are never abbreviated: adding an option later never changes what an existing command line means.
@@ -30,7 +31,12 @@ enum option_type {
   OPTION_STRING,  /* const char *: any non-empty value (a file, a command, a regex) */
   OPTION_ENUM,    /* int: the index of the value in `choices` */
   OPTION_JSON,    /* struct json_output (cli.h): --json, or --json=FILE (the text on stdout, JSON to FILE) */
+  OPTION_CALLBACK,/* any value, checked and stored by the option's `set` (a list entry, a bounded name) */
 };
+
+/* OPTION_CALLBACK's store: 0; -EINVAL when the value is bad (the message says "expected <expect>");
+ * -ENOSPC when a list is full (the message says "at most <max>"). Pure, like the parser. */
+typedef int (*option_set_fn)(void *values, const char *value);
 
 struct option_spec {
   enum option_type type;
@@ -43,6 +49,7 @@ struct option_spec {
   uint64_t min, max;       /* OPTION_COUNT, OPTION_SIZE: the bounds, inclusive (a size's max 0: none) */
   double low, high;        /* OPTION_DECIMAL: the bounds, inclusive */
   const char *expect;      /* what a bad value's message says is expected; NULL: said from the type */
+  option_set_fn set;       /* OPTION_CALLBACK: checks and stores the value (repeat it for a list) */
 };
 
 #define OPT_GROUP(heading) {.type = OPTION_GROUP, .name = (heading)}
@@ -64,6 +71,10 @@ struct option_spec {
    .choices = (words)}
 #define OPT_JSON(type_, field, help_) \
   {.type = OPTION_JSON, .name = "json", .value_name = "[=FILE]", .help = (help_), .offset = offsetof(type_, field)}
+/* A value the command checks and stores itself (`set`), such as one entry of a list (repeat the option). */
+#define OPT_CALLBACK(long_name, value, set_, expect_, list_max, help_) \
+  {.type = OPTION_CALLBACK, .name = (long_name), .value_name = (value), .help = (help_), .max = (list_max), \
+   .expect = (expect_), .set = (set_)}
 #define OPT_END {.type = OPTION_END}
 
 /* How operands (words that are not options) are taken. */
@@ -87,6 +98,12 @@ struct option_result {
  * --dry-run?"). --help and -h are not in the tables: the command table answers them before parsing. */
 int option_table_parse(const struct option_spec *options, enum option_mode mode, int argc, char **argv, void *values,
                   struct option_result *result);
+/* One setting by its long name, as a configuration file gives it ("interval", "0.5"): the same checks and
+ * the same store as on the command line; a flag takes a boolean word (options_parse_bool: true, yes, on,
+ * 1...). Messages name the setting without "--" ("unknown setting 'frobnicate'; did you mean ...?").
+ * --json is never a setting. 0, or -EINVAL with result->error set. */
+int option_table_set(const struct option_spec *options, const char *name, const char *value, void *values,
+                     struct option_result *result);
 /* --json (value NULL) or --json=VALUE into `json`: "-" is stdout, an empty FILE is an error. 0, or -EINVAL with
  * the message in `error`. The one rule for the tables and for the commands that still parse by hand. */
 int option_json_set(struct json_output *json, const char *value, char *error, size_t cap);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,31 +21,44 @@
 #include "run_tree.h"
 #include "safe_file.h"
 
-const char usage_run[] =
+struct run_args {
+  struct run_settings settings; /* first (run_env.h): --heap, --text, --report, --verbose, shared with `hugify env` */
+  struct json_output json;      /* --json: the report as JSON on stderr; --json=FILE: --report FILE */
+  bool json_report;
+  char **command;               /* NULL-terminated */
+};
+_Static_assert(offsetof(struct run_args, settings) == 0, "the run option callbacks take the struct as its settings");
+
+static const struct option_spec run_options[] = {
+    OPT_GROUP("Options"),
+    RUN_SETTINGS_OPTIONS(struct run_args),
+    OPT_JSON(struct run_args, json,
+             "the report of CMD as JSON on stderr, instead of the text (--report - --json);\n"
+             "--json=FILE: the same as --report FILE"),
+    OPT_END,
+};
+
+const struct command_help help_run = {
     "usage: hugify run [--text on|off] [--heap auto|thp|hugetlb|off|mimalloc|jemalloc]\n"
     "                  [--report FILE|-] [--json[=FILE]] [--verbose] [--] CMD [ARGS...]\n"
     "\n"
     "Run CMD with its heap and its code on huge pages, without changing it. CMD replaces hugify (same pid,\n"
     "same exit status, stdout untouched); its children inherit the settings.\n"
+    "\n",
+    run_options,
     "\n"
-    "  --heap auto      (default) transparent huge pages for all of malloc: glibc.malloc.hugetlb=1 with\n"
-    "                   top_pad=64M and mmap_threshold=32M merged into GLIBC_TUNABLES (thread arenas too),\n"
-    "                   plus 2 MiB-aligned, advised mmap() for other allocators and runtimes. Falls back\n"
-    "                   to hugetlb when THP is 'never' and the 2 MiB pool has free pages.\n"
-    "  --heap thp       the same, without the hugetlb fallback\n"
-    "  --heap hugetlb   glibc.malloc.hugetlb=2: malloc from the 2 MiB hugetlb pool (checked first),\n"
-    "                   normal pages when it runs short; the shortfall is in the report\n"
-    "  --heap mimalloc  preload mimalloc with MIMALLOC_LARGE_OS_PAGES=1, MIMALLOC_EAGER_COMMIT_DELAY=0\n"
-    "                   (Debian: libmimalloc2.0)\n"
-    "  --heap jemalloc  preload jemalloc with MALLOC_CONF=thp:always,metadata_thp:always (Debian: libjemalloc2)\n"
-    "  --heap off       leave the heap alone\n"
-    "  --text on|off    copy the program's code and its shared objects' onto huge pages (default on)\n"
-    "  --report FILE    at exit, write a JSON report (schema hugify.report/2, docs/run.md) to FILE;\n"
-    "                   child processes write FILE.<pid>\n"
-    "  --report -       the report of CMD as text on stderr (stdout is CMD's)\n"
-    "  --json           the report of CMD as JSON on stderr, instead of the text (--report - --json)\n"
-    "  --json=FILE      the same as --report FILE\n"
-    "  --verbose        one stderr line per fallback inside the program, and what hugify set up\n"
+    "Heap modes (--heap):\n"
+    "  auto      (default) transparent huge pages for all of malloc: glibc.malloc.hugetlb=1 with\n"
+    "            top_pad=64M and mmap_threshold=32M merged into GLIBC_TUNABLES (thread arenas too),\n"
+    "            plus 2 MiB-aligned, advised mmap() for other allocators and runtimes. Falls back\n"
+    "            to hugetlb when THP is 'never' and the 2 MiB pool has free pages.\n"
+    "  thp       the same, without the hugetlb fallback\n"
+    "  hugetlb   glibc.malloc.hugetlb=2: malloc from the 2 MiB hugetlb pool (checked first),\n"
+    "            normal pages when it runs short; the shortfall is in the report\n"
+    "  mimalloc  preload mimalloc with MIMALLOC_LARGE_OS_PAGES=1, MIMALLOC_EAGER_COMMIT_DELAY=0\n"
+    "            (Debian: libmimalloc2.0)\n"
+    "  jemalloc  preload jemalloc with MALLOC_CONF=thp:always,metadata_thp:always (Debian: libjemalloc2)\n"
+    "  off       leave the heap alone\n"
     "\n"
     "Programs built with a sanitizer: ASAN_OPTIONS gets verify_asan_link_order=0 in front (the user's own\n"
     "setting wins), the report names the sanitizer's allocator, --heap mimalloc|jemalloc is refused.\n"
@@ -56,40 +70,18 @@ const char usage_run[] =
     "Examples:\n"
     "  hugify run -- ./server --port 8080\n"
     "  hugify run --report - -- python3 train.py\n"
-    "  hugify run --heap jemalloc --report /tmp/r.json -- ./bench\n";
-
-
-struct run_args {
-  struct run_settings settings; /* --heap, --text, --report, --verbose: shared with `hugify env` (run_env.c) */
-  bool json;
-  char **command;               /* NULL-terminated */
+    "  hugify run --heap jemalloc --report /tmp/r.json -- ./bench\n",
 };
 
 static int parse_args(int argc, char **argv, struct run_args *args) {
   *args = (struct run_args){0};
   run_settings_default(&args->settings);
-  int i = 1;
-  for (; i < argc; i++) {
-    const char *a = argv[i];
-    if (strcmp(a, "--") == 0) { i++; break; }
-    if (a[0] != '-') break;
-    int taken = run_settings_option("run", argc, argv, &i, &args->settings);
-    if (taken == 1) continue;
-    if (taken != 0) return taken;
-    if (strcmp(a, "--json") == 0) args->json = true;
-    else if (strncmp(a, "--json=", 7) == 0) {
-      /* --json=FILE is --report FILE; --json=- is --json */
-      if (!a[7]) return usage_error("run", "--json=FILE needs a file name");
-      if (strcmp(a + 7, "-") == 0) args->json = true;
-      else if (args->settings.report) return usage_error("run", "one report: --report or --json=FILE, not both");
-      else args->settings.report = a + 7;
-    } else {
-      return usage_error("run", "unknown option '%s'", a);
-    }
-  }
-  if (i >= argc) return usage_error("run", "no command given");
-  if (args->json && !args->settings.report) args->settings.report = "-";
-  args->command = argv + i;
+  struct option_result result;
+  int rc = parse_command_options("run", run_options, OPTIONS_THEN_COMMAND, argc, argv, args, &result);
+  if (rc != EXIT_DONE) return rc;
+  if (result.command >= argc) return usage_error("run", "no command given");
+  if ((rc = run_settings_take_json("run", &args->settings, &args->json, &args->json_report)) != EXIT_DONE) return rc;
+  args->command = argv + result.command;
   return EXIT_DONE;
 }
 
@@ -214,7 +206,7 @@ int cmd_run(int argc, char **argv) {
       if (getenv(shown[i])) fprintf(stderr, "hugify run: %s=%s\n", shown[i], getenv(shown[i]));
   }
   fflush(stderr);
-  if (report) return run_tree_run(path, args.command, report_dir, report, args.json);
+  if (report) return run_tree_run(path, args.command, report_dir, report, args.json_report);
   execv(path, args.command);
   int err = errno;
   fprintf(stderr, "hugify run: %s: %s\n", path, strerror(err));

@@ -34,34 +34,34 @@ static const char *const hugetlb_tunables[][2] = {{"glibc.malloc.hugetlb", "2"}}
 static const char *const jemalloc_conf[][2] = {{"thp", "always"}, {"metadata_thp", "always"}};
 
 void run_settings_default(struct run_settings *settings) {
-  *settings = (struct run_settings){.text = true, .heap = HEAP_AUTO};
+  *settings = (struct run_settings){.text = 1, .heap = HEAP_AUTO};
 }
 
-int run_settings_option(const char *command, int argc, char **argv, int *index, struct run_settings *settings) {
-  const char *option = argv[*index], *value = *index + 1 < argc ? argv[*index + 1] : NULL;
-  if (strcmp(option, "--verbose") == 0 || strcmp(option, "-v") == 0) {
-    settings->verbose = true;
-    return 1;
-  }
-  if (strcmp(option, "--text") == 0) {
-    if (!value || (strcmp(value, "on") != 0 && strcmp(value, "off") != 0))
-      return usage_error(command, "--text takes on or off");
-    settings->text = strcmp(value, "on") == 0;
-  } else if (strcmp(option, "--heap") == 0) {
-    if (!value || !options_parse_heap(value, &settings->heap))
-      return usage_error(command, "--heap takes auto, thp, hugetlb, off, mimalloc or jemalloc");
-  } else if (strcmp(option, "--report") == 0) {
-    /* `run --report -- CMD`: "--" is where the command starts, never a file name */
-    if (!value || !value[0] || (value[0] == '-' && value[1]))
-      return usage_error(command, "--report takes a file name or -%s%s%s", value ? ", not '" : "", value ? value : "",
-                         value ? "'" : "");
+const char *const run_text_words[] = {"off", "on", NULL};
+
+int run_settings_set_heap(void *settings, const char *value) {
+  return options_parse_heap(value, &((struct run_settings *)settings)->heap) ? 0 : -EINVAL;
+}
+
+int run_settings_set_report(void *settings, const char *value) {
+  /* `run --report -x`: a file name or -, never something that reads as an option */
+  if (value[0] == '-' && value[1]) return -EINVAL;
+  ((struct run_settings *)settings)->report = value;
+  return 0;
+}
+
+int run_settings_take_json(const char *command, struct run_settings *settings, const struct json_output *json,
+                           bool *json_report) {
+  *json_report = false;
+  if (!json->wanted) return EXIT_DONE;
+  if (json->path) {
     if (settings->report) return usage_error(command, "one report: --report or --json=FILE, not both");
-    settings->report = value;
-  } else {
-    return 0;
+    settings->report = json->path;
+    return EXIT_DONE;
   }
-  (*index)++;
-  return 1;
+  *json_report = true;
+  if (!settings->report) settings->report = "-";
+  return EXIT_DONE;
 }
 
 /* ---- finding things --------------------------------------------------------------------------- */

@@ -8,18 +8,40 @@
 #include <stdbool.h>
 
 #include "options.h"
+#include "parse_options.h"
 #include "safe_file.h"
 
-/* The run options (`hugify run --help`), shared by `run` and `env`. */
+/* The run options (`hugify run --help`), shared by `run` and `env`: the first member of each command's
+ * argument struct (the callbacks below take the struct as its run_settings), and RUN_SETTINGS_OPTIONS rows
+ * in each command's option table. */
 struct run_settings {
-  bool text, verbose;
+  bool verbose;
+  int text;           /* --text: 0 off, 1 on (the index in run_text_words) */
   enum heap_mode heap;
   const char *report; /* NULL: no report */
 };
 void run_settings_default(struct run_settings *settings);
-/* argv[*index] is one run option: consume it (and its value) and return 1; 0 when it is not a run option;
- * EXIT_USAGE (printed as `command`'s usage error) when its value is bad. */
-int run_settings_option(const char *command, int argc, char **argv, int *index, struct run_settings *settings);
+extern const char *const run_text_words[]; /* "off", "on" */
+/* option_set_fn (parse_options.h) of --heap (options_parse_heap) and --report (a file, or -). */
+int run_settings_set_heap(void *settings, const char *value);
+int run_settings_set_report(void *settings, const char *value);
+
+#define RUN_SETTINGS_OPTIONS(type)                                                                                   \
+  OPT_CALLBACK("heap", "MODE", run_settings_set_heap, "auto, thp, hugetlb, off, mimalloc or jemalloc", 0,          \
+               "where the heap goes (default auto; the modes are below)"),                                         \
+      OPT_ENUM("text", type, settings.text, "on|off", run_text_words,                                              \
+               "copy the program's code and its shared objects' onto huge pages (default on)"),                    \
+      OPT_CALLBACK("report", "FILE|-", run_settings_set_report, "a file name or -", 0,                               \
+                   "at exit, write a JSON report (schema hugify.report/2, docs/run.md) to FILE;\n"                  \
+                   "child processes write FILE.<pid>; -: the report as text on stderr (stdout is CMD's)"),          \
+      OPT_FLAG("verbose", 'v', type, settings.verbose,                                                              \
+               "one stderr line per fallback inside the program, and what hugify set up")
+
+/* After parsing: --json=FILE is --report FILE, --json (or --json=-) is --report - as JSON. EXIT_DONE, or
+ * EXIT_USAGE (printed as `command`'s) when both name a report. *json_report: the report is JSON on stderr. */
+struct json_output;
+int run_settings_take_json(const char *command, struct run_settings *settings, const struct json_output *json,
+                           bool *json_report);
 
 #define RUN_ENV_MAX_VARIABLES 16
 struct run_environment {

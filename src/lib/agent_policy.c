@@ -107,37 +107,8 @@ bool agent_budget_allows(const struct agent_budget *b) { return b->tokens > 0; }
 
 /* ---- memory budget ------------------------------------------------------------------------------ */
 
-static bool parse_avg(const char *line, const char *key, double *value) {
-  const char *at = strstr(line, key);
-  if (!at) return false;
-  char *end;
-  *value = strtod(at + strlen(key), &end);
-  return end != at + strlen(key);
-}
-
-bool agent_parse_pressure(const char *text, struct agent_pressure *out) {
-  memset(out, 0, sizeof *out);
-  bool some = false, full = false;
-  for (const char *line = text; line && *line;) {
-    const char *next = strchr(line, '\n');
-    char buf[256];
-    size_t n = next ? (size_t)(next - line) : strlen(line);
-    if (n >= sizeof buf) n = sizeof buf - 1;
-    memcpy(buf, line, n);
-    buf[n] = '\0';
-    if (strncmp(buf, "some ", 5) == 0)
-      some = parse_avg(buf, "avg10=", &out->some_avg10) && parse_avg(buf, "avg60=", &out->some_avg60);
-    else if (strncmp(buf, "full ", 5) == 0)
-      full = parse_avg(buf, "avg10=", &out->full_avg10);
-    line = next ? next + 1 : NULL;
-  }
-  out->present = some;
-  (void)full; /* "full" is absent on older kernels for some resources; "some" is what the gate uses */
-  return some;
-}
-
 bool agent_memory_allows(const struct agent_memory_limits *limits, uint64_t available,
-                         const struct agent_pressure *pressure, char *reason, size_t cap) {
+                         const struct psi_pressure *pressure, char *reason, size_t cap) {
   if (available < limits->free_floor) {
     snprintf(reason, cap, "available memory %llu MiB is below the floor of %llu MiB",
              (unsigned long long)(available >> 20), (unsigned long long)(limits->free_floor >> 20));

@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "procfs.h"
+
 /* ---- which processes ---------------------------------------------------------------------------- */
 
 #define AGENT_SELECTOR_MAX 32
@@ -100,13 +102,7 @@ bool agent_budget_allows(const struct agent_budget *budget);
 
 /* ---- memory budget ------------------------------------------------------------------------------ */
 
-/* /proc/pressure/memory: "some avg10=1.23 avg60=..." and "full ...". */
-struct agent_pressure {
-  double some_avg10, some_avg60, full_avg10; /* percent */
-  bool present;
-};
-/* Parse the text of /proc/pressure/memory. False when malformed. */
-bool agent_parse_pressure(const char *text, struct agent_pressure *out);
+/* The memory pressure (struct psi_pressure, parse_psi_pressure) is parsed in procfs.c. */
 
 struct agent_memory_limits {
   uint64_t free_floor;      /* no collapse while MemAvailable is below this (bytes) */
@@ -114,7 +110,7 @@ struct agent_memory_limits {
 };
 /* True when a collapse may run; else false and `reason` says why. available: MemAvailable in bytes. */
 bool agent_memory_allows(const struct agent_memory_limits *limits, uint64_t available,
-                         const struct agent_pressure *pressure, char *reason, size_t cap);
+                         const struct psi_pressure *pressure, char *reason, size_t cap);
 
 /* ---- per-process back-off ----------------------------------------------------------------------- */
 

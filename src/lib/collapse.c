@@ -19,6 +19,7 @@
 #include "collapse.h"
 #include "inspect.h"
 #include "internal.h"
+#include "measure.h"
 #include "os.h"
 #include "probe.h"
 #include "procfs.h"
@@ -69,13 +70,6 @@ static bool may_continue(struct collapse_context *c) {
   return false;
 }
 
-static double clock_seconds(clockid_t clock) {
-  struct timespec ts;
-  clock_gettime(clock, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-static double now_seconds(void) { return clock_seconds(CLOCK_MONOTONIC); }
-
 void hugify_collapse_report_free(struct hugify_collapse_report *report) {
   if (!report) return;
   free(report->mappings);
@@ -90,7 +84,7 @@ void hugify_collapse_report_free(struct hugify_collapse_report *report) {
 /* process_madvise semantics for both cases: the bytes of the leading ranges that were fully advised, or
  * -errno when the first range failed. */
 static ssize_t advise(struct collapse_context *c, const struct iovec *ranges, size_t count) {
-  double start = now_seconds(), cpu_start = clock_seconds(CLOCK_THREAD_CPUTIME_ID);
+  double start = measure_now(), cpu_start = measure_thread_cpu_now();
   ssize_t done;
   if (c->pidfd >= 0) {
     done = os_process_madvise(c->pidfd, ranges, count, MADV_COLLAPSE);
@@ -104,8 +98,8 @@ static ssize_t advise(struct collapse_context *c, const struct iovec *ranges, si
       done += (ssize_t)ranges[i].iov_len;
     }
   }
-  double took = now_seconds() - start;
-  c->report->cpu_seconds += clock_seconds(CLOCK_THREAD_CPUTIME_ID) - cpu_start;
+  double took = measure_now() - start;
+  c->report->cpu_seconds += measure_thread_cpu_now() - cpu_start;
   c->report->seconds += took;
   if (took > c->report->longest_call) c->report->longest_call = took;
   c->report->calls++;

@@ -62,33 +62,33 @@ static int fail(struct hugify_elf_info *out, int code, const char *why) {
   return code;
 }
 
-int hugify_elf_parse(const void *data, size_t size, struct hugify_elf_info *out) {
-  if (!out) return -EINVAL;
-  memset(out, 0, sizeof *out);
-  out->file_size = size;
-  out->symbols = out->has_symtab = -1;
-  const unsigned char *bytes = data;
-  if (!data || size < EI_NIDENT || memcmp(bytes, ELFMAG, SELFMAG) != 0) return fail(out, -ENOEXEC, "not an ELF file");
-  if (bytes[EI_CLASS] != ELFCLASS64 || bytes[EI_DATA] != ELFDATA2LSB)
-    return fail(out, -ENOEXEC, "only 64-bit little-endian ELF files are supported");
-  if (size < sizeof(Elf64_Ehdr)) return fail(out, -EINVAL, "truncated ELF header");
-  Elf64_Ehdr eh;
-  memcpy(&eh, bytes, sizeof eh);
-  if (eh.e_type != ET_EXEC && eh.e_type != ET_DYN)
-    return fail(out, -ENOEXEC, "not an executable or shared object (relocatable object or core file)");
-  out->machine = eh.e_machine;
-  if (eh.e_phnum == 0) return fail(out, -EINVAL, "no program headers");
-  if (eh.e_phentsize != sizeof(Elf64_Phdr) || !in_bounds(eh.e_phoff, (uint64_t)eh.e_phnum * sizeof(Elf64_Phdr), size))
-    return fail(out, -EINVAL, "program headers truncated or malformed");
+/* What the dynamic section says about the kind of object: DF_1_PIE, and whether it has a DT_SONAME. */
+struct elf_dynamic_facts {
+  bool interp;
+  int pie_flag; /* DF_1_PIE in DT_FLAGS_1: 1 set, 0 clear, -1 no DT_FLAGS_1 (older linkers) */
+  bool soname;
+};
 
-  bool interp = false;
-  int pie_flag = -1; /* DF_1_PIE in DT_FLAGS_1: 1 set, 0 clear, -1 no DT_FLAGS_1 (older linkers) */
-  bool soname = false;
-  for (unsigned i = 0; i < eh.e_phnum; i++) {
+static void read_dynamic(const unsigned char *bytes, size_t size, const Elf64_Phdr *ph, struct elf_dynamic_facts *facts) {
+  if (!in_bounds(ph->p_offset, ph->p_filesz, size)) return;
+  for (uint64_t off = 0; off + sizeof(Elf64_Dyn) <= ph->p_filesz; off += sizeof(Elf64_Dyn)) {
+    Elf64_Dyn dyn;
+    memcpy(&dyn, bytes + ph->p_offset + off, sizeof dyn);
+    if (dyn.d_tag == DT_NULL) break;
+    if (dyn.d_tag == DT_FLAGS_1) facts->pie_flag = (dyn.d_un.d_val & DF_1_PIE) != 0;
+    if (dyn.d_tag == DT_SONAME) facts->soname = true;
+  }
+}
+
+/* The program headers: the interpreter, the dynamic facts, and the PT_LOAD segments. 0, or -errno with
+ * out->reason set. */
+static int read_program_headers(const unsigned char *bytes, size_t size, const Elf64_Ehdr *eh,
+                                struct hugify_elf_info *out, struct elf_dynamic_facts *facts) {
+  for (unsigned i = 0; i < eh->e_phnum; i++) {
     Elf64_Phdr ph;
-    memcpy(&ph, bytes + eh.e_phoff + (uint64_t)i * sizeof ph, sizeof ph);
+    memcpy(&ph, bytes + eh->e_phoff + (uint64_t)i * sizeof ph, sizeof ph);
     if (ph.p_type == PT_INTERP) {
-      interp = true;
+      facts->interp = true;
       if (in_bounds(ph.p_offset, ph.p_filesz, size)) /* the path, NUL-terminated in the file */
         snprintf(out->interpreter, sizeof out->interpreter, "%.*s", (int)(ph.p_filesz < sizeof out->interpreter
                                                                           ? ph.p_filesz : sizeof out->interpreter - 1),
@@ -96,14 +96,7 @@ int hugify_elf_parse(const void *data, size_t size, struct hugify_elf_info *out)
       else
         snprintf(out->interpreter, sizeof out->interpreter, "?");
     }
-    if (ph.p_type == PT_DYNAMIC && in_bounds(ph.p_offset, ph.p_filesz, size))
-      for (uint64_t off = 0; off + sizeof(Elf64_Dyn) <= ph.p_filesz; off += sizeof(Elf64_Dyn)) {
-        Elf64_Dyn dyn;
-        memcpy(&dyn, bytes + ph.p_offset + off, sizeof dyn);
-        if (dyn.d_tag == DT_NULL) break;
-        if (dyn.d_tag == DT_FLAGS_1) pie_flag = (dyn.d_un.d_val & DF_1_PIE) != 0;
-        if (dyn.d_tag == DT_SONAME) soname = true;
-      }
+    if (ph.p_type == PT_DYNAMIC) read_dynamic(bytes, size, &ph, facts);
     if (ph.p_type != PT_LOAD) continue;
     if (ph.p_filesz > ph.p_memsz || ph.p_vaddr + ph.p_memsz < ph.p_vaddr)
       return fail(out, -EINVAL, "a PT_LOAD segment is inconsistent (file size above memory size, or it wraps)");
@@ -118,11 +111,12 @@ int hugify_elf_parse(const void *data, size_t size, struct hugify_elf_info *out)
     if (ph.p_flags & PF_X) l->huge_at_2m = elf_huge_window(ph.p_vaddr, ph.p_vaddr + ph.p_memsz, NULL, NULL);
   }
   if (out->load_count == 0) return fail(out, -EINVAL, "no PT_LOAD segments");
-  /* A PIE says so with DF_1_PIE; without DT_FLAGS_1, one with PT_INTERP and no DT_SONAME is taken for a
-   * PIE (libc.so.6 has PT_INTERP, to run as a program, and a DT_SONAME). */
-  bool pie = pie_flag >= 0 ? pie_flag == 1 : interp && !soname;
-  out->kind = eh.e_type == ET_EXEC ? HUGIFY_ELF_EXECUTABLE : pie ? HUGIFY_ELF_PIE : HUGIFY_ELF_SHARED_OBJECT;
+  return 0;
+}
 
+/* How much of the code huge pages would cover: at a 2 MiB-aligned base, at the worst and mean 4 KiB-aligned
+ * base, where it will land, and once relinked with 2 MiB alignment. */
+static void estimate_coverage(struct hugify_elf_info *out) {
   out->text_aligned = out->text_segments > 0;
   for (unsigned i = 0; i < out->load_count; i++)
     if ((out->loads[i].flags & PF_X) && out->loads[i].align < ELF_HUGE_PAGE) out->text_aligned = 0;
@@ -144,17 +138,50 @@ int hugify_elf_parse(const void *data, size_t size, struct hugify_elf_info *out)
       out->huge_relinked += align_down(align_up(out->loads[i].memory_size + out->loads[i].vaddr % SMALL_PAGE, SMALL_PAGE),
                                        ELF_HUGE_PAGE);
   if (out->huge_relinked < out->huge_expected) out->huge_relinked = out->huge_expected;
+}
 
+/* The function symbols, and whether a .symtab is there (not stripped). */
+static void count_symbols(const void *data, size_t size, const Elf64_Ehdr *eh, struct hugify_elf_info *out) {
+  const unsigned char *bytes = data;
   long functions = elf_functions(data, size, NULL, NULL);
-  if (functions >= 0) {
-    out->symbols = (int)(functions > INT32_MAX ? INT32_MAX : functions);
-    Elf64_Shdr sh;
-    out->has_symtab = 0;
-    for (unsigned i = 0; i < eh.e_shnum; i++) {
-      memcpy(&sh, bytes + eh.e_shoff + (uint64_t)i * sizeof sh, sizeof sh);
-      if (sh.sh_type == SHT_SYMTAB) out->has_symtab = 1;
-    }
+  if (functions < 0) return;
+  out->symbols = (int)(functions > INT32_MAX ? INT32_MAX : functions);
+  Elf64_Shdr sh;
+  out->has_symtab = 0;
+  for (unsigned i = 0; i < eh->e_shnum; i++) {
+    memcpy(&sh, bytes + eh->e_shoff + (uint64_t)i * sizeof sh, sizeof sh);
+    if (sh.sh_type == SHT_SYMTAB) out->has_symtab = 1;
   }
+}
+
+int hugify_elf_parse(const void *data, size_t size, struct hugify_elf_info *out) {
+  if (!out) return -EINVAL;
+  memset(out, 0, sizeof *out);
+  out->file_size = size;
+  out->symbols = out->has_symtab = -1;
+  const unsigned char *bytes = data;
+  if (!data || size < EI_NIDENT || memcmp(bytes, ELFMAG, SELFMAG) != 0) return fail(out, -ENOEXEC, "not an ELF file");
+  if (bytes[EI_CLASS] != ELFCLASS64 || bytes[EI_DATA] != ELFDATA2LSB)
+    return fail(out, -ENOEXEC, "only 64-bit little-endian ELF files are supported");
+  if (size < sizeof(Elf64_Ehdr)) return fail(out, -EINVAL, "truncated ELF header");
+  Elf64_Ehdr eh;
+  memcpy(&eh, bytes, sizeof eh);
+  if (eh.e_type != ET_EXEC && eh.e_type != ET_DYN)
+    return fail(out, -ENOEXEC, "not an executable or shared object (relocatable object or core file)");
+  out->machine = eh.e_machine;
+  if (eh.e_phnum == 0) return fail(out, -EINVAL, "no program headers");
+  if (eh.e_phentsize != sizeof(Elf64_Phdr) || !in_bounds(eh.e_phoff, (uint64_t)eh.e_phnum * sizeof(Elf64_Phdr), size))
+    return fail(out, -EINVAL, "program headers truncated or malformed");
+
+  struct elf_dynamic_facts facts = {.pie_flag = -1};
+  int rc = read_program_headers(bytes, size, &eh, out, &facts);
+  if (rc) return rc;
+  /* A PIE says so with DF_1_PIE; without DT_FLAGS_1, one with PT_INTERP and no DT_SONAME is taken for a
+   * PIE (libc.so.6 has PT_INTERP, to run as a program, and a DT_SONAME). */
+  bool pie = facts.pie_flag >= 0 ? facts.pie_flag == 1 : facts.interp && !facts.soname;
+  out->kind = eh.e_type == ET_EXEC ? HUGIFY_ELF_EXECUTABLE : pie ? HUGIFY_ELF_PIE : HUGIFY_ELF_SHARED_OBJECT;
+  estimate_coverage(out);
+  count_symbols(data, size, &eh, out);
   return 0;
 }
 

@@ -447,41 +447,44 @@ static int by_anon_not_huge(const void *a, const void *b) {
   return nx < ny ? 1 : nx > ny ? -1 : x->pid - y->pid;
 }
 
+struct ranking_walk {
+  struct inspect_ranking *out;
+  size_t cap;
+};
+
+/* One process of the ranking: its smaps_rollup and comm. 0, or -ENOMEM (stops the walk). */
+static int rank_one(pid_t pid, void *context) {
+  struct ranking_walk *walk = context;
+  struct inspect_ranking *out = walk->out;
+  struct inspect_process p = {.pid = pid};
+  char path[64], *text;
+  snprintf(path, sizeof path, "/proc/%d/smaps_rollup", p.pid);
+  int read_rc = os_read_file(path, &text, NULL);
+  if (read_rc) {
+    if (read_rc == -EACCES || read_rc == -EPERM) out->unreadable++;
+    return 0; /* gone, or not ours to read */
+  }
+  bool ok = parse_smaps_rollup(text, &p.memory);
+  free(text);
+  if (!ok) return 0; /* kernel threads: no memory map */
+  snprintf(path, sizeof path, "/proc/%d/comm", p.pid);
+  if (os_read_small(path, p.command, sizeof p.command) < 0) p.command[0] = '\0';
+  p.command[strcspn(p.command, "\n")] = '\0';
+  if (out->count == walk->cap) {
+    struct inspect_process *bigger = realloc(out->processes, 2 * walk->cap * sizeof *bigger);
+    if (!bigger) return -ENOMEM;
+    out->processes = bigger;
+    walk->cap *= 2;
+  }
+  out->processes[out->count++] = p;
+  return 0;
+}
+
 int inspect_rank_processes(struct inspect_ranking *out) {
   memset(out, 0, sizeof *out);
-  DIR *proc = opendir("/proc");
-  if (!proc) return -errno;
-  size_t cap = 256;
-  out->processes = malloc(cap * sizeof *out->processes);
-  int rc = out->processes ? 0 : -ENOMEM;
-  for (struct dirent *entry; rc == 0 && (entry = readdir(proc));) {
-    if (!isdigit((unsigned char)entry->d_name[0])) continue;
-    struct inspect_process p = {.pid = atoi(entry->d_name)};
-    char path[64], *text;
-    snprintf(path, sizeof path, "/proc/%d/smaps_rollup", p.pid);
-    int read_rc = os_read_file(path, &text, NULL);
-    if (read_rc) {
-      if (read_rc == -EACCES || read_rc == -EPERM) out->unreadable++;
-      continue; /* gone, or not ours to read */
-    }
-    bool ok = parse_smaps_rollup(text, &p.memory);
-    free(text);
-    if (!ok) continue; /* kernel threads: no memory map */
-    snprintf(path, sizeof path, "/proc/%d/comm", p.pid);
-    if (os_read_small(path, p.command, sizeof p.command) < 0) p.command[0] = '\0';
-    p.command[strcspn(p.command, "\n")] = '\0';
-    if (out->count == cap) {
-      struct inspect_process *bigger = realloc(out->processes, 2 * cap * sizeof *bigger);
-      if (!bigger) {
-        rc = -ENOMEM;
-        break;
-      }
-      out->processes = bigger;
-      cap *= 2;
-    }
-    out->processes[out->count++] = p;
-  }
-  closedir(proc);
+  struct ranking_walk walk = {out, 256};
+  out->processes = malloc(walk.cap * sizeof *out->processes);
+  int rc = out->processes ? os_for_each_process(rank_one, &walk) : -ENOMEM;
   if (rc) {
     inspect_ranking_free(out);
     return rc;

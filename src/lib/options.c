@@ -11,7 +11,7 @@
 #include "procfs.h"
 #include "units.h"
 
-static bool parse_bool(const char *text, bool *out) {
+bool options_parse_bool(const char *text, bool *out) {
   static const char *const yes[] = {"1", "on", "yes", "true"}, *const no[] = {"0", "off", "no", "false", ""};
   for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) if (strcasecmp(text, yes[i]) == 0) { *out = true; return true; }
   for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) if (strcasecmp(text, no[i]) == 0) { *out = false; return true; }
@@ -89,7 +89,7 @@ static const struct {
 static bool parse_one(enum option_type type, const char *text, void *field, size_t cap) {
   uint64_t number;
   switch (type) {
-  case OPT_BOOL: return parse_bool(text, field);
+  case OPT_BOOL: return options_parse_bool(text, field);
   case OPT_HEAP: return options_parse_heap(text, field);
   case OPT_PID: return parse_pid(text, field);
   case OPT_SIZE: return parse_size(text, field);

@@ -48,6 +48,9 @@ int options_parse(options_lookup lookup, void *context, struct hugify_options *o
 /* "off", "auto", ... for a heap mode; the parser of HUGIFY_HEAP values (also for `hugify run --heap`). */
 const char *options_heap_name(enum heap_mode mode);
 bool options_parse_heap(const char *text, enum heap_mode *out);
+/* The one boolean word parser (HUGIFY_* variables, the agent's configuration file): 1, on, yes, true and
+ * 0, off, no, false, "" in any case. */
+bool options_parse_bool(const char *text, bool *out);
 /* "2M,1G" -> a bit per enum hugify_page_kind (1 << kind); false on an unknown kind or an empty list. */
 bool options_parse_kinds(const char *text, unsigned *out);
 

@@ -82,6 +82,19 @@ int os_read_u64(const char *path, uint64_t *value) {
   return parse_u64(buf, value) ? 0 : -EINVAL;
 }
 
+int os_for_each_process(int (*visit)(pid_t pid, void *context), void *context) {
+  DIR *proc = opendir("/proc");
+  if (!proc) return -errno;
+  int rc = 0;
+  for (struct dirent *entry; rc == 0 && (entry = readdir(proc));) {
+    uint64_t id;
+    if (!parse_u64(entry->d_name, &id) || id == 0 || id > INT32_MAX) continue; /* not a process */
+    rc = visit((pid_t)id, context);
+  }
+  closedir(proc);
+  return rc;
+}
+
 int os_write_file(const char *path, const char *text) {
   /* O_TRUNC as `echo >` does: sysfs ignores it; a regular file (a captured tree in tests) needs it */
   int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);

@@ -77,6 +77,9 @@ int os_read_file(const char *path, char **text, size_t *length);
 ssize_t os_read_small(const char *path, char *buf, size_t cap);
 /* Decimal unsigned integer file (sysfs counters). Returns 0 or -errno. */
 int os_read_u64(const char *path, uint64_t *value);
+/* The one walk over /proc: visit(pid) for every process there now, until a visit returns nonzero (which is
+ * then returned). 0, or -errno when /proc cannot be read. */
+int os_for_each_process(int (*visit)(pid_t pid, void *context), void *context);
 /* Write text to an existing file (sysfs knob). Returns 0 or -errno. */
 int os_write_file(const char *path, const char *text);
 

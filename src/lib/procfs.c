@@ -612,3 +612,45 @@ const char *hypervisor_name(const char signature[12]) {
     if (memcmp(signature, known[i].signature, 12) == 0) return known[i].name;
   return NULL;
 }
+
+/* ---- /proc/pressure/memory and /proc/PID/status capabilities ---------------------------------- */
+
+static bool parse_psi_average(const char *line, const char *key, double *value) {
+  const char *at = strstr(line, key);
+  if (!at) return false;
+  char *end;
+  *value = strtod(at + strlen(key), &end);
+  return end != at + strlen(key);
+}
+
+bool parse_psi_pressure(const char *text, struct psi_pressure *out) {
+  memset(out, 0, sizeof *out);
+  bool some = false, full = false;
+  for (const char *line = text; line && *line;) {
+    const char *next = strchr(line, '\n');
+    char buf[256];
+    size_t n = next ? (size_t)(next - line) : strlen(line);
+    if (n >= sizeof buf) n = sizeof buf - 1;
+    memcpy(buf, line, n);
+    buf[n] = '\0';
+    if (strncmp(buf, "some ", 5) == 0)
+      some = parse_psi_average(buf, "avg10=", &out->some_avg10) && parse_psi_average(buf, "avg60=", &out->some_avg60);
+    else if (strncmp(buf, "full ", 5) == 0)
+      full = parse_psi_average(buf, "avg10=", &out->full_avg10);
+    line = next ? next + 1 : NULL;
+  }
+  (void)full; /* "full" is absent on older kernels for some resources; "some" is what the gate uses */
+  if (!some) memset(out, 0, sizeof *out); /* no half-read figures (found by fuzz/machine.c) */
+  out->present = some;
+  return some;
+}
+
+bool parse_capabilities(const char *status, uint64_t *effective) {
+  char value[64];
+  if (!parse_keyed_text(status, "CapEff", value, sizeof value)) return false;
+  /* 16 hex digits (older kernels: 8), nothing else */
+  size_t digits = strspn(value, "0123456789abcdefABCDEF");
+  if (digits == 0 || digits > 16 || value[digits] != '\0') return false;
+  *effective = strtoull(value, NULL, 16);
+  return true;
+}

@@ -181,6 +181,17 @@ struct smaps_rollup {
 };
 bool parse_smaps_rollup(const char *text, struct smaps_rollup *out);
 
+/* /proc/pressure/memory (PSI): "some avg10=1.23 avg60=... avg300=... total=..." and "full ...". */
+struct psi_pressure {
+  double some_avg10, some_avg60, full_avg10; /* percent */
+  bool present;                              /* the "some" line was there */
+};
+/* False when the text has no well-formed "some" line (then *out is zeroed). */
+bool parse_psi_pressure(const char *text, struct psi_pressure *out);
+/* /proc/PID/status: the effective capability set (CapEff, hexadecimal), bit i = capability i. False when
+ * the line is missing or malformed. */
+bool parse_capabilities(const char *status, uint64_t *effective);
+
 /* /proc/loadavg ("0.52 0.58 0.59 2/339 12345"): the 1-minute load average. False when the text does not
  * begin with one. */
 bool parse_loadavg(const char *text, double *one_minute);

@@ -353,6 +353,88 @@ static void diagnose_thp(const struct status_snapshot *s, struct diagnoses *d) {
              "this kernel lacks MADV_COLLAPSE: `hugify collapse` cannot put running programs on huge pages");
 }
 
+/* Boot asked for more than is there. */
+static void diagnose_boot_shortfall(const struct status_snapshot *s, struct diagnoses *d, const struct hugify_pool *p,
+                                    const char *label, uint64_t pages) {
+  char fix[512];
+  for (unsigned b = 0; b < s->boot.pool_count; b++) {
+    const struct cmdline_pool *boot = &s->boot.pools[b];
+    if (boot->page_size != p->global.page_size) continue;
+    char where[256] = "";
+    bool short_node = false;
+    for (unsigned n = 0; boot->per_node && n < p->node_count; n++) {
+      int id = p->nodes[n].node;
+      uint64_t have = p->nodes[n].total > p->nodes[n].surplus ? p->nodes[n].total - p->nodes[n].surplus : 0;
+      if (id < CMDLINE_MAX_NODES && have < boot->node_pages[id]) {
+        size_t used = strlen(where);
+        snprintf(where + used, sizeof where - used, "%snode %d has %llu of %llu", short_node ? ", " : "", id,
+                 (unsigned long long)have, (unsigned long long)boot->node_pages[id]);
+        short_node = true;
+      }
+    }
+    if (pages >= boot->pages && !short_node) continue;
+    snprintf(fix, sizeof fix, "hugify pool set %s=%llu (now, if memory allows; else reboot with less in use)",
+             label, (unsigned long long)boot->pages);
+    diagnose(d, "boot_pages_missing", STATUS_WARNING, fix,
+             "the kernel command line asks for %llu %s pages, %llu are there%s%s: memory ran short or was "
+             "fragmented at boot, or the pool was shrunk since",
+             (unsigned long long)boot->pages, label, (unsigned long long)pages, short_node ? "; " : "", where);
+  }
+}
+
+/* Pages on nodes the caller does not run on (or may not allocate from). */
+static void diagnose_remote_nodes(const struct status_snapshot *s, struct diagnoses *d, const struct hugify_pool *p,
+                                  const char *label) {
+  char fix[512];
+  if (p->node_count < 2) return;
+  for (unsigned n = 0; n < p->node_count; n++) {
+    uint64_t have = p->nodes[n].total;
+    const struct status_node *node = find_node(s, p->nodes[n].node);
+    if (!have || !node || (node->caller_cpus && node->caller_mems)) continue;
+    int home = -1;
+    uint64_t home_pages = 0;
+    for (unsigned k = 0; k < p->node_count && home < 0; k++) {
+      const struct status_node *candidate = find_node(s, p->nodes[k].node);
+      if (!candidate || !candidate->caller_cpus || !candidate->caller_mems) continue;
+      home = candidate->node;
+      home_pages = p->nodes[k].total > p->nodes[k].surplus ? p->nodes[k].total - p->nodes[k].surplus : 0;
+    }
+    if (home >= 0)
+      snprintf(fix, sizeof fix, "hugify pool set %s=%llu --node %d && hugify pool set %s=0 --node %d", label,
+               (unsigned long long)(home_pages + have), home, label, node->node);
+    else
+      snprintf(fix, sizeof fix, "run the program on the CPUs of node %d (numactl --cpunodebind=%d)", node->node,
+               node->node);
+    if (!node->caller_mems)
+      diagnose(d, "pool_on_other_node", STATUS_WARNING, fix,
+               "%llu %s pages are on node %d, which this process may not allocate from (Mems_allowed_list %s)",
+               (unsigned long long)have, label, node->node, s->mems_allowed);
+    else
+      diagnose(d, "pool_on_other_node", STATUS_WARNING, fix,
+               "%llu %s pages are on node %d, %s (Cpus_allowed_list %s): programs here get remote memory",
+               (unsigned long long)have, label, node->node,
+               node->has_cpu ? "whose CPUs this process may not run on" : "which has no CPUs",
+               s->cpus_allowed[0] ? s->cpus_allowed : "?");
+  }
+}
+
+/* Gigantic pages asked for (pool or boot) but none free. */
+static void diagnose_gigantic_none_free(const struct status_snapshot *s, struct diagnoses *d,
+                                        const struct hugify_pool *p, const char *label, uint64_t pages) {
+  char fix[512];
+  uint64_t boot_pages = 0;
+  for (unsigned b = 0; b < s->boot.pool_count; b++)
+    if (s->boot.pools[b].page_size == p->global.page_size) boot_pages = s->boot.pools[b].pages;
+  uint64_t available = p->global.available;
+  if (is_gigantic_size(s, p->global.page_size) && (pages > 0 || boot_pages > 0) && available == 0) {
+    snprintf(fix, sizeof fix, "hugify pool set %s=%llu, or boot with hugepagesz=%s hugepages=%llu", label,
+             (unsigned long long)(pages + 1), label, (unsigned long long)(pages + 1));
+    diagnose(d, "gigantic_none_free", STATUS_WARNING, fix,
+             "%s pages were asked for (%llu in the pool%s) but none is free: every one is in use or reserved",
+             label, (unsigned long long)pages, boot_pages ? ", and on the kernel command line" : "");
+  }
+}
+
 static void diagnose_pools(const struct status_snapshot *s, struct diagnoses *d) {
   for (unsigned i = 0; i < s->pool_count; i++) {
     const struct hugify_pool *p = &s->pools[i];
@@ -368,74 +450,9 @@ static void diagnose_pools(const struct status_snapshot *s, struct diagnoses *d)
                "(DPDK, libhugetlbfs, hugetlbfs users) cannot use them; MAP_HUGETLB and SHM_HUGETLB can",
                (unsigned long long)pages, label);
     }
-    /* Boot asked for more than is there. */
-    for (unsigned b = 0; b < s->boot.pool_count; b++) {
-      const struct cmdline_pool *boot = &s->boot.pools[b];
-      if (boot->page_size != p->global.page_size) continue;
-      char where[256] = "";
-      bool short_node = false;
-      for (unsigned n = 0; boot->per_node && n < p->node_count; n++) {
-        int id = p->nodes[n].node;
-        uint64_t have = p->nodes[n].total > p->nodes[n].surplus ? p->nodes[n].total - p->nodes[n].surplus : 0;
-        if (id < CMDLINE_MAX_NODES && have < boot->node_pages[id]) {
-          size_t used = strlen(where);
-          snprintf(where + used, sizeof where - used, "%snode %d has %llu of %llu", short_node ? ", " : "", id,
-                   (unsigned long long)have, (unsigned long long)boot->node_pages[id]);
-          short_node = true;
-        }
-      }
-      if (pages >= boot->pages && !short_node) continue;
-      snprintf(fix, sizeof fix, "hugify pool set %s=%llu (now, if memory allows; else reboot with less in use)",
-               label, (unsigned long long)boot->pages);
-      diagnose(d, "boot_pages_missing", STATUS_WARNING, fix,
-               "the kernel command line asks for %llu %s pages, %llu are there%s%s: memory ran short or was "
-               "fragmented at boot, or the pool was shrunk since",
-               (unsigned long long)boot->pages, label, (unsigned long long)pages, short_node ? "; " : "", where);
-    }
-    /* Pages on nodes the caller does not run on (or may not allocate from). */
-    if (p->node_count > 1) {
-      for (unsigned n = 0; n < p->node_count; n++) {
-        uint64_t have = p->nodes[n].total;
-        const struct status_node *node = find_node(s, p->nodes[n].node);
-        if (!have || !node || (node->caller_cpus && node->caller_mems)) continue;
-        int home = -1;
-        uint64_t home_pages = 0;
-        for (unsigned k = 0; k < p->node_count && home < 0; k++) {
-          const struct status_node *candidate = find_node(s, p->nodes[k].node);
-          if (!candidate || !candidate->caller_cpus || !candidate->caller_mems) continue;
-          home = candidate->node;
-          home_pages = p->nodes[k].total > p->nodes[k].surplus ? p->nodes[k].total - p->nodes[k].surplus : 0;
-        }
-        if (home >= 0)
-          snprintf(fix, sizeof fix, "hugify pool set %s=%llu --node %d && hugify pool set %s=0 --node %d", label,
-                   (unsigned long long)(home_pages + have), home, label, node->node);
-        else
-          snprintf(fix, sizeof fix, "run the program on the CPUs of node %d (numactl --cpunodebind=%d)", node->node,
-                   node->node);
-        if (!node->caller_mems)
-          diagnose(d, "pool_on_other_node", STATUS_WARNING, fix,
-                   "%llu %s pages are on node %d, which this process may not allocate from (Mems_allowed_list %s)",
-                   (unsigned long long)have, label, node->node, s->mems_allowed);
-        else
-          diagnose(d, "pool_on_other_node", STATUS_WARNING, fix,
-                   "%llu %s pages are on node %d, %s (Cpus_allowed_list %s): programs here get remote memory",
-                   (unsigned long long)have, label, node->node,
-                   node->has_cpu ? "whose CPUs this process may not run on" : "which has no CPUs",
-                   s->cpus_allowed[0] ? s->cpus_allowed : "?");
-      }
-    }
-    /* Gigantic pages asked for (pool or boot) but none free. */
-    uint64_t boot_pages = 0;
-    for (unsigned b = 0; b < s->boot.pool_count; b++)
-      if (s->boot.pools[b].page_size == p->global.page_size) boot_pages = s->boot.pools[b].pages;
-    uint64_t available = p->global.available;
-    if (is_gigantic_size(s, p->global.page_size) && (pages > 0 || boot_pages > 0) && available == 0) {
-      snprintf(fix, sizeof fix, "hugify pool set %s=%llu, or boot with hugepagesz=%s hugepages=%llu", label,
-               (unsigned long long)(pages + 1), label, (unsigned long long)(pages + 1));
-      diagnose(d, "gigantic_none_free", STATUS_WARNING, fix,
-               "%s pages were asked for (%llu in the pool%s) but none is free: every one is in use or reserved",
-               label, (unsigned long long)pages, boot_pages ? ", and on the kernel command line" : "");
-    }
+    diagnose_boot_shortfall(s, d, p, label, pages);
+    diagnose_remote_nodes(s, d, p, label);
+    diagnose_gigantic_none_free(s, d, p, label, pages);
   }
 }
 

@@ -393,6 +393,9 @@ TEST(Agent, BadConfigurationExitsTwoAndCollapsesNothing) {
       {"[elsewhere]\npid = " + pid + "\n", "unknown section"},
       {"pid = " + pid + "\nthis is not ini\n", ":2:"},
       {"min-present = 150\n", "min-present"},
+      {"pdi = " + pid + "\n", "did you mean pid?"},               // the option table's suggestion
+      {"status = true\n", "an option of the command line"},       // not a setting of the file
+      {"once = perhaps\n", "expected true or false"},
   };
   for (auto &[text, message] : bad) {
     std::ofstream(dir + "/bad.conf") << text;
@@ -405,6 +408,12 @@ TEST(Agent, BadConfigurationExitsTwoAndCollapsesNothing) {
   EXPECT_EQ(r.status, 2) << r.err;
   r = test_support::hugify({"agent", "--once", "--interval", "soon"});
   EXPECT_EQ(r.status, 2) << r.err;
+  r = test_support::hugify({"agent", "--once", "--dry", "--pid", pid});
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("did you mean --dry-run?"), std::string::npos) << r.err;
+  r = test_support::hugify({"agent", "--once", "--pid", pid, pid});
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("unexpected argument"), std::string::npos) << r.err;
   EXPECT_EQ(huge_bytes(target.pid, regions["dense"]), 0u);
 }
 

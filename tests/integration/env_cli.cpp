@@ -270,7 +270,8 @@ TEST(Env, DockerAndKubernetesForms) {
 TEST(Env, BadUsage) {
   for (const std::vector<std::string> &args : std::vector<std::vector<std::string>>{
            {"env", "--install", "x", "--docker"}, {"env", "--dry-run"}, {"env", "--systemd", "--docker"},
-           {"env", "--heap", "banana"}, {"env", "--frobnicate"}}) {
+           {"env", "--heap", "banana"}, {"env", "--frobnicate"}, {"env", "stray"}, {"env", "--install"},
+           {"env", "--text", "maybe"}}) {
     command_result result = test_support::hugify(args);
     EXPECT_EQ(result.status, 2) << args.back() << ": " << result.err;
   }

@@ -203,6 +203,12 @@ TEST(RunPreload, BadUsageExits2) {
   EXPECT_EQ(test_support::hugify({"run"}).status, 2);
   EXPECT_EQ(test_support::hugify({"run", "--heap", "banana", "--", "true"}).status, 2);
   EXPECT_EQ(test_support::hugify({"run", "--text", "maybe", "--", "true"}).status, 2);
+  // the option table's errors: a report file that reads as an option, a misspelt option, a missing value
+  EXPECT_EQ(test_support::hugify({"run", "--report", "-x", "--", "true"}).status, 2);
+  auto misspelt = test_support::hugify({"run", "--verbos", "--", "true"});
+  EXPECT_EQ(misspelt.status, 2);
+  EXPECT_NE(misspelt.err.find("did you mean --verbose?"), std::string::npos) << misspelt.err;
+  EXPECT_EQ(test_support::hugify({"run", "--report", "--", "true"}).status, 2);
 }
 
 TEST(RunPreload, StaticBinaryIsNamedAndStillRuns) {

@@ -142,6 +142,24 @@ TEST(Loadavg, OneMinuteLoadOfRealAndConstructedFiles) {
   }
 }
 
+TEST(Capabilities, EffectiveSetOfRootAndOfAnUnprivilegedUser) {
+  uint64_t caps = 0;
+  std::string root = test_support::read_file(std::string(HUGIFY_FIXTURES_DIR) + "/status/root-6.18.txt");
+  ASSERT_TRUE(parse_capabilities(root.c_str(), &caps));
+  EXPECT_EQ(caps, UINT64_C(0x000001fffeffffff));
+  EXPECT_TRUE((caps >> 23) & 1) << "CAP_SYS_NICE";
+  EXPECT_TRUE((caps >> 19) & 1) << "CAP_SYS_PTRACE";
+  std::string nobody = test_support::read_file(std::string(HUGIFY_FIXTURES_DIR) + "/status/nobody-6.18.txt");
+  ASSERT_TRUE(parse_capabilities(nobody.c_str(), &caps));
+  EXPECT_EQ(caps, 0u);
+  for (const char *bad : {"", "CapEff:\n", "CapEff:\tzz\n", "CapEff:\t00000000000000000001\n", "CapInh:\t0\n",
+                          "CapEff:\t1f x\n"}) {
+    caps = 7;
+    EXPECT_FALSE(parse_capabilities(bad, &caps)) << bad;
+    EXPECT_EQ(caps, 7u) << "untouched: " << bad;
+  }
+}
+
 // A reason that does not fit its buffer ends at a blank with "...": never in the middle of a word.
 TEST(Reason, TooLongEndsBetweenWordsAndLongWordsAreLeftOut) {
   char reason[48] = "";

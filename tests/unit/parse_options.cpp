@@ -3,6 +3,7 @@
 // begin with "--", unknown options with suggestions, and the --help block generated from the table.
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -151,6 +152,58 @@ TEST(ParseOptions, HelpIsGeneratedFromTheTable) {
   size_t options = 0;
   for (size_t at = help.find("--"); at != std::string::npos; at = help.find("--", at + 2)) options++;
   EXPECT_EQ(options, 8u) << help;
+}
+
+// A list option (a callback that stores each value) and a configuration file's settings through the same
+// table: the same checks, the same stores, messages that name the setting without "--".
+struct list_values {
+  int items[2];
+  int count;
+  bool once;
+  double interval;
+  struct json_output json;
+};
+
+int add_item(void *values, const char *value) {
+  auto *v = static_cast<list_values *>(values);
+  if (value[0] < '0' || value[0] > '9' || value[1]) return -EINVAL;
+  if (v->count == 2) return -ENOSPC;
+  v->items[v->count++] = value[0] - '0';
+  return 0;
+}
+
+const option_spec list_table[] = {
+    OPT_CALLBACK("item", "DIGIT", add_item, "one digit", 2, "an item (repeat it)"),
+    OPT_FLAG("once", 0, struct list_values, once, "one pass"),
+    OPT_DECIMAL("interval", struct list_values, interval, "SECONDS", 0.05, 10, "time between passes"),
+    OPT_JSON(struct list_values, json, "JSON"),
+    OPT_END,
+};
+
+TEST(ParseOptions, ListsAndConfigurationSettingsShareTheTable) {
+  list_values v{};
+  option_result result;
+  std::vector<std::string> words = {"cmd", "--item", "1", "--item=2"};
+  std::vector<char *> argv;
+  for (auto &w : words) argv.push_back(w.data());
+  ASSERT_EQ(option_table_parse(list_table, OPTIONS_ANYWHERE, (int)argv.size(), argv.data(), &v, &result), 0) << result.error;
+  EXPECT_EQ(v.count, 2);
+  EXPECT_EQ(v.items[1], 2);
+  EXPECT_EQ(option_table_set(list_table, "item", "3", &v, &result), -EINVAL);
+  EXPECT_STREQ(result.error, "item '3': at most 2 of them");
+  v.count = 0;
+  EXPECT_EQ(option_table_set(list_table, "item", "x", &v, &result), -EINVAL);
+  EXPECT_STREQ(result.error, "item 'x': expected one digit");
+  EXPECT_EQ(option_table_set(list_table, "once", "yes", &v, &result), 0);
+  EXPECT_TRUE(v.once);
+  EXPECT_EQ(option_table_set(list_table, "once", "perhaps", &v, &result), -EINVAL);
+  EXPECT_EQ(option_table_set(list_table, "interval", "0.5", &v, &result), 0);
+  EXPECT_DOUBLE_EQ(v.interval, 0.5);
+  EXPECT_EQ(option_table_set(list_table, "interval", "99", &v, &result), -EINVAL);
+  EXPECT_STREQ(result.error, "interval '99': expected seconds from 0.05 to 10");
+  EXPECT_EQ(option_table_set(list_table, "intervl", "1", &v, &result), -EINVAL);
+  EXPECT_STREQ(result.error, "unknown setting 'intervl'; did you mean interval?");
+  EXPECT_EQ(option_table_set(list_table, "json", "1", &v, &result), -EINVAL) << "--json is never a setting";
 }
 
 TEST(ExitCodes, OneMappingOfLibraryResults) {

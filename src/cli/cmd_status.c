@@ -1,4 +1,4 @@
-/* status.c - hugify status: everything the kernel says about huge pages here, with diagnoses and fixes. */
+/* cmd_status.c - hugify status: everything the kernel says about huge pages here, with diagnoses and fixes. */
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>

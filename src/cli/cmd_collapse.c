@@ -1,4 +1,4 @@
-/* collapse.c - hugify collapse: put a running process's anonymous memory on huge pages now
+/* cmd_collapse.c - hugify collapse: put a running process's anonymous memory on huge pages now
  * (hugify_collapse: process_madvise + MADV_COLLAPSE in bounded chunks). */
 #include <errno.h>
 #include <stdlib.h>

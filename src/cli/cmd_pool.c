@@ -1,4 +1,4 @@
-/* pool.c - hugify pool: reserve, show, clear, mount and persist hugetlb pools per size and NUMA node. */
+/* cmd_pool.c - hugify pool: reserve, show, clear, mount and persist hugetlb pools per size and NUMA node. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>

@@ -1,12 +1,12 @@
-/* server.h - programs that run beside hugify while it measures: a server under test and the load that
+/* process_group.h - programs that run beside hugify while it measures: a server under test and the load that
  * drives it (`hugify check --load`). Each runs in a process group of its own, so that stopping it stops
  * everything it started (postgres backends, the children of a `sh -c`), and so that a Ctrl-C at the
  * terminal reaches hugify alone, which then stops them in order. Every group started here is kept in a
  * small table until it is reaped, so a signal handler can stop them all (group_signal_all).
  *
  * Internal (src/lib). Returns 0 or -errno; reasons in words go into a caller's buffer. Never prints. */
-#ifndef HUGIFY_SERVER_H
-#define HUGIFY_SERVER_H
+#ifndef HUGIFY_PROCESS_GROUP_H
+#define HUGIFY_PROCESS_GROUP_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,5 +1,5 @@
-/* server.c - programs in process groups of their own, beside hugify (server.h). */
-#include "server.h"
+/* process_group.c - programs in process groups of their own, beside hugify (process_group.h). */
+#include "process_group.h"
 
 #include "measure.h"
 

@@ -1,4 +1,4 @@
-/* inspect.c - hugify inspect: how much of a process is on huge pages, by class and page kind, and why the
+/* cmd_inspect.c - hugify inspect: how much of a process is on huge pages, by class and page kind, and why the
  * rest is not (hugify_inspect); --all ranks every process by anonymous memory not on huge pages. */
 #include <errno.h>
 #include <stdlib.h>
@@ -276,47 +276,38 @@ static int inspect_all(long top, FILE *json, bool text) {
 
 /* ---- the command --------------------------------------------------------------------------------- */
 
-int cmd_inspect(int argc, char **argv) {
-  struct inspect_args args = {.top = 20};
-  static struct option_result parsed; /* large: off the stack */
-  if (parse_command_options("inspect", inspect_options, OPTIONS_ANYWHERE, argc, argv, &args, &parsed) != EXIT_DONE)
-    return EXIT_USAGE;
-  struct json_output json = args.json;
-  bool maps = args.maps, all = args.all;
-  long top = (long)args.top;
-  int *pids = calloc((size_t)argc, sizeof *pids);
-  int pid_count = 0;
-  if (!pids) return fail(EXIT_SHORT, "inspect", "out of memory");
-  for (int i = 0; i < parsed.operand_count; i++) {
-    const char *arg = argv[parsed.operands[i]];
+/* The PID operands: EXIT_DONE, or EXIT_USAGE after the message. */
+static int parse_pids(char **argv, const struct option_result *parsed, int *pids, int *pid_count) {
+  *pid_count = 0;
+  for (int i = 0; i < parsed->operand_count; i++) {
+    const char *arg = argv[parsed->operands[i]];
     uint64_t pid;
-    if (!parse_count(arg, 1, 0x7fffffff, &pid)) {
-      free(pids);
-      return usage_error("inspect", "'%s' is not a process id", arg);
-    }
-    pids[pid_count++] = (int)pid;
+    if (!parse_count(arg, 1, 0x7fffffff, &pid)) return usage_error("inspect", "'%s' is not a process id", arg);
+    pids[(*pid_count)++] = (int)pid;
   }
-  if (all) {
-    free(pids);
-    if (pid_count) return usage_error("inspect", "--all takes no PID");
-    if (maps) return usage_error("inspect", "--maps is for single processes, not --all");
-    FILE *out = json_output_open(&json, "inspect");
-    if (json.wanted && !out) return EXIT_USAGE;
-    int status = inspect_all(top, out, json_output_text(&json));
-    if (!json_output_close(out, &json, "inspect") && status == EXIT_DONE) status = EXIT_SHORT;
-    return status;
-  }
-  if (pid_count == 0) {
-    free(pids);
-    return usage_error("inspect", "which process? Give a PID, or --all");
-  }
-  FILE *out = json_output_open(&json, "inspect");
-  if (json.wanted && !out) {
-    free(pids);
-    return EXIT_USAGE;
-  }
-  bool text = json_output_text(&json);
+  return EXIT_DONE;
+}
 
+struct inspect_error {
+  int pid, code;
+  char message[HUGIFY_REASON_MAX];
+};
+
+/* The "errors" array of the JSON: a process that could not be inspected. */
+static void put_errors(struct json_writer *j, const struct inspect_error *errors, int error_count) {
+  json_open_array(j, "errors");
+  for (int i = 0; i < error_count; i++) {
+    json_open_object(j, NULL);
+    json_put_i64(j, "pid", errors[i].pid);
+    json_put_string(j, "error", errors[i].code == -EPERM ? "not_permitted" : errors[i].code == -ESRCH ? "no_process" : "failed");
+    json_put_string(j, "message", errors[i].message);
+    json_close(j);
+  }
+  json_close(j);
+}
+
+/* Inspect each process: its text, and its object in the JSON (out, when wanted). The exit status. */
+static int inspect_processes(const int *pids, int pid_count, FILE *out, bool text, bool maps) {
   int status = EXIT_DONE;
   struct json_writer j;
   if (out) {
@@ -325,7 +316,7 @@ int cmd_inspect(int argc, char **argv) {
     json_open_array(&j, "processes");
   }
   /* Errors are collected so the JSON stays one document. */
-  struct { int pid, code; char message[HUGIFY_REASON_MAX]; } *errors = calloc((size_t)pid_count, sizeof *errors);
+  struct inspect_error *errors = calloc((size_t)pid_count, sizeof *errors);
   int error_count = 0;
   for (int i = 0; i < pid_count && errors; i++) {
     struct hugify_inspect_report report;
@@ -349,19 +340,49 @@ int cmd_inspect(int argc, char **argv) {
   }
   if (out) {
     json_close(&j);
-    json_open_array(&j, "errors");
-    for (int i = 0; i < error_count; i++) {
-      json_open_object(&j, NULL);
-      json_put_i64(&j, "pid", errors[i].pid);
-      json_put_string(&j, "error", errors[i].code == -EPERM ? "not_permitted" : errors[i].code == -ESRCH ? "no_process" : "failed");
-      json_put_string(&j, "message", errors[i].message);
-      json_close(&j);
-    }
-    json_close(&j);
+    put_errors(&j, errors, error_count);
     json_end(&j);
-    if (!json_output_close(out, &json, "inspect") && status == EXIT_DONE) status = EXIT_SHORT;
   }
   free(errors);
+  return status;
+}
+
+int cmd_inspect(int argc, char **argv) {
+  struct inspect_args args = {.top = 20};
+  static struct option_result parsed; /* large: off the stack */
+  if (parse_command_options("inspect", inspect_options, OPTIONS_ANYWHERE, argc, argv, &args, &parsed) != EXIT_DONE)
+    return EXIT_USAGE;
+  struct json_output json = args.json;
+  bool maps = args.maps, all = args.all;
+  long top = (long)args.top;
+  int *pids = calloc((size_t)argc, sizeof *pids);
+  int pid_count = 0;
+  if (!pids) return fail(EXIT_SHORT, "inspect", "out of memory");
+  if (parse_pids(argv, &parsed, pids, &pid_count) != EXIT_DONE) {
+    free(pids);
+    return EXIT_USAGE;
+  }
+  if (all) {
+    free(pids);
+    if (pid_count) return usage_error("inspect", "--all takes no PID");
+    if (maps) return usage_error("inspect", "--maps is for single processes, not --all");
+    FILE *out = json_output_open(&json, "inspect");
+    if (json.wanted && !out) return EXIT_USAGE;
+    int status = inspect_all(top, out, json_output_text(&json));
+    if (!json_output_close(out, &json, "inspect") && status == EXIT_DONE) status = EXIT_SHORT;
+    return status;
+  }
+  if (pid_count == 0) {
+    free(pids);
+    return usage_error("inspect", "which process? Give a PID, or --all");
+  }
+  FILE *out = json_output_open(&json, "inspect");
+  if (json.wanted && !out) {
+    free(pids);
+    return EXIT_USAGE;
+  }
+  int status = inspect_processes(pids, pid_count, out, json_output_text(&json), maps);
+  if (out && !json_output_close(out, &json, "inspect") && status == EXIT_DONE) status = EXIT_SHORT;
   free(pids);
   return status;
 }

@@ -1,0 +1,136 @@
+/* agent.h - what the files of `hugify agent` share: its settings, its per-process state, and the one
+ * struct agent of the daemon. agent.c: the command (privileges, --once/--status, the daemon's loop and
+ * signals); agent_config.c: the option table and the configuration file; agent_pass.c: the pass over /proc
+ * and the work on one process; agent_metrics.c: Prometheus metrics (file and HTTP); agent_output.c: the
+ * table and JSON of --once and --status. The decisions are the library's (agent_policy.h, collapse.h). */
+#ifndef HUGIFY_CLI_AGENT_H
+#define HUGIFY_CLI_AGENT_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "agent_policy.h"
+#include "cli.h"
+#include "hugify.h"
+#include "measure.h"
+
+#define COMMAND "agent"
+#define AGENT_CHUNK (UINT64_C(16) << 20) /* bytes per kernel call: the budget is checked between calls */
+#define BACKOFF_MAX_SECONDS 3600.0
+#define QUIET_PASSES 5 /* an unchanged process is measured again at least every sixth pass */
+#define CAP_SYS_PTRACE_BIT 19
+#define CAP_SYS_NICE_BIT 23
+
+/* The settings: every field an option of the table below sets, on the command line (--name VALUE) or in the
+ * configuration file (name = VALUE): one table, one store, so a key and its option cannot drift apart. */
+struct agent_config {
+  struct agent_selectors selectors;
+  double interval;
+  double cpu_budget_percent, min_present_percent; /* as given */
+  double cpu_budget;   /* fraction of one core */
+  double min_present;  /* fraction */
+  uint64_t free_floor;
+  double max_pressure; /* percent */
+  char metrics_file[PATH_MAX];
+  char listen[128];
+  bool once, dry_run;
+  /* the command line only (never in the file): */
+  const char *config_path;
+  bool status;
+  struct json_output json;
+  char error[512];     /* the first problem found */
+};
+
+/* What the command line said about this run, kept for the reloads (which read the file, then argv, again). */
+struct command_line {
+  const char *config_path;
+  bool status;
+  struct json_output json;
+  int argc;
+  char **argv;
+};
+
+struct failure_count {
+  char reason[16]; /* "EAGAIN", ... */
+  uint64_t windows;
+};
+#define FAILURE_KINDS 8
+
+struct process_state {
+  pid_t pid;
+  char comm[16];
+  bool seen;                       /* in the current pass */
+  bool selected;
+  struct hugify_usage classes[HUGIFY_CLASS_COUNT];
+  struct hugify_usage total;
+  uint64_t collapsible;
+  uint64_t collapsed_bytes;        /* total made huge by the agent */
+  uint64_t attempted_bytes;
+  struct failure_count failures[FAILURE_KINDS];
+  struct agent_backoff backoff;
+  uint64_t idle_signature;         /* resident+collapsible when a plan found nothing to do */
+  struct agent_ledger ledger;      /* what the agent collapsed here, and whether it lasts (malloc'd) */
+  uint64_t bloat_bytes;            /* zero-filled by the agent's collapses (collapse_window_bloat) */
+  int allocator;                   /* enum agent_allocator, from the last plan */
+  bool measured;                   /* classes/total hold an inspect */
+  uint64_t measured_rss;           /* VmRSS when they were taken */
+  unsigned quiet_passes;           /* passes since, skipped because nothing changed */
+  char last_action[224];
+};
+
+struct MHD_Daemon;
+
+struct agent {
+  struct agent_config config;
+  struct command_line cl;
+  struct process_state *processes;
+  size_t process_count, process_cap;
+  struct agent_budget budget;
+  double cpu_mark;                 /* CLOCK_PROCESS_CPUTIME_ID at the last charge */
+  uint64_t passes, collapsed_bytes, budget_stops, memory_gate_closed_passes;
+  uint64_t recollapsed_bytes, bloat_bytes, churn_backoffs;
+  bool memory_open;
+  char memory_reason[160];
+  uint64_t available;
+  struct psi_pressure pressure;
+  double last_pass_seconds, last_pass_end;
+  bool stop_requested;
+  sigset_t signals;
+  /* metrics for HTTP */
+  pthread_mutex_t metrics_lock;
+  char *metrics;
+  size_t metrics_length;
+  struct MHD_Daemon *http;
+};
+
+/* ---- agent_config.c ---- */
+/* The command line alone (which file, --status, --json): 0, or EXIT_USAGE after the message. */
+int agent_parse_command_line(int argc, char **argv, struct command_line *cl);
+/* The whole configuration: file, then command line. Returns 0, or EXIT_USAGE with the message printed
+ * (print = false: only c->error, for a reload). */
+int agent_load_config(struct agent_config *c, const struct command_line *cl, bool print);
+
+/* ---- agent_pass.c ---- */
+/* A /proc file's text (malloc'd), or NULL when it cannot be read (the process is gone). */
+char *agent_read_text(const char *path);
+/* One pass over every process. collapse = false: observe only (--status). */
+void agent_run_pass(struct agent *a, bool collapse);
+
+/* ---- agent_metrics.c ---- */
+/* CPU time of the agent (user and system). */
+double agent_own_cpu_seconds(void);
+/* Render the metrics; write the metrics file; hand them to the HTTP thread. */
+void agent_publish_metrics(struct agent *a);
+/* Serve /metrics on --listen; 0, or an exit code after the message. */
+int agent_start_http(struct agent *a);
+
+/* ---- agent_output.c ---- */
+void agent_print_table(const struct agent *a, bool status);
+void agent_print_json(const struct agent *a, FILE *out, const char *mode);
+
+#endif

@@ -1,0 +1,141 @@
+/* agent_output.c - what --once and --status print: a table of the selected processes, or JSON
+ * (schema hugify.agent/1, docs/agent.md). */
+#include <stdio.h>
+
+#include "agent.h"
+#include "units.h"
+#include "format.h"
+
+/* ---- output of --once and --status -------------------------------------------------------------- */
+
+void agent_print_table(const struct agent *a, bool status) {
+  char available[32], floor[32];
+  format_bytes(a->available == UINT64_MAX ? 0 : a->available, available, sizeof available);
+  format_bytes(a->config.free_floor, floor, sizeof floor);
+  printf("hugify agent%s: %zu selected processes; memory %s (available %s, floor %s, pressure %.2f %%)%s%s\n",
+         status ? " --status" : a->config.dry_run ? " --once --dry-run" : " --once", a->process_count,
+         a->memory_open ? "allows collapsing" : "gate closed", available, floor, a->pressure.some_avg10,
+         a->memory_open ? "" : ": ", a->memory_open ? "" : a->memory_reason);
+  if (a->process_count == 0) return;
+  static const char *const headers[] = {"pid", "comm", "resident", "huge", "share", "heap huge", "anon huge",
+                                        "collapsible", "collapsed", "last action"};
+  static const bool right[] = {true, false, true, true, true, true, true, true, true, false};
+  struct table t;
+  table_init(&t, 10, headers, right);
+  for (size_t i = 0; i < a->process_count; i++) {
+    const struct process_state *p = &a->processes[i];
+    char pid[16], resident[32], huge[32], share[16], heap[32], anon[32], collapsible[32], collapsed[32];
+    snprintf(pid, sizeof pid, "%d", (int)p->pid);
+    format_bytes(p->total.resident, resident, sizeof resident);
+    format_bytes(hugify_usage_huge(&p->total), huge, sizeof huge);
+    format_percent(hugify_usage_huge(&p->total), p->total.resident, share, sizeof share);
+    format_bytes(hugify_usage_huge(&p->classes[HUGIFY_CLASS_HEAP]), heap, sizeof heap);
+    format_bytes(hugify_usage_huge(&p->classes[HUGIFY_CLASS_ANON]), anon, sizeof anon);
+    format_bytes(p->collapsible, collapsible, sizeof collapsible);
+    format_bytes(p->collapsed_bytes, collapsed, sizeof collapsed);
+    table_row(&t, pid, p->comm, resident, huge, share, heap, anon, collapsible, collapsed,
+              p->last_action[0] ? p->last_action : "-");
+  }
+  table_print(&t, stdout, "  ");
+  table_free(&t);
+  for (size_t i = 0; i < a->process_count; i++) {
+    const struct process_state *p = &a->processes[i];
+    const struct agent_ledger *l = &p->ledger;
+    if (!l->early_checked && !l->churn_strikes) continue;
+    char recollapsed[32], undone[32], bloat[32];
+    format_bytes(l->recollapsed_bytes, recollapsed, sizeof recollapsed);
+    format_bytes(l->undone_bytes, undone, sizeof undone);
+    format_bytes(p->bloat_bytes, bloat, sizeof bloat);
+    char early[16] = "-", late[16] = "-";
+    if (l->early_checked) format_percent(l->early_huge, l->early_checked, early, sizeof early);
+    if (l->late_checked) format_percent(l->late_huge, l->late_checked, late, sizeof late);
+    printf("  %d %s: of its collapses, %s still huge a pass later, %s ten passes later; re-collapsed %s, "
+           "undone %s, bloat %s\n",
+           (int)p->pid, p->comm, early, late, recollapsed, undone, bloat);
+    if (l->churn_strikes || l->undone_bytes)
+      printf("    %s gives freed memory back inside huge pages; what would keep them: %s\n",
+             agent_allocator_name(p->allocator), agent_allocator_advice(p->allocator));
+  }
+}
+
+static void put_share(struct json_writer *j, const char *name, double share) {
+  if (share < 0) json_put_null(j, name);
+  else json_put_double(j, name, share);
+}
+
+/* Whether the agent's collapses in a process last (its ledger), and what would make them last. */
+static void put_lasting(struct json_writer *j, const struct agent *a, const struct process_state *p) {
+  const struct agent_ledger *l = &p->ledger;
+  bool backed_off = !agent_ledger_allows(l, a->passes);
+  json_open_object(j, "lasting");
+  put_share(j, "huge_after_1_pass_fraction", agent_ledger_early_share(l));
+  put_share(j, "huge_after_10_passes_fraction", agent_ledger_late_share(l));
+  json_put_u64(j, "checked_after_1_pass_bytes", l->early_checked);
+  json_put_u64(j, "checked_after_10_passes_bytes", l->late_checked);
+  json_put_u64(j, "recollapsed_bytes", l->recollapsed_bytes);
+  json_put_u64(j, "undone_bytes", l->undone_bytes);
+  json_put_u64(j, "bloat_bytes", p->bloat_bytes);
+  json_put_u64(j, "held_back_bytes", l->backed_off_bytes);
+  json_put_bool(j, "backed_off", backed_off);
+  json_put_u64(j, "backoff_passes_left", backed_off ? l->resume_pass - a->passes : 0);
+  json_put_u64(j, "churn_strikes", l->churn_strikes);
+  json_put_string(j, "allocator", agent_allocator_name(p->allocator));
+  json_put_string(j, "advice", l->churn_strikes || l->undone_bytes ? agent_allocator_advice(p->allocator) : NULL);
+  json_close(j);
+}
+
+void agent_print_json(const struct agent *a, FILE *out, const char *mode) {
+  struct json_writer j;
+  json_begin(&j, out);
+  json_put_string(&j, "schema", "hugify.agent/1");
+  json_put_string(&j, "mode", mode);
+  json_put_bool(&j, "dry_run", a->config.dry_run);
+  json_put_double(&j, "interval_seconds", a->config.interval);
+  json_put_double(&j, "cpu_budget_fraction", a->config.cpu_budget);
+  json_put_double(&j, "min_present_fraction", a->config.min_present);
+  json_open_object(&j, "memory");
+  json_put_bool(&j, "allows_collapse", a->memory_open);
+  if (a->available == UINT64_MAX) json_put_null(&j, "available_bytes");
+  else json_put_u64(&j, "available_bytes", a->available);
+  json_put_u64(&j, "free_floor_bytes", a->config.free_floor);
+  if (a->pressure.present) json_put_double(&j, "pressure_some_avg10_fraction", a->pressure.some_avg10 / 100);
+  else json_put_null(&j, "pressure_some_avg10_fraction");
+  json_put_double(&j, "max_pressure_fraction", a->config.max_pressure / 100);
+  json_put_string(&j, "reason", a->memory_open ? NULL : a->memory_reason);
+  json_close(&j);
+  json_put_double(&j, "cpu_seconds", agent_own_cpu_seconds());
+  json_put_u64(&j, "collapsed_bytes", a->collapsed_bytes);
+  json_put_u64(&j, "recollapsed_bytes", a->recollapsed_bytes);
+  json_put_u64(&j, "bloat_bytes", a->bloat_bytes);
+  json_put_u64(&j, "churn_backoffs", a->churn_backoffs);
+  json_put_u64(&j, "budget_stops", a->budget_stops);
+  json_open_array(&j, "processes");
+  for (size_t i = 0; i < a->process_count; i++) {
+    const struct process_state *p = &a->processes[i];
+    json_open_object(&j, NULL);
+    json_put_i64(&j, "pid", p->pid);
+    json_put_string(&j, "comm", p->comm);
+    json_put_u64(&j, "resident_bytes", p->total.resident);
+    json_put_u64(&j, "huge_bytes", hugify_usage_huge(&p->total));
+    json_put_fraction(&j, "huge_fraction", hugify_usage_huge(&p->total), p->total.resident);
+    json_open_object(&j, "classes");
+    for (int k = 0; k < HUGIFY_CLASS_COUNT; k++) {
+      json_open_object(&j, hugify_memory_class_name(k));
+      json_put_u64(&j, "resident_bytes", p->classes[k].resident);
+      json_put_u64(&j, "huge_bytes", hugify_usage_huge(&p->classes[k]));
+      json_close(&j);
+    }
+    json_close(&j);
+    json_put_u64(&j, "collapsible_bytes", p->collapsible);
+    json_put_u64(&j, "collapsed_bytes", p->collapsed_bytes);
+    json_open_object(&j, "failed_windows");
+    for (size_t k = 0; k < FAILURE_KINDS && p->failures[k].reason[0]; k++)
+      json_put_u64(&j, p->failures[k].reason, p->failures[k].windows);
+    json_close(&j);
+    json_put_string(&j, "last_action", p->last_action[0] ? p->last_action : NULL);
+    put_lasting(&j, a, p);
+    json_close(&j);
+  }
+  json_close(&j);
+  json_end(&j);
+}

@@ -1,0 +1,299 @@
+/* agent_pass.c - one pass of the agent: walk /proc, select processes (agent_policy.h), and for each one
+ * measure it and collapse what the policy chooses while the CPU budget and memory allow. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "collapse.h"
+#include "format.h"
+#include "os.h"
+#include "probe.h"
+#include "procfs.h"
+#include "units.h"
+
+/* A /proc file's text (malloc'd), or NULL when it cannot be read (the process is gone). */
+char *agent_read_text(const char *path) {
+  char *text = NULL;
+  return os_read_file(path, &text, NULL) == 0 ? text : NULL;
+}
+
+/* Charge the CPU used since the last charge; true while the budget allows more. */
+static bool budget_keep_going(void *context) {
+  struct agent *a = context;
+  double now = measure_clock_seconds(CLOCK_PROCESS_CPUTIME_ID);
+  agent_budget_charge(&a->budget, now - a->cpu_mark);
+  a->cpu_mark = now;
+  if (a->config.once) return !a->stop_requested;
+  agent_budget_refill(&a->budget, measure_clock_seconds(CLOCK_MONOTONIC));
+  /* a pending SIGTERM ends the pass between calls */
+  sigset_t pending;
+  if (sigpending(&pending) == 0 && (sigismember(&pending, SIGTERM) || sigismember(&pending, SIGINT)))
+    a->stop_requested = true;
+  return !a->stop_requested && agent_budget_allows(&a->budget);
+}
+
+static struct process_state *state_of(struct agent *a, pid_t pid, const char *comm) {
+  for (size_t i = 0; i < a->process_count; i++) {
+    struct process_state *p = &a->processes[i];
+    if (p->pid != pid) continue;
+    if (strcmp(p->comm, comm) != 0) { /* the pid was reused */
+      agent_ledger_free(&p->ledger);
+      memset(p, 0, sizeof *p);
+    }
+    p->pid = pid;
+    snprintf(p->comm, sizeof p->comm, "%s", comm);
+    return p;
+  }
+  if (a->process_count == a->process_cap) {
+    size_t cap = a->process_cap ? 2 * a->process_cap : 64;
+    struct process_state *bigger = realloc(a->processes, cap * sizeof *bigger);
+    if (!bigger) return NULL;
+    a->processes = bigger;
+    a->process_cap = cap;
+  }
+  struct process_state *p = &a->processes[a->process_count++];
+  memset(p, 0, sizeof *p);
+  p->pid = pid;
+  snprintf(p->comm, sizeof p->comm, "%s", comm);
+  return p;
+}
+
+/* Identity of a process from /proc/PID/{status,comm,cgroup,exe}. False when it is gone or unreadable. */
+static bool read_process(pid_t pid, const struct agent_selectors *s, struct agent_process *out) {
+  memset(out, 0, sizeof *out);
+  out->pid = pid;
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  char *status = agent_read_text(path);
+  if (!status) return false;
+  char field[64];
+  uint64_t rss = 0, thp = 1;
+  out->kernel_thread = !parse_keyed_value(status, "VmRSS", &rss);
+  out->rss = rss;
+  out->thp_disabled = parse_keyed_value(status, "THP_enabled", &thp) ? thp == 0 : -1;
+  if (parse_keyed_text(status, "Uid", field, sizeof field)) out->uid = (uid_t)strtoul(field, NULL, 10);
+  if (parse_keyed_text(status, "Name", field, sizeof field)) snprintf(out->comm, sizeof out->comm, "%.15s", field);
+  free(status);
+  if (strchr(out->comm, '\\')) { /* status escapes some bytes: the real comm */
+    snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
+    os_read_small(path, out->comm, sizeof out->comm);
+  }
+  if (s->cgroup_count) {
+    snprintf(path, sizeof path, "/proc/%d/cgroup", (int)pid);
+    char *text = agent_read_text(path);
+    if (text && !parse_cgroup_v2_path(text, out->cgroup, sizeof out->cgroup)) out->cgroup[0] = '\0';
+    free(text);
+  }
+  if (s->exe_count) {
+    snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
+    ssize_t n = readlink(path, out->exe, sizeof out->exe - 1);
+    out->exe[n > 0 ? n : 0] = '\0';
+  }
+  return true;
+}
+
+static void count_failures(struct process_state *p, const struct hugify_collapse_report *r) {
+  for (size_t i = 0; i < r->failure_count; i++) {
+    const struct hugify_collapse_failure *f = &r->failures[i];
+    char name[16];
+    snprintf(name, sizeof name, "%.*s", (int)strcspn(f->reason, ":"), f->reason);
+    for (size_t k = 0; k < FAILURE_KINDS; k++) {
+      if (!p->failures[k].reason[0]) snprintf(p->failures[k].reason, sizeof p->failures[k].reason, "%s", name);
+      if (!strcmp(p->failures[k].reason, name)) {
+        p->failures[k].windows += (f->end - f->start) / (UINT64_C(2) << 20);
+        break;
+      }
+    }
+  }
+}
+
+static bool inspect_into(struct process_state *p, uint64_t rss) {
+  struct hugify_inspect_report report;
+  int rc = hugify_inspect(p->pid, &report);
+  p->measured = rc == 0;
+  p->measured_rss = rss;
+  p->quiet_passes = 0;
+  if (rc == 0) {
+    memcpy(p->classes, report.classes, sizeof p->classes);
+    p->total = report.total;
+    p->collapsible = report.collapsible;
+  }
+  hugify_inspect_report_free(&report);
+  return rc == 0;
+}
+
+/* last_action of a process backed off because its collapses do not last: why, and what would make them last. */
+static void churn_action(struct process_state *p, uint64_t pass) {
+  const struct agent_ledger *l = &p->ledger;
+  char share[16] = "-";
+  if (l->last_lasting_share >= 0) snprintf(share, sizeof share, "%.0f %%", 100 * l->last_lasting_share);
+  snprintf(p->last_action, sizeof p->last_action,
+           "backed off %llu passes: collapses undone (%s lasted %d passes); %s gives memory back",
+           (unsigned long long)(l->resume_pass - pass), share, AGENT_UNDONE_PASSES + 1, agent_allocator_name(p->allocator));
+}
+
+/* A collapse that made pages huge: the totals, the back-off, last_action, the figures after. */
+static void record_collapse(struct agent *a, struct process_state *p, const struct hugify_collapse_report *report,
+                            const struct collapse_policy *policy, uint64_t recollapsed_before, uint64_t rss,
+                            double now) {
+  uint64_t made = report->attempted - report->failed;
+  p->collapsed_bytes += made;
+  p->attempted_bytes += report->attempted;
+  a->collapsed_bytes += made;
+  p->bloat_bytes += report->bloat_bytes;
+  a->bloat_bytes += report->bloat_bytes;
+  a->recollapsed_bytes += p->ledger.recollapsed_bytes - recollapsed_before;
+  count_failures(p, report);
+  agent_backoff_record(&p->backoff, made > 0, report->failed > 0, now, a->config.interval, BACKOFF_MAX_SECONDS);
+  if (policy->stopped) a->budget_stops++;
+  char made_text[32], planned_text[32], held_text[32], excluded_text[64] = "";
+  format_bytes(made, made_text, sizeof made_text);
+  format_bytes(policy->planned, planned_text, sizeof planned_text);
+  format_bytes(policy->backed_off, held_text, sizeof held_text);
+  if (report->excluded) {
+    char bytes[32];
+    format_bytes(report->excluded, bytes, sizeof bytes);
+    snprintf(excluded_text, sizeof excluded_text, ", left %s the program excluded", bytes);
+  }
+  snprintf(p->last_action, sizeof p->last_action, "collapsed %s of %s planned%s%s%s%s%s%s", made_text, planned_text,
+           excluded_text, report->failed ? ", some windows failed" : "", policy->stopped ? ", budget spent" : "",
+           policy->backed_off ? ", " : "", policy->backed_off ? held_text : "",
+           policy->backed_off ? " held back (collapses undone)" : "");
+  p->idle_signature = 0;
+  if (report->attempted) inspect_into(p, rss); /* the figures after, for the metrics */
+  if (policy->planned == 0 && !policy->stopped && !policy->backed_off)
+    p->idle_signature = p->total.resident ^ (p->collapsible << 1);
+}
+
+/* A collapse that failed as a whole (not a window): the reason, the back-off, a failure counted. */
+static void record_failure(struct agent *a, struct process_state *p, int rc, const struct hugify_collapse_report *report,
+                           double now) {
+  snprintf(p->last_action, sizeof p->last_action, "%.159s", report->reason);
+  agent_backoff_record(&p->backoff, false, true, now, a->config.interval, BACKOFF_MAX_SECONDS);
+  struct failure_count *f = NULL;
+  const char *name = rc == -EPERM ? "EPERM" : "error";
+  for (size_t k = 0; k < FAILURE_KINDS && !f; k++)
+    if (!p->failures[k].reason[0] || !strcmp(p->failures[k].reason, name)) f = &p->failures[k];
+  if (f) snprintf(f->reason, sizeof f->reason, "%s", name), f->windows++;
+}
+
+/* Collapse what the policy chooses in one process, within the budget, and record what came of it. */
+static void collapse_process(struct agent *a, struct process_state *p, uint64_t rss, double now) {
+  struct hugify_collapse_opts opts = {.chunk_size = AGENT_CHUNK,
+                                      .flags = a->config.dry_run ? HUGIFY_COLLAPSE_DRY_RUN : 0};
+  if (!p->ledger.window_bytes) {
+    double passes = BACKOFF_MAX_SECONDS / a->config.interval;
+    agent_ledger_init(&p->ledger, page_kind_size(HUGIFY_PAGE_THP), passes < 1 ? 1 : (uint64_t)passes);
+  }
+  struct collapse_policy policy = {.min_present = a->config.min_present, .keep_going = budget_keep_going,
+                                   .context = a, .ledger = &p->ledger, .pass = a->passes};
+  struct hugify_collapse_report report;
+  uint64_t recollapsed_before = p->ledger.recollapsed_bytes;
+  int rc = collapse_with_policy(p->pid, &opts, &policy, &report);
+  if (rc == 0) p->allocator = policy.allocator;
+  if (rc == 0 && policy.backed_off_now) {
+    a->churn_backoffs++;
+    churn_action(p, a->passes);
+    fprintf(stderr, "hugify agent: pid %d (%s): %s; what would keep its huge pages: %s\n", (int)p->pid, p->comm,
+            p->last_action, agent_allocator_advice(p->allocator));
+  }
+  if (rc == 0 && !report.dry_run && !report.exited && !agent_ledger_allows(&p->ledger, a->passes)) {
+    churn_action(p, a->passes);
+  } else if (rc == 0 && !report.dry_run && !report.exited) {
+    record_collapse(a, p, &report, &policy, recollapsed_before, rss, now);
+  } else if (rc == 0 && report.dry_run) {
+    char planned_text[32];
+    format_bytes(policy.planned, planned_text, sizeof planned_text);
+    snprintf(p->last_action, sizeof p->last_action, "dry run: would collapse %s", planned_text);
+  } else if (rc != 0 && rc != -ESRCH) {
+    record_failure(a, p, rc, &report, now);
+  }
+  hugify_collapse_report_free(&report);
+}
+
+/* Work on one selected process: measure, and collapse what the policy chooses while the budgets allow. */
+static void serve_process(struct agent *a, struct process_state *p, uint64_t rss, bool may_collapse, double now) {
+  /* A quiet process (same RSS, and nothing left to do last time) costs one status read per pass: its smaps
+   * are read again only every QUIET_PASSES passes, so many idle processes stay cheap. */
+  /* ... unless its last collapses are still to be judged (the ledger looks at them for a few passes) */
+  bool watching = may_collapse && agent_ledger_watching(&p->ledger, a->passes);
+  bool nothing_to_do = (p->collapsible == 0 || p->idle_signature != 0 || !may_collapse) && !watching;
+  if (p->measured && rss == p->measured_rss && nothing_to_do && p->quiet_passes < QUIET_PASSES) {
+    p->quiet_passes++;
+    return;
+  }
+  if (!inspect_into(p, rss)) { p->seen = false; return; } /* gone, or not readable */
+  uint64_t signature = p->total.resident ^ (p->collapsible << 1);
+  if (!may_collapse || (p->collapsible == 0 && !watching)) return;
+  if (!agent_backoff_allows(&p->backoff, now)) {
+    snprintf(p->last_action, sizeof p->last_action, "backing off after %u failed passes", p->backoff.failures);
+    return;
+  }
+  if (p->idle_signature && p->idle_signature == signature && !watching) return; /* planned before: nothing to do */
+  if (!agent_ledger_allows(&p->ledger, a->passes)) {
+    /* backed off for churn: not even planned (the plan at the end of the back-off judges what lasted) */
+    churn_action(p, a->passes);
+    return;
+  }
+  if (!budget_keep_going(a)) return;
+  collapse_process(a, p, rss, now);
+}
+
+static void read_memory_state(struct agent *a) {
+  char *meminfo = agent_read_text("/proc/meminfo");
+  a->available = UINT64_MAX;
+  if (meminfo) parse_keyed_value(meminfo, "MemAvailable", &a->available);
+  free(meminfo);
+  char *pressure = agent_read_text("/proc/pressure/memory");
+  if (!pressure || !parse_psi_pressure(pressure, &a->pressure)) memset(&a->pressure, 0, sizeof a->pressure);
+  free(pressure);
+  struct agent_memory_limits limits = {a->config.free_floor, a->config.max_pressure};
+  a->memory_open = agent_memory_allows(&limits, a->available, &a->pressure, a->memory_reason, sizeof a->memory_reason);
+}
+
+struct pass_walk {
+  struct agent *a;
+  bool may_collapse;
+  double start;
+  pid_t self;
+};
+
+/* One process of the pass: selected or not, then served. Nonzero stops the walk. */
+static int visit_process(pid_t pid, void *context) {
+  struct pass_walk *walk = context;
+  struct agent *a = walk->a;
+  if (a->stop_requested) return 1;
+  if (pid == walk->self) return 0;
+  struct agent_process process;
+  if (!read_process(pid, &a->config.selectors, &process)) return 0;
+  if (agent_select(&a->config.selectors, &process) != AGENT_SELECTED) return 0;
+  struct process_state *p = state_of(a, process.pid, process.comm);
+  if (!p) return 1;
+  p->seen = p->selected = true;
+  if (!budget_keep_going(a)) return 0; /* spent: its figures stay those of the last pass */
+  serve_process(a, p, process.rss, walk->may_collapse, walk->start);
+  return 0;
+}
+
+/* One pass over every process. collapse = false: observe only (--status). */
+void agent_run_pass(struct agent *a, bool collapse) {
+  double start = measure_clock_seconds(CLOCK_MONOTONIC);
+  a->passes++;
+  read_memory_state(a);
+  if (!a->memory_open) a->memory_gate_closed_passes++;
+  for (size_t i = 0; i < a->process_count; i++) a->processes[i].seen = false;
+  struct pass_walk walk = {a, collapse && a->memory_open, start, getpid()};
+  os_for_each_process(visit_process, &walk);
+  /* forget processes that exited (or stopped being selected) */
+  size_t kept = 0;
+  for (size_t i = 0; i < a->process_count; i++) {
+    if (a->processes[i].seen) a->processes[kept++] = a->processes[i];
+    else agent_ledger_free(&a->processes[i].ledger);
+  }
+  a->process_count = kept;
+  budget_keep_going(a); /* charge the rest of the pass */
+  a->last_pass_end = measure_clock_seconds(CLOCK_REALTIME);
+  a->last_pass_seconds = measure_clock_seconds(CLOCK_MONOTONIC) - start;
+}
