@@ -91,7 +91,6 @@ const char usage_agent[] =
     "3 missing privilege (CAP_SYS_NICE, CAP_SYS_PTRACE) or kernel feature.\n";
 
 #define COMMAND "agent"
-#define AGENT_CHUNK (UINT64_C(16) << 20) /* bytes per kernel call: the budget is checked between calls */
 #define BACKOFF_MAX_SECONDS 3600.0
 #define QUIET_PASSES 5 /* an unchanged process is measured again at least every sixth pass */
 #define CAP_SYS_PTRACE_BIT 19
@@ -360,6 +359,7 @@ struct agent {
   double cpu_mark;                 /* CLOCK_PROCESS_CPUTIME_ID at the last charge */
   uint64_t passes, collapsed_bytes, budget_stops, memory_gate_closed_passes;
   uint64_t recollapsed_bytes, bloat_bytes, churn_backoffs;
+  struct agent_harm harm;          /* the pauses its collapses caused, the longest call */
   bool memory_open;
   char memory_reason[160];
   uint64_t available;
@@ -522,18 +522,19 @@ static void serve_process(struct agent *a, struct process_state *p, uint64_t rss
     return;
   }
   if (!budget_keep_going(a)) return;
-  struct hugify_collapse_opts opts = {.chunk_size = AGENT_CHUNK,
-                                      .flags = a->config.dry_run ? HUGIFY_COLLAPSE_DRY_RUN : 0};
+  /* the gentle pace (the default): one window per call, the budget asked between calls */
+  struct hugify_collapse_opts opts = {.flags = a->config.dry_run ? HUGIFY_COLLAPSE_DRY_RUN : 0};
   if (!p->ledger.window_bytes) {
     double passes = BACKOFF_MAX_SECONDS / a->config.interval;
     agent_ledger_init(&p->ledger, page_kind_size(HUGIFY_PAGE_THP), passes < 1 ? 1 : (uint64_t)passes);
   }
   struct collapse_policy policy = {.min_present = a->config.min_present, .keep_going = budget_keep_going,
-                                   .context = a, .ledger = &p->ledger, .pass = a->passes};
+                                   .context = a, .ledger = &p->ledger, .pass = a->passes,
+                                   .pauses = &a->harm.pauses};
   struct hugify_collapse_report report;
   uint64_t recollapsed_before = p->ledger.recollapsed_bytes;
   int rc = collapse_with_policy(p->pid, &opts, &policy, &report);
-  if (rc == 0) p->allocator = policy.allocator;
+  if (rc == 0) p->allocator = policy.allocator, agent_harm_record(&a->harm, &report);
   if (rc == 0 && policy.backed_off_now) {
     a->churn_backoffs++;
     churn_action(p, a->passes);
@@ -727,6 +728,12 @@ static void render_metrics(struct agent *a, FILE *out) {
   prometheus_family(out, "hugify_agent_churn_backoffs_total", "counter",
                     "Times a process was backed off because its collapses did not last.");
   prometheus_sample(out, "hugify_agent_churn_backoffs_total", NULL, (double)a->churn_backoffs);
+  prometheus_histogram(out, "hugify_agent_pause_seconds",
+                       "How long each collapse call held up the process it acted on (an upper bound, from its "
+                       "threads' schedstat; calls while no thread of it ran are not counted).",
+                       pause_bucket_bounds, PAUSE_BUCKETS, a->harm.pauses.counts, a->harm.pauses.sum);
+  prometheus_family(out, "hugify_agent_longest_call_seconds", "gauge", "The longest single collapse call.");
+  prometheus_sample(out, "hugify_agent_longest_call_seconds", NULL, a->harm.longest_call);
   prometheus_family(out, "hugify_agent_passes_total", "counter", "Passes over the processes.");
   prometheus_sample(out, "hugify_agent_passes_total", NULL, (double)a->passes);
   prometheus_family(out, "hugify_agent_cpu_seconds_total", "counter", "CPU time of the agent (user and system).");
@@ -852,6 +859,10 @@ static void print_table(const struct agent *a, bool status) {
          status ? " --status" : a->config.dry_run ? " --once --dry-run" : " --once", a->process_count,
          a->memory_open ? "allows collapsing" : "gate closed", available, floor, a->pressure.some_avg10,
          a->memory_open ? "" : ": ", a->memory_open ? "" : a->memory_reason);
+  if (a->harm.pauses.count)
+    printf("  pauses its collapses caused: %llu calls, longest %.1f ms, p99 <= %.1f ms (schedstat, an upper bound)\n",
+           (unsigned long long)a->harm.pauses.count, a->harm.pauses.longest * 1e3,
+           pause_histogram_quantile(&a->harm.pauses, 0.99) * 1e3);
   if (a->process_count == 0) return;
   static const char *const headers[] = {"pid", "comm", "resident", "huge", "share", "heap huge", "anon huge",
                                         "collapsible", "collapsed", "last action"};
@@ -920,6 +931,28 @@ static void put_lasting(struct json_writer *j, const struct agent *a, const stru
   json_close(j);
 }
 
+/* The harm ledger's pauses: the histogram's buckets (cumulative, as in the metrics) and its summary. */
+static void put_pauses(struct json_writer *j, const struct agent_harm *h) {
+  json_put_double(j, "longest_call_seconds", h->longest_call);
+  json_open_object(j, "pause");
+  json_put_u64(j, "count", h->pauses.count);
+  json_put_double(j, "longest_seconds", h->pauses.longest);
+  json_put_double(j, "p99_seconds", pause_histogram_quantile(&h->pauses, 0.99));
+  json_put_double(j, "total_seconds", h->pauses.sum);
+  json_open_array(j, "buckets");
+  uint64_t cumulative = 0;
+  for (size_t k = 0; k <= PAUSE_BUCKETS; k++) {
+    cumulative += h->pauses.counts[k];
+    json_open_object(j, NULL);
+    if (k < PAUSE_BUCKETS) json_put_double(j, "le_seconds", pause_bucket_bounds[k]);
+    else json_put_null(j, "le_seconds");
+    json_put_u64(j, "count", cumulative);
+    json_close(j);
+  }
+  json_close(j);
+  json_close(j);
+}
+
 static void print_json(const struct agent *a, FILE *out, const char *mode) {
   struct json_writer j;
   json_begin(&j, out);
@@ -945,6 +978,7 @@ static void print_json(const struct agent *a, FILE *out, const char *mode) {
   json_put_u64(&j, "bloat_bytes", a->bloat_bytes);
   json_put_u64(&j, "churn_backoffs", a->churn_backoffs);
   json_put_u64(&j, "budget_stops", a->budget_stops);
+  put_pauses(&j, &a->harm);
   json_open_array(&j, "processes");
   for (size_t i = 0; i < a->process_count; i++) {
     const struct process_state *p = &a->processes[i];

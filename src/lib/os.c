@@ -148,6 +148,25 @@ long os_read_stack_pointers(int pid, uint64_t **out) {
   return (long)count;
 }
 
+long os_read_task_times(int pid, struct os_task_times *out, size_t cap) {
+  char dir_path[64];
+  proc_path(dir_path, sizeof dir_path, pid, "task");
+  DIR *dir = opendir(dir_path);
+  if (!dir) return -errno;
+  size_t count = 0;
+  struct dirent *entry;
+  while (count < cap && (entry = readdir(dir))) {
+    if (entry->d_name[0] == '.') continue;
+    char path[sizeof dir_path + sizeof entry->d_name + 16], text[128];
+    snprintf(path, sizeof path, "%s/%s/schedstat", dir_path, entry->d_name);
+    if (os_read_small(path, text, sizeof text) < 0) continue; /* the thread exited */
+    struct os_task_times *t = &out[count];
+    if (parse_schedstat(text, &t->run_ns, &t->wait_ns)) t->tid = atoi(entry->d_name), count++;
+  }
+  closedir(dir);
+  return (long)count;
+}
+
 int os_read_thp_enabled(int pid) {
   char path[64];
   proc_path(path, sizeof path, pid, "status");
