@@ -659,6 +659,9 @@ int collapse_with_policy(pid_t pid, const struct hugify_collapse_opts *opts, str
   }
   int rc = 0;
   if (!self && (rc = check_target(&c, report, dry_run)) != 0) goto out;
+  /* a first look at the target's threads, before the plan's reads, so that the first call already knows
+   * which of them are busy */
+  if ((c.probing = !self && !dry_run)) pause_probe_init(&c.probe, c.pid, now_seconds());
 
   int enabled = os_read_thp_enabled(self ? 0 : pid);
   report->thp_disabled = enabled < 0 ? -1 : !enabled;
@@ -700,7 +703,6 @@ int collapse_with_policy(pid_t pid, const struct hugify_collapse_opts *opts, str
     report->huge_after = report->huge_before;
   }
   if (rc == 0 && !dry_run && range_count > 0) {
-    if ((c.probing = !self)) pause_probe_init(&c.probe, c.pid, now_seconds());
     rc = run_ranges(&c, ranges, range_count, chunk);
     report->p99_pause = pause_quantile(c.pauses, c.pause_count, 0.99);
     if (rc == -ESRCH) {
