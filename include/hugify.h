@@ -501,7 +501,8 @@ struct hugify_collapse_report {
   uint64_t resident_before, huge_before, resident_after, huge_after; /* over the eligible mappings */
   double seconds;           /* wall time of the collapse calls in total */
   double cpu_seconds;       /* CPU time the calling thread spent in them (the kernel copies in the caller's
-                               context): the cost without waiting for a CPU on a busy machine */
+                               context), with the gentle pace's warm pages and the pause readings: the
+                               cost without waiting for a CPU on a busy machine */
   double longest_call;      /* seconds of the longest single call (not the pause: a call also sleeps in
                                lru_add_drain_all without holding the target up; see longest_pause) */
   unsigned calls;           /* madvise / process_madvise calls made */
