@@ -2,10 +2,10 @@
  * with MADV_COLLAPSE (madvise for the caller, process_madvise through a pidfd for another process).
  *
  * The plan is made per 2 MiB window from smaps (which mappings) and PAGEMAP_SCAN (which windows hold
- * pages, which are huge already). Windows go to the kernel in calls of at most chunk_size bytes: each call
- * takes the target's mmap lock, so small calls keep its page faults and mmaps from waiting long. When a
- * call stops short, the window that failed is found by asking again one window at a time, so every
- * failed range is reported with the kernel's own errno.
+ * pages, which are huge already). Windows go to the kernel one per call (the gentle pace, below) or in
+ * calls of at most chunk_size bytes (the full pace). When a call stops short, the window that failed is
+ * found by asking again one window at a time, so every failed range is reported with the kernel's own
+ * errno (a one-window call's errno is the window's already).
  *
  * How fast (enum hugify_collapse_pace): each window is copied under the target's mmap lock held for write,
  * and the target's page faults wait (docs/design.md, "What a collapse costs the process it acts on"). The
@@ -243,6 +243,14 @@ static struct hugify_collapse_mapping *mapping_of(struct hugify_collapse_report 
   return NULL;
 }
 
+/* The kernel refused the window at `at` with `error`: a failure of the report and of its mapping. */
+static int window_failed(struct collapse_context *c, uint64_t at, int error) {
+  if (add_failure(c, at, at + c->pmd, error) != 0) return -ENOMEM;
+  struct hugify_collapse_mapping *m = mapping_of(c->report, at);
+  if (m) m->failed += c->pmd;
+  return 0;
+}
+
 /* Retry a range window by window, recording each window the kernel refuses. Returns -ESRCH when the
  * target is gone, else 0. */
 static int retry_by_window(struct collapse_context *c, const struct iovec *range) {
@@ -254,9 +262,7 @@ static int retry_by_window(struct collapse_context *c, const struct iovec *range
     if (done == (ssize_t)c->pmd) { collapsed(c, at, c->pmd); continue; }
     int error = done < 0 ? (int)-done : EIO;
     if (error == ESRCH) return -ESRCH;
-    if (add_failure(c, at, at + c->pmd, error) != 0) return -ENOMEM;
-    struct hugify_collapse_mapping *m = mapping_of(c->report, at);
-    if (m) m->failed += c->pmd;
+    if (window_failed(c, at, error) != 0) return -ENOMEM;
   }
   return 0;
 }
@@ -298,10 +304,7 @@ static int run_ranges(struct collapse_context *c, const struct iovec *ranges, si
     if (done == -ESRCH) return -ESRCH;
     if (done < 0 && ranges[next].iov_len == c->pmd) {
       /* the first range, one window, failed with this errno: asking again would only repeat it */
-      uint64_t at = (uint64_t)(uintptr_t)ranges[next].iov_base;
-      if (add_failure(c, at, at + c->pmd, (int)-done) != 0) return -ENOMEM;
-      struct hugify_collapse_mapping *m = mapping_of(c->report, at);
-      if (m) m->failed += c->pmd;
+      if (window_failed(c, (uint64_t)(uintptr_t)ranges[next].iov_base, (int)-done) != 0) return -ENOMEM;
       next++;
       continue;
     }
