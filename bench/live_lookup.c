@@ -10,8 +10,14 @@
  *
  * Each lookup is a dependent load: the next index is a hash of the value just read, so the latency of
  * every load (TLB miss and page walk included) is on the critical path. Output, one line per second:
- *   "second N: X.X ns/lookup, M lookups, Y.Y% huge"  (huge: share of the array on huge pages, measured with
- *   hugify_measure_backing). The first line gives the PID and the array's address. */
+ *   "second N: X.X ns/lookup, M lookups, op max A us p99.9 B us, Y.Y% huge"  (huge: share of the array on
+ *   huge pages, measured with hugify_measure_backing). The first line gives the PID and the array's
+ *   address; the last, "worst op: A us", the longest operation of the run.
+ *
+ * An operation is OP_LOOKUPS dependent lookups, timed on its own (a clock read costs ~25 ns, an operation
+ * some microseconds): its max and p99.9 each second are the pauses this process felt, e.g. its page faults
+ * waiting on its own mmap lock while `hugify collapse` copies a window (issue 19: the bound a collapse's
+ * pace is held to). */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdint.h>
@@ -28,6 +34,19 @@
 #include "units.h"
 
 #include "os.h" /* kernel constants newer than this system's headers */
+
+#define OP_LOOKUPS 64
+
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int compare_float(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return x < y ? -1 : x > y;
+}
 
 static uint64_t mix(uint64_t x) {
   x ^= x >> 33;
@@ -66,26 +85,38 @@ int main(int argc, char **argv) {
   fflush(stdout);
 
   uint64_t index = 0, sink = 0;
-  double start = measure_now();
+  size_t op_cap = 1 << 20, ops = 0;
+  float *op_seconds = malloc(op_cap * sizeof *op_seconds); /* this second's operations */
+  if (!op_seconds) { perror("live_lookup: malloc"); return 1; }
+  double worst = 0, start = measure_now();
   for (long second = 1; seconds == 0 || second <= seconds; second++) {
     double begin = measure_now(), end = start + (double)second;
     uint64_t lookups = 0;
-    while (measure_now() < end) {
-      for (int k = 0; k < 4096; k++) {
+    ops = 0;
+    for (double t0 = now_seconds(); t0 < end;) {
+      for (int k = 0; k < OP_LOOKUPS; k++) {
         uint64_t value = array[index];
         sink += value;
         index = mix(value ^ index) % words;
       }
-      lookups += 4096;
+      lookups += OP_LOOKUPS;
+      double t1 = now_seconds();
+      if (ops < op_cap) op_seconds[ops++] = (float)(t1 - t0);
+      if (t1 - t0 > worst) worst = t1 - t0;
+      t0 = t1;
     }
     double took = measure_now() - begin;
+    qsort(op_seconds, ops, sizeof *op_seconds, compare_float);
+    double op_max = ops ? op_seconds[ops - 1] : 0, op_p999 = ops ? op_seconds[(size_t)((double)(ops - 1) * 0.999)] : 0;
     struct hugify_backing backing;
     double huge = hugify_measure_backing(array, words * sizeof *array, &backing) == 0 ? hugify_backing_huge_fraction(&backing) : -1;
-    printf("second %ld: %.1f ns/lookup, %llu lookups, %.1f%% huge\n", second, took * 1e9 / (double)lookups,
-           (unsigned long long)lookups, 100.0 * huge);
+    printf("second %ld: %.1f ns/lookup, %llu lookups, op max %.0f us p99.9 %.0f us, %.1f%% huge\n", second,
+           took * 1e9 / (double)lookups, (unsigned long long)lookups, op_max * 1e6, op_p999 * 1e6, 100.0 * huge);
     fflush(stdout);
   }
+  printf("worst op: %.0f us\n", worst * 1e6);
   printf("live_lookup: done (checksum %llx)\n", (unsigned long long)sink);
+  free(op_seconds);
   free(array);
   return 0;
 }

@@ -1,5 +1,5 @@
 /* /proc/PID/stat (hugify collapse: is the target a kernel thread?): parse_stat_flags. The command field may
- * hold spaces and ')'. */
+ * hold spaces and ')'. Also /proc/PID/task/TID/schedstat (the pause a collapse caused): parse_schedstat. */
 #include <stdlib.h>
 
 #include "fuzz_input.h"
@@ -9,6 +9,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char *text = fuzz_text(data, size);
   unsigned long flags;
   if (parse_stat_flags(text, &flags)) fuzz_keep(flags & PROCFS_PF_KTHREAD);
+  uint64_t run, wait;
+  if (parse_schedstat(text, &run, &wait)) fuzz_keep(run ^ wait);
   free(text);
   return 0;
 }

@@ -434,13 +434,29 @@ void hugify_inspect_report_free(struct hugify_inspect_report *report);
 
 struct hugify_collapse_opts {
   uint64_t min_size;   /* skip mappings with fewer bytes than this in aligned 2 MiB windows (0: any with one) */
-  uint64_t chunk_size; /* at most this many bytes per process_madvise/madvise call (0: 64 MiB; rounded to
-                          2 MiB), so the target is never held up long: the kernel takes its mmap lock per call */
+  uint64_t chunk_size; /* HUGIFY_COLLAPSE_PACE_FULL: at most this many bytes per process_madvise/madvise call
+                          (0: 64 MiB; rounded to 2 MiB). The gentle pace ignores it: one window per call. */
   unsigned flags;      /* HUGIFY_COLLAPSE_DRY_RUN, HUGIFY_COLLAPSE_OVERRIDE_OPT_OUT */
   /* Called after every call into the kernel with the bytes tried so far and the bytes planned (may be NULL). */
   void (*progress)(void *context, uint64_t done, uint64_t total);
   void *progress_context;
-  uint64_t reserved[4];           /* zero: room to grow without an ABI break */
+  /* How fast to work on a live process (enum hugify_collapse_pace; 0, the default, is gentle). This field and
+   * the next take the room that was reserved here: the layout is unchanged. */
+  uint32_t pace;
+  uint32_t reserved_pace;         /* zero */
+  uint64_t reserved[3];           /* zero: room to grow without an ABI break */
+};
+
+/* What a collapse may cost the process it acts on (docs/design.md, "What a collapse costs the process it acts
+ * on"): each window is copied under the target's mmap lock held for write, and its page faults wait for it. */
+enum hugify_collapse_pace {
+  /* One 2 MiB window per call; before each call a huge page is faulted into the caller and freed (so that
+   * the copy's destination is memory the host has backed already, which shortens the lock ~10x on a guest
+   * whose memory is backed lazily); after each call a sleep as long as the call's CPU time, so that the
+   * target runs at least as long as it is held up, and never meets several windows' pauses in a row. */
+  HUGIFY_COLLAPSE_PACE_GENTLE = 0,
+  /* chunk_size bytes per call back to back, nothing else: the least wall time, pauses of several windows. */
+  HUGIFY_COLLAPSE_PACE_FULL = 1,
 };
 
 struct hugify_collapse_mapping {
@@ -485,8 +501,10 @@ struct hugify_collapse_report {
   uint64_t resident_before, huge_before, resident_after, huge_after; /* over the eligible mappings */
   double seconds;           /* wall time of the collapse calls in total */
   double cpu_seconds;       /* CPU time the calling thread spent in them (the kernel copies in the caller's
-                               context): the cost without waiting for a CPU on a busy machine */
-  double longest_call;      /* seconds of the longest single call (how long the target could stall) */
+                               context), with the gentle pace's warm pages and the pause readings: the
+                               cost without waiting for a CPU on a busy machine */
+  double longest_call;      /* seconds of the longest single call (not the pause: a call also sleeps in
+                               lru_add_drain_all without holding the target up; see longest_pause) */
   unsigned calls;           /* madvise / process_madvise calls made */
   uint64_t chunk_size;      /* the chunk size used */
   size_t mapping_count;
@@ -512,7 +530,19 @@ struct hugify_collapse_report {
   uint64_t bloat_bytes;     /* memory the collapse added: for each window collapsed, 2 MiB minus the bytes
                                present before (PAGEMAP_SCAN), i.e. zero-filled pages inside new huge pages;
                                0 where the plan could not count pages (no PAGEMAP_SCAN) */
-  uint64_t reserved[8];     /* zero: room to grow without an ABI break (the pause a target felt is next) */
+  /* What the target felt (the harm ledger: this pause, bloat_bytes, cpu_seconds). Inferred per call from
+   * /proc/PID/task/TID/schedstat before and after it: for each thread that ran in the last 100 ms, the
+   * call's span minus the time the thread ran; the call's pause is the largest. An upper bound on how long
+   * a thread was held up (it includes waiting for a CPU, and a running thread's time shows only as of its
+   * last tick); tight for one-window calls. 0 when the caller collapses its own memory. These fields take
+   * the room that was reserved here (64 bytes): the layout is unchanged. */
+  double longest_pause;     /* seconds: the longest pause of one call */
+  double p99_pause;         /* seconds: the 99th percentile of the calls' pauses */
+  double total_pause;       /* seconds: the sum over calls */
+  unsigned pause_count;     /* calls during which a thread of the target was busy (the pauses measured) */
+  uint32_t pace;            /* enum hugify_collapse_pace used */
+  double gap_seconds;       /* the gentle pace's sleeps after calls, in total */
+  uint64_t reserved[3];     /* zero: room to grow without an ABI break */
 };
 
 /** Put the existing anonymous memory of process `pid` (0 = the caller) on transparent huge pages now,

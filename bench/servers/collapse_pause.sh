@@ -18,6 +18,13 @@
 #   warmD      the same as dutyD, with --warm 1 (fault in and free one huge page before each call)
 #   cwarmD     the same as warmD, the gap in proportion to the call's CPU time (--pace-by cpu)
 #   chunk64    collapse_paced PID --chunk 64M               (hugify's default, through the driver)
+# Issue 19's targets (the pacing built into hugify):
+#   main       $HUGIFY_MAIN collapse PID   (main's hugify before pacing: 64 MiB calls back to back)
+#   gentle     hugify collapse PID         (the default pace: one window per call, warm page, rest = CPU)
+#   full       hugify collapse PID --pace full
+#   agent      hugify agent --pid PID --min-rss 0 (its defaults otherwise) for AGENT_SECONDS (default 8),
+#              then SIGTERM; its metrics file gives its pauses and CPU
+# The hugify levers print the harm ledger hugify measured itself (longest and p99 pause, calls, CPU).
 # NICE (default 0) runs the server, the load and the lever at that nice value: -5 keeps the experiment
 # ahead of other people's nice-10 builds on a shared machine while the three compete as usual.
 # CPU_SHARES (cgroup v1 cpu controller) puts the whole experiment in its own cpu cgroup with that many
@@ -30,6 +37,7 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 HUGIFY=${HUGIFY:-hugify}; PORT=${PORT:-6401}; KEYS=${KEYS:-3000000}; VALUE=${VALUE:-100}; REQ=${REQ:-300000}
+HUGIFY_MAIN=${HUGIFY_MAIN:-/work/main/build/bin/hugify}; AGENT_SECONDS=${AGENT_SECONDS:-8}
 BASE=${BASE:-3}; NICE=${NICE:-0}; ROUNDS=${ROUNDS:-1}; LEVERS=${LEVERS:-"none hugify hugify2m duty0.5"}; TRACE=${TRACE:-0}
 OUT=${OUT:-$(mktemp -d /var/tmp/hugify-pause-out.XXXXXX)}
 DIR=$(mktemp -d /var/tmp/hugify-pause.XXXXXX)
@@ -86,8 +94,27 @@ lever() { # NAME -> runs it against $SERVER
     warm*) "$PACED" "$SERVER" --duty "${1#warm}" --warm 1 --calls "$2.calls" >"$2.out" ;;
     cwarm*) "$PACED" "$SERVER" --duty "${1#cwarm}" --warm 1 --pace-by cpu --calls "$2.calls" >"$2.out" ;;
     chunk64) "$PACED" "$SERVER" --chunk $((64 << 20)) --calls "$2.calls" >"$2.out" ;;
+    main) "$HUGIFY_MAIN" collapse "$SERVER" --json="$2.json" >/dev/null ;;
+    gentle) "$HUGIFY" collapse "$SERVER" --json="$2.json" >/dev/null ;;
+    full) "$HUGIFY" collapse "$SERVER" --pace full --json="$2.json" >/dev/null ;;
+    agent) "$HUGIFY" agent --pid "$SERVER" --min-rss 0 --metrics-file "$2.prom" 2>"$2.err" &
+      local agent=$!
+      sleep "$AGENT_SECONDS"; kill -TERM "$agent"; wait "$agent" || true ;;
     *) echo "unknown lever $1" >&2; return 2 ;;
   esac
+}
+
+# What hugify said the lever cost the server: its JSON report (collapse) or its metrics (agent).
+harm() { # TAG
+  if [ -s "$1.json" ]; then
+    jq -r '"calls=\(.calls) wall_s=\(.seconds + (.gap_seconds // 0) | .*1000|round/1000) cpu_s=\(.cpu_seconds*1000|round/1000) longest_call_ms=\(.longest_call_seconds*1e5|round/100) longest_pause_ms=\(if .pause then (.pause.longest_seconds*1e5|round/100) else "-" end) p99_pause_ms=\(if .pause then (.pause.p99_seconds*1e5|round/100) else "-" end) bloat=\(.total.bloat_bytes)"' "$1.json"
+  elif [ -s "$1.prom" ]; then
+    awk '/^hugify_agent_pause_seconds_count/ { n = $2 } /^hugify_agent_pause_seconds_sum/ { s = $2 }
+      /^hugify_agent_longest_call_seconds/ { l = $2 } /^hugify_agent_collapsed_bytes_total/ { c = $2 }
+      /^hugify_agent_cpu_seconds_total/ { cpu = $2 } /^hugify_agent_pause_seconds_bucket/ { b[++k] = $0 }
+      END { printf "calls=%s cpu_s=%.3f collapsed_mib=%.0f longest_call_ms=%.2f pause_sum_ms=%.1f buckets:", n, cpu, c / 1048576, l * 1000, s * 1000
+        for (i = 1; i <= k; i++) { split(b[i], f, "\""); split(b[i], v, " "); printf " %s=%s", f[2], v[2] } print "" }' "$1.prom"
+  fi
 }
 
 # median of the numbers on stdin
@@ -109,13 +136,14 @@ trial() { # LEVER ROUND
   local load0 t0 t1 cpu
   load0=$(cut -d' ' -f1-3 /proc/loadavg)
   t0=$EPOCHREALTIME
-  nice -n "$NICE" /usr/bin/time -f '%e %U %S' -o "$tag.time" bash -c "$(declare -f lever); HUGIFY=$HUGIFY PACED=$PACED SERVER=$SERVER lever $name $tag"
+  nice -n "$NICE" /usr/bin/time -f '%e %U %S' -o "$tag.time" bash -c "$(declare -f lever); HUGIFY=$HUGIFY HUGIFY_MAIN=$HUGIFY_MAIN AGENT_SECONDS=$AGENT_SECONDS PACED=$PACED SERVER=$SERVER lever $name $tag"
   t1=$EPOCHREALTIME
   sleep 1
   touch "$DIR/stop"; wait "$LOAD"; LOAD=
   if [ -n "$TRACER" ]; then kill -INT "$TRACER"; wait "$TRACER" || true; TRACER=; fi
   stop_server
   cpu=$(awk '{ printf "%.2f", $2 + $3 }' "$tag.time")
+  if [ -s "$tag.json" ] || [ -s "$tag.prom" ]; then harm "$tag" >"$tag.out"; fi
   # base: runs that ended before the lever; during: runs that overlapped it
   local bmax bp99 dmax dp99 drps bmedmax dmedmax
   bmax=$(awk -v t0="$t0" '$2 < t0 { print $5 }' "$tag.load" | sort -g | tail -1)
@@ -128,7 +156,7 @@ trial() { # LEVER ROUND
   drps=$(awk -v t0="$t0" -v t1="$t1" '$2 >= t0 && $1 <= t1 { print $3 }' "$tag.load" | median)
   printf '%-9s r%s wall_s=%.2f cpu_s=%s | base max=%s run-max=%s p99=%s | during max=%s run-max=%s p99=%s rps=%s | load %s | %s\n' \
     "$name" "$2" "$(echo "$t1 - $t0" | bc)" "$cpu" "$bmax" "$bmedmax" "$bp99" "$dmax" "$dmedmax" "$dp99" "$drps" "$load0" \
-    "$(cat "$tag.out" 2>/dev/null | grep -E '^calls=|took|seconds' | head -1)"
+    "$(grep -E '^calls=|took|seconds' "$tag.out" 2>/dev/null | head -1)"
 }
 
 echo "# $(date -u +%FT%TZ) keys=$KEYS value=$VALUE req/run=$REQ nice=$NICE cpu_shares=${CPU_SHARES:-} out=$OUT"

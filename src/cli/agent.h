@@ -20,7 +20,6 @@
 #include "measure.h"
 
 #define COMMAND "agent"
-#define AGENT_CHUNK (UINT64_C(16) << 20) /* bytes per kernel call: the budget is checked between calls */
 #define BACKOFF_MAX_SECONDS 3600.0
 #define QUIET_PASSES 5 /* an unchanged process is measured again at least every sixth pass */
 #define CAP_SYS_PTRACE_BIT 19
@@ -94,6 +93,7 @@ struct agent {
   double cpu_mark;                 /* CLOCK_PROCESS_CPUTIME_ID at the last charge */
   uint64_t passes, collapsed_bytes, budget_stops, memory_gate_closed_passes;
   uint64_t recollapsed_bytes, bloat_bytes, churn_backoffs;
+  struct agent_harm harm;          /* the pauses its collapses caused, the longest call */
   bool memory_open;
   char memory_reason[160];
   uint64_t available;

@@ -108,6 +108,12 @@ static void render_metrics(struct agent *a, FILE *out) {
   prometheus_family(out, "hugify_agent_churn_backoffs_total", "counter",
                     "Times a process was backed off because its collapses did not last.");
   prometheus_sample(out, "hugify_agent_churn_backoffs_total", NULL, (double)a->churn_backoffs);
+  prometheus_histogram(out, "hugify_agent_pause_seconds",
+                       "How long each collapse call held up the process it acted on (an upper bound, from its "
+                       "threads' schedstat; calls while no thread of it ran are not counted).",
+                       pause_bucket_bounds, PAUSE_BUCKETS, a->harm.pauses.counts, a->harm.pauses.sum);
+  prometheus_family(out, "hugify_agent_longest_call_seconds", "gauge", "The longest single collapse call.");
+  prometheus_sample(out, "hugify_agent_longest_call_seconds", NULL, a->harm.longest_call);
   prometheus_family(out, "hugify_agent_passes_total", "counter", "Passes over the processes.");
   prometheus_sample(out, "hugify_agent_passes_total", NULL, (double)a->passes);
   prometheus_family(out, "hugify_agent_cpu_seconds_total", "counter", "CPU time of the agent (user and system).");

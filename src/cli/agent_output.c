@@ -16,6 +16,10 @@ void agent_print_table(const struct agent *a, bool status) {
          status ? " --status" : a->config.dry_run ? " --once --dry-run" : " --once", a->process_count,
          a->memory_open ? "allows collapsing" : "gate closed", available, floor, a->pressure.some_avg10,
          a->memory_open ? "" : ": ", a->memory_open ? "" : a->memory_reason);
+  if (a->harm.pauses.count)
+    printf("  pauses its collapses caused: %llu calls, longest %.1f ms, p99 <= %.1f ms (schedstat, an upper bound)\n",
+           (unsigned long long)a->harm.pauses.count, a->harm.pauses.longest * 1e3,
+           pause_histogram_quantile(&a->harm.pauses, 0.99) * 1e3);
   if (a->process_count == 0) return;
   static const char *const headers[] = {"pid", "comm", "resident", "huge", "share", "heap huge", "anon huge",
                                         "collapsible", "collapsed", "last action"};
@@ -64,6 +68,28 @@ static void put_share(struct json_writer *j, const char *name, double share) {
 }
 
 /* Whether the agent's collapses in a process last (its ledger), and what would make them last. */
+/* The harm ledger's pauses: the histogram's buckets (cumulative, as in the metrics) and its summary. */
+static void put_pauses(struct json_writer *j, const struct agent_harm *h) {
+  json_put_double(j, "longest_call_seconds", h->longest_call);
+  json_open_object(j, "pause");
+  json_put_u64(j, "count", h->pauses.count);
+  json_put_double(j, "longest_seconds", h->pauses.longest);
+  json_put_double(j, "p99_seconds", pause_histogram_quantile(&h->pauses, 0.99));
+  json_put_double(j, "total_seconds", h->pauses.sum);
+  json_open_array(j, "buckets");
+  uint64_t cumulative = 0;
+  for (size_t k = 0; k <= PAUSE_BUCKETS; k++) {
+    cumulative += h->pauses.counts[k];
+    json_open_object(j, NULL);
+    if (k < PAUSE_BUCKETS) json_put_double(j, "le_seconds", pause_bucket_bounds[k]);
+    else json_put_null(j, "le_seconds");
+    json_put_u64(j, "count", cumulative);
+    json_close(j);
+  }
+  json_close(j);
+  json_close(j);
+}
+
 static void put_lasting(struct json_writer *j, const struct agent *a, const struct process_state *p) {
   const struct agent_ledger *l = &p->ledger;
   bool backed_off = !agent_ledger_allows(l, a->passes);
@@ -109,6 +135,7 @@ void agent_print_json(const struct agent *a, FILE *out, const char *mode) {
   json_put_u64(&j, "bloat_bytes", a->bloat_bytes);
   json_put_u64(&j, "churn_backoffs", a->churn_backoffs);
   json_put_u64(&j, "budget_stops", a->budget_stops);
+  put_pauses(&j, &a->harm);
   json_open_array(&j, "processes");
   for (size_t i = 0; i < a->process_count; i++) {
     const struct process_state *p = &a->processes[i];

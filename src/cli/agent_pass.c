@@ -181,18 +181,19 @@ static void record_failure(struct agent *a, struct process_state *p, int rc, con
 
 /* Collapse what the policy chooses in one process, within the budget, and record what came of it. */
 static void collapse_process(struct agent *a, struct process_state *p, uint64_t rss, double now) {
-  struct hugify_collapse_opts opts = {.chunk_size = AGENT_CHUNK,
-                                      .flags = a->config.dry_run ? HUGIFY_COLLAPSE_DRY_RUN : 0};
+  /* the gentle pace (the default): one window per call, the budget asked between calls */
+  struct hugify_collapse_opts opts = {.flags = a->config.dry_run ? HUGIFY_COLLAPSE_DRY_RUN : 0};
   if (!p->ledger.window_bytes) {
     double passes = BACKOFF_MAX_SECONDS / a->config.interval;
     agent_ledger_init(&p->ledger, page_kind_size(HUGIFY_PAGE_THP), passes < 1 ? 1 : (uint64_t)passes);
   }
   struct collapse_policy policy = {.min_present = a->config.min_present, .keep_going = budget_keep_going,
-                                   .context = a, .ledger = &p->ledger, .pass = a->passes};
+                                   .context = a, .ledger = &p->ledger, .pass = a->passes,
+                                   .pauses = &a->harm.pauses};
   struct hugify_collapse_report report;
   uint64_t recollapsed_before = p->ledger.recollapsed_bytes;
   int rc = collapse_with_policy(p->pid, &opts, &policy, &report);
-  if (rc == 0) p->allocator = policy.allocator;
+  if (rc == 0) p->allocator = policy.allocator, agent_harm_record(&a->harm, &report);
   if (rc == 0 && policy.backed_off_now) {
     a->churn_backoffs++;
     churn_action(p, a->passes);

@@ -1,6 +1,8 @@
 /* agent_policy.c - the pure decisions of `hugify agent` (see agent_policy.h). */
 #include "agent_policy.h"
 
+#include "hugify.h"
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,6 +106,10 @@ void agent_budget_charge(struct agent_budget *b, double cpu_seconds) {
 }
 
 bool agent_budget_allows(const struct agent_budget *b) { return b->tokens > 0; }
+
+void agent_harm_record(struct agent_harm *harm, const struct hugify_collapse_report *report) {
+  if (report->longest_call > harm->longest_call) harm->longest_call = report->longest_call;
+}
 
 /* ---- memory budget ------------------------------------------------------------------------------ */
 

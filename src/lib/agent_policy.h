@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "pause.h"
 #include "procfs.h"
 
 /* ---- which processes ---------------------------------------------------------------------------- */
@@ -99,6 +100,16 @@ void agent_budget_init(struct agent_budget *budget, double fraction, double wind
 void agent_budget_refill(struct agent_budget *budget, double now);
 void agent_budget_charge(struct agent_budget *budget, double cpu_seconds);
 bool agent_budget_allows(const struct agent_budget *budget);
+
+/* ---- the harm ledger ---- */
+/* What the agent's collapses cost the processes it acts on, besides the bloat and its CPU (counted where they
+ * happen): the pause each call caused (collapse_policy.pauses points here) and the longest call. */
+struct agent_harm {
+  struct pause_histogram pauses;
+  double longest_call;    /* seconds: the longest single call into the kernel (a bound on a call in flight) */
+};
+struct hugify_collapse_report;
+void agent_harm_record(struct agent_harm *harm, const struct hugify_collapse_report *report);
 
 /* ---- memory budget ------------------------------------------------------------------------------ */
 

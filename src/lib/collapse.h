@@ -10,6 +10,7 @@
 #include "hugify.h"
 
 struct agent_ledger;
+struct pause_histogram;
 
 struct collapse_policy {
   double min_present;               /* share of a window's pages that must be present (0..1) */
@@ -25,6 +26,7 @@ struct collapse_policy {
   bool scanned;                     /* out: PAGEMAP_SCAN saw every window of every eligible mapping */
   int allocator;                    /* out: enum agent_allocator, from the mapped libraries */
   bool backed_off_now;              /* out: the ledger's judgement of this pass backed the process off */
+  struct pause_histogram *pauses;   /* each call's pause is added here (NULL: none) */
 };
 
 /* hugify_collapse with `policy` (NULL: hugify_collapse itself: khugepaged's max_ptes_none as the guard,

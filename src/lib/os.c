@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -158,6 +159,25 @@ long os_read_stack_pointers(int pid, uint64_t **out) {
   closedir(dir);
   if (!read_any) { free(sps); return -(first_error ? first_error : ENOENT); }
   *out = sps;
+  return (long)count;
+}
+
+long os_read_task_times(int pid, struct os_task_times *out, size_t cap) {
+  char dir_path[64];
+  proc_path(dir_path, sizeof dir_path, pid, "task");
+  DIR *dir = opendir(dir_path);
+  if (!dir) return -errno;
+  size_t count = 0;
+  struct dirent *entry;
+  while (count < cap && (entry = readdir(dir))) {
+    if (entry->d_name[0] == '.') continue;
+    char path[sizeof dir_path + sizeof entry->d_name + 16], text[128];
+    snprintf(path, sizeof path, "%s/%s/schedstat", dir_path, entry->d_name);
+    if (os_read_small(path, text, sizeof text) < 0) continue; /* the thread exited */
+    struct os_task_times *t = &out[count];
+    if (parse_schedstat(text, &t->run_ns, &t->wait_ns)) t->tid = atoi(entry->d_name), count++;
+  }
+  closedir(dir);
   return (long)count;
 }
 
@@ -402,4 +422,10 @@ int os_hypervisor_signature(char signature[12]) {
   (void)signature;
   return -ENOENT;
 #endif
+}
+
+void os_sleep(double seconds) {
+  if (seconds <= 0) return;
+  struct timespec t = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+  while (nanosleep(&t, &t) != 0 && errno == EINTR) {}
 }

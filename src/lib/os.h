@@ -89,6 +89,10 @@ long os_read_smaps(int pid, struct smaps_vma **out);
 /* Stack pointers of the threads of pid that are blocked in the kernel; *out malloc'd. Returns the count, or
  * -errno when no thread's file could be read (EACCES: needs PTRACE_MODE_ATTACH on the target). */
 long os_read_stack_pointers(int pid, uint64_t **out);
+/* Each thread's time on a CPU and waiting for one (/proc/PID/task/TID/schedstat), at most cap threads.
+ * Returns the count, or -errno when the task directory cannot be read. */
+struct os_task_times { int tid; uint64_t run_ns, wait_ns; };
+long os_read_task_times(int pid, struct os_task_times *out, size_t cap);
 /* THP_enabled of /proc/PID/status: 1, 0 (THP disabled by prctl PR_SET_THP_DISABLE), or -errno (-ENOENT also
  * when the kernel does not report the field). */
 int os_read_thp_enabled(int pid);
@@ -142,5 +146,8 @@ int os_pagemap_anonymous(uintptr_t start, uintptr_t end, uint64_t *bytes);
 /* The hypervisor's 12-byte CPUID signature (leaf 0x40000000) when this CPU says it runs as a guest.
  * Returns 0, or -ENOENT (not a guest, or not an x86 CPU). */
 int os_hypervisor_signature(char signature[12]);
+
+/* Sleep this long (nothing for 0 or less), resuming after signals. */
+void os_sleep(double seconds);
 
 #endif

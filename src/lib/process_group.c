@@ -1,5 +1,6 @@
 /* process_group.c - programs in process groups of their own, beside hugify (process_group.h). */
 #include "process_group.h"
+#include "os.h"
 
 #include "measure.h"
 
@@ -23,10 +24,6 @@ static atomic_int live_groups[GROUP_TABLE]; /* pgids of started, not yet reaped 
 static atomic_int interrupted;
 
 
-static void sleep_seconds(double seconds) {
-  struct timespec t = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
-  while (nanosleep(&t, &t) != 0 && errno == EINTR) {}
-}
 
 static void remember(pid_t pgid) {
   for (int i = 0; i < GROUP_TABLE; i++) {
@@ -115,7 +112,7 @@ int group_wait(struct group_process *process, double timeout_seconds) {
     if (reap(process, false)) return 0;
     if (group_interrupted()) return -EINTR;
     if (measure_now() >= deadline) return -ETIMEDOUT;
-    sleep_seconds(pause);
+    os_sleep(pause);
   }
 }
 
@@ -127,7 +124,7 @@ int group_stop(struct group_process *process, double term_seconds) {
   double deadline = measure_now() + term_seconds;
   for (double pause = 0.001; measure_now() < deadline; pause = pause < 0.05 ? pause * 2 : 0.05) {
     if (reap(process, false)) return 0;
-    sleep_seconds(pause);
+    os_sleep(pause);
   }
   kill(-pgid, SIGKILL);
   reap(process, true);
@@ -183,7 +180,7 @@ int group_wait_ready(struct group_process *server, int port, const char *ready_c
       else snprintf(reason, cap, "the ready command did not succeed within %.0f s: %s", timeout_seconds, ready_command);
       break;
     }
-    sleep_seconds(0.1);
+    os_sleep(0.1);
   }
   if (null >= 0) close(null);
   return rc;

@@ -564,6 +564,24 @@ bool parse_stat_flags(const char *text, unsigned long *flags) {
   return end != p;
 }
 
+bool parse_schedstat(const char *text, uint64_t *run_ns, uint64_t *wait_ns) {
+  if (!text) return false;
+  char *end;
+  const char *p = text;
+  uint64_t values[2];
+  for (int i = 0; i < 2; i++) {
+    while (*p == ' ') p++;
+    if (!isdigit((unsigned char)*p)) return false;
+    errno = 0;
+    values[i] = strtoull(p, &end, 10);
+    if (errno == ERANGE) return false;
+    p = end;
+  }
+  *run_ns = values[0];
+  *wait_ns = values[1];
+  return true;
+}
+
 bool parse_smaps_rollup(const char *text, struct smaps_rollup *out) {
   memset(out, 0, sizeof *out);
   uint64_t private_hugetlb = 0, shared_hugetlb = 0;

@@ -174,6 +174,10 @@ void cgroup_hugetlb_size_name(uint64_t page_size, char *out, size_t cap);
 bool parse_stat_flags(const char *text, unsigned long *flags);
 #define PROCFS_PF_KTHREAD 0x00200000ul /* include/linux/sched.h: a kernel thread (no user memory) */
 
+/* /proc/PID/task/TID/schedstat: "run_ns wait_ns timeslices" (time on a CPU, time waiting for one). False on
+ * malformed text. */
+bool parse_schedstat(const char *text, uint64_t *run_ns, uint64_t *wait_ns);
+
 /* /proc/PID/smaps_rollup: the process's totals (bytes). False when the text has no Rss, Anonymous or
  * AnonHugePages line (a kernel thread's is empty). */
 struct smaps_rollup {

@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -255,6 +257,102 @@ TEST(Collapse, TargetThatExitsMidwayGivesAPartialReport) {
   EXPECT_EQ(report.calls, 2u) << "one call done, the next one finds the process gone";
   EXPECT_NE(std::string(report.reason).find("exited"), std::string::npos) << report.reason;
   hugify_collapse_report_free(&report);
+}
+
+// The structs' sizes as released in 0.3: the pace and the pause took reserved room, so a program built
+// against 0.3 keeps working with this library (no soname bump).
+static_assert(sizeof(hugify_collapse_opts) == 72, "hugify_collapse_opts must keep its 0.3 size");
+static_assert(sizeof(hugify_collapse_report) == 880, "hugify_collapse_report must keep its 0.3 size");
+static_assert(offsetof(hugify_collapse_report, bloat_bytes) == 808, "the fields before the pause stay put");
+
+// The harm ledger's pause figures hold together (never a timing: only how they relate).
+void expect_consistent_pause(const hugify_collapse_report &r) {
+  EXPECT_GE(r.longest_pause, r.p99_pause);
+  EXPECT_GE(r.p99_pause, 0.0);
+  EXPECT_GE(r.total_pause, r.longest_pause);
+  EXPECT_LE(r.pause_count, r.calls);
+  EXPECT_LE(r.total_pause, r.seconds + 1e-6) << "a call's pause is at most its span";
+  if (r.pause_count == 0) {
+    EXPECT_EQ(r.longest_pause, 0.0);
+  }
+}
+
+TEST(Collapse, GentlePaceSendsOneWindowPerCallAndReportsThePause) {
+  child gentle, full;
+  start(gentle, {"--heap", "64M", "--writer"});
+  start(full, {"--heap", "64M", "--writer"});
+  ASSERT_GT(gentle.pid, 0);
+  ASSERT_GT(full.pid, 0);
+
+  hugify_collapse_report report{};
+  ASSERT_EQ(hugify_collapse(gentle.pid, nullptr, &report), 0) << report.reason;
+  EXPECT_EQ(report.pace, static_cast<uint32_t>(HUGIFY_COLLAPSE_PACE_GENTLE)) << "gentle is the default";
+  EXPECT_EQ(report.chunk_size, k2M);
+  ASSERT_EQ(report.failure_count, 0u) << report.failures[0].reason;
+  ASSERT_GE(report.attempted, 30 * k2M);
+  EXPECT_EQ(report.calls, report.attempted / k2M) << "one call per window, none repeated";
+  EXPECT_GT(report.gap_seconds, 0.0) << "a rest after each call but the last";
+  expect_consistent_pause(report);
+  unsigned gentle_calls = report.calls;
+  hugify_collapse_report_free(&report);
+
+  hugify_collapse_opts opts{};
+  opts.pace = HUGIFY_COLLAPSE_PACE_FULL;
+  ASSERT_EQ(hugify_collapse(full.pid, &opts, &report), 0) << report.reason;
+  EXPECT_EQ(report.pace, static_cast<uint32_t>(HUGIFY_COLLAPSE_PACE_FULL));
+  EXPECT_LT(report.calls, gentle_calls) << "full speed: 64 MiB calls";
+  EXPECT_EQ(report.gap_seconds, 0.0);
+  expect_consistent_pause(report);
+  hugify_collapse_report_free(&report);
+  EXPECT_GE(thp_share(gentle.pid, gentle.at("heap")), 0.95);
+  EXPECT_GE(thp_share(full.pid, full.at("heap")), 0.95);
+  EXPECT_EQ(gentle.finish(), 0);
+  EXPECT_EQ(full.finish(), 0);
+
+  opts.pace = 7;
+  EXPECT_EQ(hugify_collapse(getpid(), &opts, &report), -EINVAL) << "an unknown pace is refused";
+  hugify_collapse_report_free(&report);
+}
+
+TEST(Collapse, JsonAndTextStateTheHarm) {
+  child c;
+  start(c, {"--heap", "32M", "--writer"});
+  ASSERT_GT(c.pid, 0);
+  auto result = test_support::hugify({"collapse", std::to_string(c.pid), "--json"});
+  ASSERT_EQ(result.status, 0) << result.out << result.err;
+  auto doc = parse_json(result.out);
+  EXPECT_EQ(doc["pace"].text(), "gentle");
+  EXPECT_TRUE(doc["gap_seconds"].present()) << result.out;
+  auto pause = doc["pause"];
+  ASSERT_TRUE(pause.present()) << result.out;
+  EXPECT_TRUE(pause["measured"].flag());
+  EXPECT_LE(pause["count"].u64(), doc["calls"].u64());
+  EXPECT_GE(pause["longest_seconds"].number(), pause["p99_seconds"].number());
+  EXPECT_GE(pause["p99_seconds"].number(), 0.0);
+  EXPECT_GE(pause["total_seconds"].number(), pause["longest_seconds"].number());
+  EXPECT_TRUE(doc.at("total.bloat_bytes").present());
+  EXPECT_TRUE(doc["cpu_seconds"].present());
+  EXPECT_EQ(c.finish(), 0);
+
+  child d;
+  start(d, {"--heap", "32M"});
+  result = test_support::hugify({"collapse", std::to_string(d.pid), "--pace", "full"});
+  ASSERT_EQ(result.status, 0) << result.out << result.err;
+  EXPECT_NE(result.out.find("pace:   in chunks of 64 MiB"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("cost:"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("(bloat)"), std::string::npos) << result.out;
+  EXPECT_EQ(d.finish(), 0);
+
+  // --chunk is the call size of full speed: with it the pace is full; with --pace gentle it is a usage error
+  child e;
+  start(e, {"--heap", "16M"});
+  result = test_support::hugify({"collapse", std::to_string(e.pid), "--chunk", "4M", "--json"});
+  ASSERT_EQ(result.status, 0) << result.err;
+  EXPECT_EQ(parse_json(result.out)["pace"].text(), "full");
+  EXPECT_EQ(parse_json(result.out)["chunk_bytes"].u64(), 4 * MiB);
+  EXPECT_EQ(test_support::hugify({"collapse", std::to_string(e.pid), "--pace", "gentle", "--chunk", "4M"}).status, 2);
+  EXPECT_EQ(test_support::hugify({"collapse", std::to_string(e.pid), "--pace", "slow"}).status, 2);
+  EXPECT_EQ(e.finish(), 0);
 }
 
 TEST(Collapse, NoSuchProcess) {

@@ -11,6 +11,7 @@
 extern "C" {
 #include "agent_policy.h"
 #include "collapse.h"
+#include "pause.h"
 }
 #include "test_support.hpp"
 
@@ -358,6 +359,35 @@ TEST(AgentLedger, WatchesAProcessForAFewPassesAfterACollapse) {
   EXPECT_TRUE(agent_ledger_watching(&l, 5 + AGENT_LATE_PASSES));
   EXPECT_FALSE(agent_ledger_watching(&l, 6 + AGENT_LATE_PASSES));
   agent_ledger_free(&l);
+}
+
+// ---- the harm ledger's pauses ----
+
+TEST(Pause, QuantileByNearestRank) {
+  std::vector<double> none;
+  EXPECT_EQ(pause_quantile(none.data(), 0, 0.99), 0.0);
+  std::vector<double> values;
+  for (int i = 100; i >= 1; i--) values.push_back(i * 0.001);
+  EXPECT_DOUBLE_EQ(pause_quantile(values.data(), values.size(), 0.99), 0.099);
+  EXPECT_DOUBLE_EQ(pause_quantile(values.data(), values.size(), 1.0), 0.100);
+  std::vector<double> one = {0.005};
+  EXPECT_DOUBLE_EQ(pause_quantile(one.data(), 1, 0.99), 0.005);
+}
+
+TEST(Pause, HistogramCountsAndBoundsTheQuantile) {
+  pause_histogram h{};
+  EXPECT_EQ(pause_histogram_quantile(&h, 0.99), 0.0);
+  for (int i = 0; i < 99; i++) pause_histogram_add(&h, 0.0003); // in the first bucket (<= 0.5 ms)
+  pause_histogram_add(&h, 3.0);                                 // past the last bound
+  pause_histogram_add(&h, -1);                                  // not a pause: ignored
+  EXPECT_EQ(h.count, 100u);
+  EXPECT_EQ(h.counts[0], 99u);
+  EXPECT_EQ(h.counts[PAUSE_BUCKETS], 1u);
+  EXPECT_DOUBLE_EQ(h.longest, 3.0);
+  EXPECT_NEAR(h.sum, 99 * 0.0003 + 3.0, 1e-12);
+  EXPECT_DOUBLE_EQ(pause_histogram_quantile(&h, 0.99), 0.0005) << "the bound of the bucket that holds it";
+  EXPECT_DOUBLE_EQ(pause_histogram_quantile(&h, 1.0), 3.0) << "past the last bound: the longest";
+  for (size_t k = 1; k < PAUSE_BUCKETS; k++) EXPECT_LT(pause_bucket_bounds[k - 1], pause_bucket_bounds[k]);
 }
 
 }  // namespace

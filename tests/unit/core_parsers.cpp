@@ -92,6 +92,17 @@ TEST(SmapsRollup, TotalsOfAProcess) {
   EXPECT_EQ(r.hugetlb, 4096u << 10);
 }
 
+TEST(Schedstat, RunAndWaitOfAThread) {
+  // /proc/1/task/1/schedstat, captured on this machine kind (Linux 6.18 guest)
+  std::string text = test_support::fixture("schedstat/init_thread");
+  uint64_t run = 0, wait = 0;
+  ASSERT_TRUE(parse_schedstat(text.c_str(), &run, &wait)) << text;
+  EXPECT_EQ(run, 190644450u);
+  EXPECT_EQ(wait, 26792029u);
+  for (const char *bad : {"", "x 1 2", "12", "12 y", "99999999999999999999999 1 1"})
+    EXPECT_FALSE(parse_schedstat(bad, &run, &wait)) << bad;
+}
+
 TEST(KeyedValue, MeminfoAndVmstat) {
   std::string meminfo = test_support::fixture("alloc/meminfo.txt");
   uint64_t value = 0;

@@ -246,4 +246,19 @@ TEST(Prometheus, EscapesLabelsAndHelpAndPrintsNumbersExactly) {
             "m_bytes -Inf\n");
 }
 
+TEST(Prometheus, HistogramBucketsAreCumulativeWithInfSumAndCount) {
+  const double bounds[] = {0.001, 0.01, 0.1};
+  const uint64_t counts[] = {2, 0, 3, 1}; // per bucket; the last above 0.1
+  std::string text = capture([&](FILE *out) { prometheus_histogram(out, "p_seconds", "pauses", bounds, 3, counts, 0.75); });
+  EXPECT_EQ(text,
+            "# HELP p_seconds pauses\n"
+            "# TYPE p_seconds histogram\n"
+            "p_seconds_bucket{le=\"0.001\"} 2\n"
+            "p_seconds_bucket{le=\"0.01\"} 2\n"
+            "p_seconds_bucket{le=\"0.1\"} 5\n"
+            "p_seconds_bucket{le=\"+Inf\"} 6\n"
+            "p_seconds_sum 0.75\n"
+            "p_seconds_count 6\n");
+}
+
 }  // namespace
