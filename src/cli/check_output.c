@@ -146,11 +146,24 @@ static void print_config_table(const struct check *c, FILE *out) {
                  "glibc's tunables and the mmap cover do not reach (docs/check.md)\n", heap_owner);
 }
 
+/* The unit that suits a duration: its scale and name. */
+static double latency_unit(double seconds, const char **name) {
+  *name = seconds < 1e-3 ? "us" : seconds < 1 ? "ms" : "s";
+  return seconds < 1e-3 ? 1e6 : seconds < 1 ? 1e3 : 1;
+}
+
 /* A duration with three significant figures in the unit that suits it: "812 us", "2.14 ms", "1.02 s". */
 static void format_latency(double seconds, char *out, size_t cap) {
-  if (seconds < 1e-3) snprintf(out, cap, "%.3g us", seconds * 1e6);
-  else if (seconds < 1) snprintf(out, cap, "%.3g ms", seconds * 1e3);
-  else snprintf(out, cap, "%.3g s", seconds);
+  const char *name;
+  double scale = latency_unit(seconds, &name);
+  snprintf(out, cap, "%.3g %s", seconds * scale, name);
+}
+
+/* An interval of durations in the unit of its upper end: "1.22-1.84 ms". */
+static void format_latency_interval(const struct stats_interval *s, char *out, size_t cap) {
+  const char *name;
+  double scale = latency_unit(s->high, &name);
+  snprintf(out, cap, "%.3g-%.3g %s", s->low * scale, s->high * scale, name);
 }
 
 /* --load: p50, p99 and max per configuration (medians of the rounds, their intervals), and p99 and max
@@ -165,17 +178,14 @@ static void print_latency_table(const struct check *c, FILE *out) {
   table_init(&t, 11, headers, right);
   for (int i = 0; i < c->config_count; i++) {
     const struct config *config = c->configs[i];
-    char cell[7][48], low[24], high[24];
+    char cell[7][48];
     for (int k = 0; k < LATENCY_FIGURES; k++) {
       const struct latency_summary *s = &config->latency_summary[k];
       snprintf(cell[2 * k], sizeof cell[0], "-");
       cell[2 * k + 1][0] = '\0';
       if (s->rc != 0) continue;
       format_latency(s->spread.median, cell[2 * k], sizeof cell[0]);
-      if (s->spread.interval_rc != 0) continue;
-      format_latency(s->spread.interval.low, low, sizeof low);
-      format_latency(s->spread.interval.high, high, sizeof high);
-      snprintf(cell[2 * k + 1], sizeof cell[0], "%s-%s", low, high);
+      if (s->spread.interval_rc == 0) format_latency_interval(&s->spread.interval, cell[2 * k + 1], sizeof cell[0]);
     }
     char ratio[2][32], ci[2][48];
     for (int f = 0; f < 2; f++) {
@@ -334,7 +344,7 @@ static void json_header(struct json_writer *j, const struct check *c) {
     json_put_string(j, "score_pattern", c->load.score_pattern);
     json_put_double(j, "ready_timeout_seconds", c->load.ready_timeout);
     json_put_double(j, "stop_timeout_seconds", c->load.stop_timeout);
-    json_put_string(j, "latency", c->load.latency_off ? "off" : load_tool_name(c->load.latency_tool));
+    json_put_string(j, "latency", c->load.latency_tool == LOAD_TOOL_REGEX ? "regex" : load_latency_choices[c->load.latency_choice]);
     json_open_object(j, "latency_patterns");
     for (int k = 0; k < LATENCY_FIGURES; k++) json_put_string(j, latency_figure_names[k], c->load.latency_pattern[k]);
     json_close(j);

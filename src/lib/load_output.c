@@ -240,15 +240,15 @@ static bool parse_wrk(const char *text, struct load_latency *out) {
 
 /* memaslap counts an operation of t microseconds in bucket i, the least i with 2^i >= t: (2^(i-1), 2^i]. The
  * p-th fraction is interpolated linearly inside its bucket, and kept within [min, max]. */
-static double log2_percentile(const uint64_t *buckets, int count, uint64_t total, double p, double min, double max) {
-  double target = p * (double)total, below = 0;
+static double log2_percentile(const double *buckets, int count, double total, double p, double min, double max) {
+  double target = p * total, below = 0;
   for (int i = 0; i < count; i++) {
-    if (buckets[i] == 0 || below + (double)buckets[i] < target) {
-      below += (double)buckets[i];
+    if (buckets[i] == 0 || below + buckets[i] < target) {
+      below += buckets[i];
       continue;
     }
     double high = (double)((uint64_t)1 << i), low = i == 0 ? 0 : high / 2;
-    double value = low + (high - low) * (target - below) / (double)buckets[i];
+    double value = low + (high - low) * (target - below) / buckets[i];
     if (value < min) value = min;
     if (value > max) value = max;
     return value;
@@ -258,7 +258,7 @@ static double log2_percentile(const uint64_t *buckets, int count, uint64_t total
 
 /* One "NAME Statistics (N events)" block from its first line on: Min, Max, Avg, Log2 Dist rows. */
 static bool memcaslap_block(const char **cursor, uint64_t events, struct load_latency *out) {
-  uint64_t buckets[64] = {0};
+  double buckets[64] = {0}; /* counts, as doubles: a count the text makes up cannot overflow them */
   double min = NAN, max = NAN, mean = NAN;
   bool rows = false;
   struct line line;
@@ -277,11 +277,11 @@ static bool memcaslap_block(const char **cursor, uint64_t events, struct load_la
       if (end == p || *end != ':' || first < 0 || first > 63) break;
       p = end + 1;
       double count;
-      for (long i = first; i < 64 && take_number(&p, &count); i++) buckets[i] = (uint64_t)count;
+      for (long i = first; i < 64 && take_number(&p, &count); i++) buckets[i] = count;
     }
   }
   if (isnan(max) || events == 0) return false;
-  uint64_t total = 0;
+  double total = 0;
   for (int i = 0; i < 64; i++) total += buckets[i];
   load_latency_clear(out);
   out->max_seconds = max * US;

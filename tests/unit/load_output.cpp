@@ -115,6 +115,17 @@ TEST(LoadOutput, MemcaslapFinalStatisticsInterpolated) {
   EXPECT_EQ(l.tool, LOAD_TOOL_NONE);
 }
 
+TEST(LoadOutput, MemcaslapCountsBeyondAnyIntegerAreNumbersStill) {
+  // Found by fuzz/load_output.c: a bucket count of 4e20 once went through an integer conversion (undefined).
+  bool found = false;
+  load_latency l = parse("Total Statistics (5 events)\n   Min:  8\n   Max:  44166\n   Avg:  150\n   Log2 Dist:\n"
+                         "       4:  444444444444444444444  3  1  1\n\n",
+                         LOAD_TOOL_MEMCASLAP, &found);
+  EXPECT_TRUE(found);
+  EXPECT_GE(l.p99_seconds, 8e-6);
+  EXPECT_LE(l.p99_seconds, 44166e-6);
+}
+
 TEST(LoadOutput, WrkLatencyDistributionAndUnits) {
   bool found = false;
   load_latency l = parse(test_support::fixture("wrk/latency_3s.txt"), LOAD_TOOL_NONE, &found);
