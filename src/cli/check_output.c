@@ -1,5 +1,6 @@
 /* check_output.c - what `hugify check` prints: the text (tables, code vs data, counters, the verdict) and
  * the JSON (schema hugify.check/2, docs/check.md). Figures only; check.c measures and decides. */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -280,7 +281,8 @@ void check_print_human(const struct check *c, const struct verdict *v, FILE *out
   if (c->noise[0]) fprintf(out, "Intervals wider than +-2 %%; likely cause: %s.\n", c->noise);
 }
 
-static void json_interval(struct json_writer *j, const char *key, int rc, const struct stats_interval *s) {
+/* {estimate, low, high, confidence, judgement} (judgement left out when NULL), or null when rc says unmeasured. */
+static void json_ratio(struct json_writer *j, const char *key, int rc, const struct stats_interval *s, const char *judged) {
   if (rc != 0) {
     json_put_null(j, key);
     return;
@@ -290,8 +292,12 @@ static void json_interval(struct json_writer *j, const char *key, int rc, const 
   json_put_double(j, "low", s->low);
   json_put_double(j, "high", s->high);
   json_put_double(j, "confidence", s->coverage);
-  json_put_string(j, "judgement", judgement(s));
+  if (judged) json_put_string(j, "judgement", judged);
   json_close(j);
+}
+
+static void json_interval(struct json_writer *j, const char *key, int rc, const struct stats_interval *s) {
+  json_ratio(j, key, rc, s, rc == 0 ? judgement(s) : NULL);
 }
 
 static void json_rates(struct json_writer *j, const char *key, const struct config *config) {
@@ -425,17 +431,8 @@ static void json_latency(struct json_writer *j, const struct config *config, boo
       json_put_null(j, key);
     }
     snprintf(key, sizeof key, "%s_vs_plain", latency_figure_names[k]);
-    if (!plain && s->ratio_rc == 0) {
-      json_open_object(j, key);
-      json_put_double(j, "estimate", s->ratio.estimate);
-      json_put_double(j, "low", s->ratio.low);
-      json_put_double(j, "high", s->ratio.high);
-      json_put_double(j, "confidence", s->ratio.coverage);
-      json_put_string(j, "judgement", check_latency_judgement(&s->ratio));
-      json_close(j);
-    } else {
-      json_put_null(j, key);
-    }
+    bool compared = !plain && s->ratio_rc == 0;
+    json_ratio(j, key, compared ? 0 : -ENOENT, &s->ratio, compared ? check_latency_judgement(&s->ratio) : NULL);
     snprintf(key, sizeof key, "%s_seconds_per_round", latency_figure_names[k]);
     json_series(j, key, config->latency[k], config->runs);
   }
@@ -499,15 +496,7 @@ static void json_tail(struct json_writer *j, const struct check *c, const struct
   for (int k = 0; k < MEASURE_TAIL_COUNT; k++) {
     char key[32];
     snprintf(key, sizeof key, "%s_vs_plain", measure_tail_name((enum measure_tail)k));
-    if (v->tail_rc[k] != 0) {
-      json_put_null(j, key);
-      continue;
-    }
-    json_open_object(j, key);
-    json_put_double(j, "estimate", v->tail[k].estimate);
-    json_put_double(j, "low", v->tail[k].low);
-    json_put_double(j, "high", v->tail[k].high);
-    json_close(j);
+    json_ratio(j, key, v->tail_rc[k], &v->tail[k], v->tail_rc[k] == 0 ? check_latency_judgement(&v->tail[k]) : NULL);
   }
   json_put_string(j, "steady_config", v->tail_worse && v->steady >= 0 ? c->configs[v->steady]->kind->name : NULL);
   json_close(j);
