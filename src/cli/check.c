@@ -19,9 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "check_load.h"
-#include "cli.h"
-#include "hugify.h"
+#include "check.h"
 #include "json_read.h"
 #include "measure.h"
 #include "os.h"
@@ -82,6 +80,18 @@ static const struct option_spec check_options_table[] = {
                "load's output, last match, higher is better (requests per second, tps)"),
     OPT_DECIMAL("stop-timeout", struct check_args, load.stop_timeout, "SECONDS", 0.1, 86400,
                 "SIGKILL to the server's whole group after SECONDS (default 10)"),
+    OPT_ENUM("latency", struct check_args, load.latency_choice, "TOOL", load_latency_choices,
+             "the load's p50, p99 and max latency, from the output of: auto (default: any of\n"
+             "redis-benchmark, pgbench, memcaslap, wrk it recognises; none: no latency shown),\n"
+             "redis-benchmark (not -q), pgbench (with its --log printed after it), memcaslap (-S),\n"
+             "wrk (--latency), or off. A tool named here must print them in every round"),
+    OPT_STRING("latency-p50", struct check_args, load.latency_pattern[0], "REGEX",
+               "any other load: the median latency is group 1 of REGEX's last match (POSIX\n"
+               "extended); group 2, if any, its unit (ns, us, ms, s)"),
+    OPT_STRING("latency-p99", struct check_args, load.latency_pattern[1], "REGEX", "the same for the 99th percentile"),
+    OPT_STRING("latency-max", struct check_args, load.latency_pattern[2], "REGEX", "the same for the maximum"),
+    OPT_ENUM("latency-unit", struct check_args, load.latency_unit, "ms|us|ns|s", load_latency_units,
+             "the unit of a number the patterns take without a unit group (default ms)"),
     OPT_END,
 };
 
@@ -89,7 +99,8 @@ const struct command_help help_check = {
     "usage: hugify check [--configs LIST] [--runs N | --budget SECONDS] [--warmup N] [--metric cpu|wall]\n"
     "                    [--json | --json=FILE] [--size SIZE] [--] [CMD [ARGS...]]\n"
     "       hugify check (--ready-port PORT | --ready CMD) --load 'LOAD CMD' [--score REGEX]\n"
-    "                    [--ready-timeout S] [--stop-timeout S] [OPTIONS] -- SERVER [ARGS...]\n"
+    "                    [--latency TOOL | --latency-p99 REGEX ...] [--ready-timeout S] [--stop-timeout S]\n"
+    "                    [OPTIONS] -- SERVER [ARGS...]\n"
     "\n"
     "Do huge pages help CMD, which way, and by how much? Runs CMD plain and through `hugify run` in each\n"
     "configuration, interleaved (A B C, B A C, ...), and compares the times: median and 95 % confidence\n"
@@ -103,7 +114,9 @@ const struct command_help help_check = {
     "the server: SIGTERM, and SIGKILL to its whole group after --stop-timeout. It never leaves a server\n"
     "running, also on Ctrl-C or failure. A server that does not get ready, or dies during the load, or a\n"
     "load that fails, ends the check with exit 1 and the end of the server's output. The server's CPU time\n"
-    "(user + system, with the children it reaped) is shown for every round.\n"
+    "(user + system, with the children it reaped) is shown for every round. Where the load prints its\n"
+    "latency, p50, p99 and max are shown per configuration with their intervals, and a verdict whose\n"
+    "configuration gains but has a worse tail beyond noise says so (\"gain, but p99 1.40x worse\").\n"
     "\n",
     check_options_table,
     "\n"
@@ -121,28 +134,12 @@ const struct command_help help_check = {
     "  hugify check -- ./bench --iterations 1000000\n"
     "  hugify check --configs heap,heap+text --runs 10 --json=result.json -- ./server --selftest\n"
     "  hugify check --size 64K\n"
-    "  hugify check --ready-port 6379 --load 'redis-benchmark -t get -n 2000000 -P 32 -q' \\\n"
-    "               --score 'GET: ([0-9.]+) requests per second' -- redis-server --save ''\n",
+    "  hugify check --ready-port 6379 --load 'redis-benchmark -t get -n 2000000 -P 32 --precision 3' \\\n"
+    "               --score 'throughput summary: ([0-9.]+) requests per second' -- redis-server --save ''\n",
 };
 
-#define CHECK_CONFIDENCE 0.95
-#define CHECK_PRECISION 0.02   /* adaptive: stop when every interval is within +-2 % of its estimate */
-#define CHECK_MIN_GAIN 0.02    /* a gain below 2 % is not worth a configuration, even when it is real */
-#define CHECK_MAX_ROUNDS MEASURE_MAX_ROUNDS
-#define CHECK_DEFAULT_BUDGET 45.0
-#define CHECK_LOG_TAIL 4096    /* bytes of a failed run's output shown */
-
-/* ---- configurations ------------------------------------------------------------------------------ */
-
-enum config_id { CONFIG_PLAIN, CONFIG_HEAP, CONFIG_HEAP_TEXT, CONFIG_TEXT, CONFIG_HUGETLB, CONFIG_MIMALLOC,
-                 CONFIG_JEMALLOC, CONFIG_COUNT };
-
 /* In order of simplicity: the verdict prefers an earlier one unless a later one is measurably better. */
-static const struct config_kind {
-  const char *name;
-  const char *run_args[5]; /* the options of `hugify run`, NULL-terminated; none for plain */
-  const char *what;
-} config_kinds[CONFIG_COUNT] = {
+const struct config_kind config_kinds[CONFIG_COUNT] = {
     [CONFIG_PLAIN] = {"plain", {NULL}, "CMD as it is"},
     [CONFIG_HEAP] = {"heap", {"--text", "off", "--heap", "auto", NULL}, "heap on transparent huge pages"},
     [CONFIG_HEAP_TEXT] = {"heap+text", {"--text", "on", "--heap", "auto", NULL}, "heap and code on huge pages"},
@@ -152,73 +149,7 @@ static const struct config_kind {
     [CONFIG_JEMALLOC] = {"jemalloc", {"--text", "off", "--heap", "jemalloc", NULL}, "jemalloc, thp:always"},
 };
 
-struct coverage {
-  bool present;
-  double heap_resident, heap_huge, anon_resident, anon_huge, text_resident, text_huge, hugify_seconds;
-  /* what --heap acts on (heap + anon) at the peak of each process, summed over the tree (peak.allocated);
-   * at exit (heap + anon above) when the report has no peak */
-  double data_resident, data_huge;
-  bool data_at_peak;
-  double peak_memory; /* RSS + hugetlb of the process of the tree that held the most (0: not reported) */
-  char heap_owner[128]; /* the tree report's heap_owner: a sanitizer's (or valgrind's) allocator owns malloc; "" */
-};
-
-struct config {
-  const struct config_kind *kind;
-  enum config_id id;
-  size_t runs;
-  double wall[CHECK_MAX_ROUNDS], cpu[CHECK_MAX_ROUNDS], system[CHECK_MAX_ROUNDS];
-  double max_rss[CHECK_MAX_ROUNDS], minor_faults[CHECK_MAX_ROUNDS];
-  double peak_memory[CHECK_MAX_ROUNDS]; /* RSS + hugetlb pages (the report's), else max RSS (plain: wait4's) */
-  double score[CHECK_MAX_ROUNDS];   /* --load: the score (or the load's wall time), per round */
-  double ready[CHECK_MAX_ROUNDS];   /* --load: seconds from the server's start until it was ready */
-  struct coverage coverage;  /* from the last run's report */
-  unsigned reports;          /* runs that wrote a report */
-  struct hugify_counter_values counters; /* summed over the measured runs */
-  unsigned counter_runs;
-  /* results */
-  int wall_ratio_rc, cpu_ratio_rc, ratio_rc;
-  struct stats_interval wall_ratio, cpu_ratio; /* plain / this, per round, of wall and CPU time */
-  struct stats_interval ratio;                 /* the one of the metric the verdict uses */
-};
-
-struct failure {
-  bool failed;
-  int config, round, status, signal;
-  bool warmup;  /* in a warm-up round (round counts those separately) */
-  char *output; /* the tail of the run's output */
-};
-
-struct check {
-  char self[PATH_MAX], hugify_word[PATH_MAX]; /* our executable; how to write `hugify` in the advice */
-  char **command;                             /* CMD ARGS..., NULL-terminated */
-  char *bundled_argv[8];
-  char bundled_path[PATH_MAX], bundled_size[32];
-  bool bundled;
-  char dir[PATH_MAX], log_path[PATH_MAX + 16], report_path[PATH_MAX + 16];
-  int log_fd;
-  struct config *configs[CONFIG_COUNT];
-  int config_count;                           /* configs[0] is plain */
-  char skipped[CONFIG_COUNT][HUGIFY_REASON_MAX];
-  bool fixed_runs;
-  bool metric_wall;                           /* --metric wall: judge by wall time instead of CPU time */
-  bool metric_given;                          /* --metric was on the command line */
-  struct load_options load;                   /* --load: CMD is a server, each run is a round of load */
-  size_t runs, warmup;
-  double budget, elapsed, started;
-  size_t rounds;
-  const char *stopped;
-  int pmu;                                    /* enum hugify_feature_state, learned from the first open */
-  char pmu_reason[HUGIFY_REASON_MAX];
-  struct failure failure;
-  struct json_output json;                    /* --json / --json=FILE */
-  FILE *json_out;
-  char noise[512];                            /* the likely cause of wide intervals, "" if none */
-  struct measure_noise machine;
-  char estimate[128]; /* the progress line's current estimate: "heap 1.48x [1.23, 1.77]" */
-};
-
-static bool json_only(const struct check *c) { return !json_output_text(&c->json); }
+const char *const latency_figure_names[LATENCY_FIGURES] = {"p50", "p99", "max"};
 
 /* ---- the command line of a run, and its shell-quoted form ---------------------------------------- */
 
@@ -267,7 +198,7 @@ static void append_quoted(char *out, size_t cap, const char *word) {
 }
 
 /* "hugify run --text off --heap auto -- CMD ARGS" (or just "CMD ARGS" for plain), ready to paste. */
-static void command_line(const struct check *c, const struct config *config, char *out, size_t cap) {
+void check_command_line(const struct check *c, const struct config *config, char *out, size_t cap) {
   out[0] = '\0';
   if (config->id != CONFIG_PLAIN) {
     append_quoted(out, cap, c->hugify_word);
@@ -485,6 +416,10 @@ static int run_one_server(struct check *c, struct config *config, const char *co
     config->system[i] = load.server_system_seconds;
     config->score[i] = isnan(load.score) ? load.load_seconds : load.score;
     config->ready[i] = load.ready_seconds;
+    const double figures[LATENCY_FIGURES] = {load.latency.p50_seconds, load.latency.p99_seconds, load.latency.max_seconds};
+    for (int k = 0; k < LATENCY_FIGURES; k++) config->latency[k][i] = figures[k];
+    if (load.latency.tool != LOAD_TOOL_NONE) config->latency_tool = load.latency.tool;
+    config->latency_estimated |= load.latency.estimated;
     record_coverage(c, config);
   }
   *seconds = c->metric_wall ? load.seconds : load.server_cpu_seconds;
@@ -502,7 +437,7 @@ static int run_one(void *context, int index, size_t round, bool warmup, double *
   if (!argv) return -1;
   build_argv(c, config, argv, words, config->id != CONFIG_PLAIN);
   char line[4096];
-  command_line(c, config, line, sizeof line);
+  check_command_line(c, config, line, sizeof line);
   show_progress(c, config, round, warmup);
   dprintf(c->log_fd, "==== %s round %zu, %s: %s\n", warmup ? "warm-up" : "measured", round + 1, config->kind->name, line);
   off_t offset = lseek(c->log_fd, 0, SEEK_END);
@@ -538,6 +473,25 @@ static void note_estimate(void *context, size_t rounds, const struct measure_ser
   if (best > 0)
     snprintf(c->estimate, sizeof c->estimate, "; so far %s %.2fx [%.2f, %.2f]", c->configs[best]->kind->name,
              series[best].ratio.estimate, series[best].ratio.low, series[best].ratio.high);
+}
+
+/* Each latency figure of each configuration: median and interval over the rounds, ratio to plain's. */
+static void compute_latency(struct check *c) {
+  const struct config *plain = c->configs[0];
+  for (int i = 0; i < c->config_count; i++) {
+    struct config *config = c->configs[i];
+    for (int k = 0; k < LATENCY_FIGURES; k++) {
+      struct latency_summary *s = &config->latency_summary[k];
+      s->rc = s->ratio_rc = -ENOENT;
+      bool every_round = config->runs > 0;
+      for (size_t r = 0; r < config->runs; r++) every_round &= config->latency[k][r] > 0; /* NaN: not printed */
+      if (!every_round) continue;
+      s->rc = 0;
+      measure_spread_of(config->latency[k], config->runs, CHECK_CONFIDENCE, 0, &s->spread);
+      if (i > 0)
+        s->ratio_rc = stats_paired_ratio(config->latency[k], plain->latency[k], c->rounds, CHECK_CONFIDENCE, &s->ratio);
+    }
+  }
 }
 
 static void compute_ratios(struct check *c) {
@@ -596,23 +550,14 @@ static int measure(struct check *c) {
   if (stop == MEASURE_STOP_FAILED) return -1;
   progress(true, "check: %zu rounds done", c->rounds);
   compute_ratios(c);
+  if (c->load.load_command) compute_latency(c);
   diagnose_noise(c);
   return 0;
 }
 
 /* ---- the verdict --------------------------------------------------------------------------------- */
 
-static const char *judgement(const struct stats_interval *s) {
-  return measure_verdict_text(measure_judge(s, CHECK_MIN_GAIN));
-}
 
-struct verdict {
-  int chosen;              /* index into configs of the configuration to use; -1: no measurable gain */
-  int best;                /* the highest estimate of all (what "no measurable gain" compares) */
-  int heap, heap_text, text; /* indexes of those configurations, -1 when not measured */
-  int code_rc;             /* heap+text against heap: 0 when measured */
-  struct stats_interval code;
-};
 
 static struct config *find_config(const struct check *c, enum config_id id, int *index) {
   *index = -1;
@@ -627,7 +572,7 @@ static struct config *find_config(const struct check *c, enum config_id id, int 
 /* A configuration is credited only with what it changed. One that remaps code but ended with no code on huge
  * pages (a program whose code is smaller than one 2 MiB page, or a remap that was refused) runs exactly as its
  * twin without the remap: whatever separates their times is not the code's, so it is never chosen. */
-static bool moved_no_code(const struct config *config) {
+bool check_moved_no_code(const struct config *config) {
   return (config->id == CONFIG_HEAP_TEXT || config->id == CONFIG_TEXT) && config->coverage.present &&
          config->coverage.text_huge <= 0;
 }
@@ -635,12 +580,21 @@ static bool moved_no_code(const struct config *config) {
 static void decide(const struct check *c, struct verdict *v) {
   memset(v, 0, sizeof *v);
   struct measure_candidate candidates[CONFIG_COUNT];
-  for (int i = 0; i < c->config_count; i++)
-    candidates[i] = (struct measure_candidate){.seconds = times(c, c->configs[i]), .creditable = !moved_no_code(c->configs[i])};
+  for (int i = 0; i < c->config_count; i++) {
+    const struct config *config = c->configs[i];
+    candidates[i] = (struct measure_candidate){.seconds = times(c, config), .creditable = !check_moved_no_code(config)};
+    /* a figure missing in some round (NaN) leaves that tail unjudged: stats_paired_ratio refuses it */
+    candidates[i].latency[MEASURE_TAIL_P99] = c->load.load_command ? config->latency[LATENCY_P99] : NULL;
+    candidates[i].latency[MEASURE_TAIL_MAX] = c->load.load_command ? config->latency[LATENCY_MAX] : NULL;
+  }
   struct measure_choice choice;
-  measure_choose(candidates, c->config_count, c->rounds, CHECK_CONFIDENCE, CHECK_MIN_GAIN, &choice);
+  measure_choose(candidates, c->config_count, c->rounds, CHECK_CONFIDENCE, CHECK_MIN_GAIN, CHECK_MIN_TAIL_CHANGE, &choice);
   v->chosen = choice.chosen;
   v->best = choice.best;
+  v->tail_worse = choice.tail_worse;
+  v->steady = choice.steady;
+  memcpy(v->tail_rc, choice.tail_rc, sizeof v->tail_rc);
+  memcpy(v->tail, choice.tail, sizeof v->tail);
   struct config *heap = find_config(c, CONFIG_HEAP, &v->heap), *heap_text = find_config(c, CONFIG_HEAP_TEXT, &v->heap_text);
   find_config(c, CONFIG_TEXT, &v->text);
   v->code_rc = heap && heap_text
@@ -648,381 +602,6 @@ static void decide(const struct check *c, struct verdict *v) {
                   : -ENOENT;
 }
 
-/* ---- output -------------------------------------------------------------------------------------- */
-
-static void format_interval(const struct stats_interval *s, char *out, size_t cap) {
-  snprintf(out, cap, "%.2f-%.2f", s->low, s->high);
-}
-
-static void format_fraction(double part, double whole, char *out, size_t cap) {
-  if (whole > 0) snprintf(out, cap, "%.0f %%", 100.0 * part / whole);
-  else snprintf(out, cap, "-");
-}
-
-static void print_counters(const struct check *c, const struct verdict *v, FILE *out) {
-  if (c->pmu != HUGIFY_FEATURE_YES) return;
-  const struct config *plain = c->configs[0];
-  int other = v->chosen >= 0 ? v->chosen : v->best;
-  fprintf(out, "\nCounters (user space, summed over the runs):\n");
-  const struct config *shown[2] = {plain, other > 0 ? c->configs[other] : NULL};
-  for (int k = 0; k < 2; k++) {
-    if (!shown[k] || shown[k]->counter_runs == 0) continue;
-    struct hugify_tlb_rates rates;
-    hugify_counters_rates(&shown[k]->counters, &rates);
-    fprintf(out, "  %-10s dTLB load misses %5.2f %%, dTLB store misses %5.2f %%, iTLB misses %5.2f %%, "
-                 "%.2f dTLB misses / 1000 instructions\n",
-            shown[k]->kind->name, 100.0 * rates.dtlb_load_miss_rate, 100.0 * rates.dtlb_store_miss_rate,
-            100.0 * rates.itlb_miss_rate, rates.dtlb_misses_per_kilo_instructions);
-  }
-  struct hugify_tlb_rates rates;
-  hugify_counters_rates(&plain->counters, &rates);
-  double working_set = stats_median(plain->max_rss, plain->runs);
-  char size[32];
-  format_bytes((uint64_t)working_set, size, sizeof size);
-  switch (hugify_tlb_rule_of_thumb(&rates, (uint64_t)working_set)) {
-  case 1:
-    fprintf(out, "  Rule of thumb: dTLB load miss rate %.1f %% > 5 %% and working set %s > 8 MiB: huge pages "
-                 "should help.\n", 100.0 * rates.dtlb_load_miss_rate, size);
-    break;
-  case 0:
-    fprintf(out, "  Rule of thumb: dTLB load miss rate %.1f %%, working set %s: huge pages should not help much "
-                 "(they help above ~5-10 %% and a few MiB).\n", 100.0 * rates.dtlb_load_miss_rate, size);
-    break;
-  default:
-    fprintf(out, "  Rule of thumb: no dTLB miss rate (this CPU does not count dTLB loads).\n");
-  }
-  if (c->pmu_reason[0]) fprintf(out, "  Not counted: %s\n", c->pmu_reason);
-}
-
-static void print_human(const struct check *c, const struct verdict *v, FILE *out) {
-  char line[4096];
-  struct config plain_only = {.kind = &config_kinds[CONFIG_PLAIN], .id = CONFIG_PLAIN};
-  command_line(c, &plain_only, line, sizeof line);
-  fprintf(out, "hugify check: %s%s\n", line, c->bundled ? "  (the bundled TLB-bound workload)" : "");
-  fprintf(out, "CMD output: %s\n", c->log_path);
-  if (c->pmu == HUGIFY_FEATURE_NO) fprintf(out, "no PMU: counters not supported, relying on timing\n");
-  for (int id = 0; id < CONFIG_COUNT; id++)
-    if (c->skipped[id][0]) fprintf(out, "skipped %s: %s\n", config_kinds[id].name, c->skipped[id]);
-  const char *why = strcmp(c->stopped, "converged") == 0 ? "every 95 % interval within +-2 %"
-                    : strcmp(c->stopped, "budget") == 0  ? "time budget spent (intervals wider than +-2 %)"
-                    : strcmp(c->stopped, "runs") == 0    ? "the rounds asked for"
-                                                         : "round limit";
-  fprintf(out, "%zu rounds of %d configurations, interleaved, after %zu warm-up round%s: %.1f s; stopped: %s\n\n",
-          c->rounds, c->config_count, c->warmup, c->warmup == 1 ? "" : "s", c->elapsed, why);
-
-  bool load = c->load.load_command != NULL, scored = c->load.score_pattern != NULL;
-  const char *metric = c->metric_wall ? "wall" : "cpu", *other = c->metric_wall ? "cpu" : "wall";
-  if (load) {
-    const char *measured = scored ? "score" : "load time";
-    metric = c->metric_wall ? measured : "server CPU";
-    other = c->metric_wall ? "server CPU" : measured;
-  }
-  char metric_header[32], other_header[32];
-  snprintf(metric_header, sizeof metric_header, "%s vs plain", metric);
-  snprintf(other_header, sizeof other_header, "%s vs plain", other);
-  const char *const headers[] = {"config", load ? (scored ? "score" : "load time") : "wall", load ? "server CPU" : "cpu",
-                                 metric_header, "95 % CI", other_header, load ? "other CI" : "peak memory",
-                                 load ? "ready" : "minor faults", "data huge", "text huge"};
-  static const bool right[] = {false, true, true, true, true, true, true, true, true, true};
-  struct table t;
-  table_init(&t, 10, headers, right);
-  const char *heap_owner = NULL;
-  for (int i = 0; i < c->config_count; i++) {
-    const struct config *config = c->configs[i];
-    char wall[32], cpu[32], ratio[32] = "1.00x", ci[48] = "", other_ratio[32] = "1.00x", rss[32], faults[32],
-        data[16] = "-", text[16] = "-";
-    if (load && scored) snprintf(wall, sizeof wall, "%.6g", stats_median(config->score, config->runs));
-    else if (load) snprintf(wall, sizeof wall, "%.3f s", stats_median(config->score, config->runs));
-    else snprintf(wall, sizeof wall, "%.3f s", stats_median(config->wall, config->runs));
-    snprintf(cpu, sizeof cpu, "%.3f s", stats_median(config->cpu, config->runs));
-    if (i > 0 && config->ratio_rc == 0) {
-      snprintf(ratio, sizeof ratio, "%.2fx", config->ratio.estimate);
-      format_interval(&config->ratio, ci, sizeof ci);
-    }
-    const struct stats_interval *second = c->metric_wall ? &config->cpu_ratio : &config->wall_ratio;
-    if (i > 0 && (c->metric_wall ? config->cpu_ratio_rc : config->wall_ratio_rc) == 0)
-      snprintf(other_ratio, sizeof other_ratio, "%.2fx", second->estimate);
-    format_bytes((uint64_t)stats_median(config->peak_memory, config->runs), rss, sizeof rss);
-    snprintf(faults, sizeof faults, "%.0f", stats_median(config->minor_faults, config->runs));
-    if (load) { /* no RSS or faults of a server that hugify does not wait for: the other metric's interval */
-      rss[0] = '\0';
-      if (i > 0 && (c->metric_wall ? config->cpu_ratio_rc : config->wall_ratio_rc) == 0) format_interval(second, rss, sizeof rss);
-      snprintf(faults, sizeof faults, "%.1f s", stats_median(config->ready, config->runs));
-    }
-    if (config->coverage.present) {
-      /* Data: the heap and the other anonymous memory (glibc serves big blocks with mmap: "anon"), at the peak. */
-      format_fraction(config->coverage.data_huge, config->coverage.data_resident, data, sizeof data);
-      if (config->coverage.heap_owner[0]) { /* marked: the figure is the sanitizer's heap, not glibc's */
-        heap_owner = config->coverage.heap_owner;
-        snprintf(data + strlen(data), sizeof data - strlen(data), " *");
-      }
-      format_fraction(config->coverage.text_huge, config->coverage.text_resident, text, sizeof text);
-    }
-    table_row(&t, config->kind->name, wall, cpu, ratio, ci, other_ratio, rss, faults, data, text);
-  }
-  table_print(&t, out, "  ");
-  table_free(&t);
-  fprintf(out, "  peak memory: RSS + hugetlb pages of the process of CMD's tree that held the most (plain: its max "
-               "RSS); data huge: heap + anon on huge pages at each process's peak, over the tree\n");
-  if (heap_owner)
-    fprintf(out, "  * malloc is %s's allocator in CMD's tree: the heap configurations measure its mappings, which "
-                 "glibc's tunables and the mmap cover do not reach (docs/check.md)\n", heap_owner);
-
-  if (v->heap >= 0 && v->heap_text >= 0 && v->code_rc == 0) {
-    const struct stats_interval *data = &c->configs[v->heap]->ratio;
-    fprintf(out, "\nCode vs data: the heap (data) gave %.2fx [%.2f, %.2f], %s; ", data->estimate, data->low, data->high,
-            judgement(data));
-    if (moved_no_code(c->configs[v->heap_text]))
-      fprintf(out, "the text remap (code) put no code on huge pages, so its %.2fx [%.2f, %.2f] on top of the heap "
-                   "is not the code's.\n", v->code.estimate, v->code.low, v->code.high);
-    else
-      fprintf(out, "the text remap (code) on top of it %.2fx [%.2f, %.2f], %s.\n", v->code.estimate, v->code.low,
-              v->code.high, judgement(&v->code));
-  }
-  if (v->text >= 0 && c->configs[v->text]->ratio_rc == 0) {
-    const struct stats_interval *code = &c->configs[v->text]->ratio;
-    fprintf(out, "Code alone (text): %.2fx [%.2f, %.2f], %s%s.\n", code->estimate, code->low, code->high,
-            judgement(code), moved_no_code(c->configs[v->text]) ? " - but no code was on huge pages: not the code's" : "");
-  }
-  print_counters(c, v, out);
-
-  if (v->chosen >= 0) {
-    const struct config *chosen = c->configs[v->chosen];
-    command_line(c, chosen, line, sizeof line);
-    fprintf(out, "\nVerdict: %s (%s) - %.2fx better than plain in %s%s (95 %% CI %.2f-%.2f; %s%s %.2fx). "
-                 "Run it with:\n  %s\n",
-            chosen->kind->name, chosen->kind->what, chosen->ratio.estimate, metric, load ? "" : " time",
-            chosen->ratio.low, chosen->ratio.high, other, load ? "" : " time",
-            c->metric_wall ? chosen->cpu_ratio.estimate : chosen->wall_ratio.estimate, line);
-  } else if (v->best > 0) {
-    const struct config *best = c->configs[v->best];
-    fprintf(out, "\nVerdict: no measurable gain - nothing beat plain beyond noise by %.0f %% or more "
-                 "in %s%s (best: %s %.2fx, 95 %% CI %.2f-%.2f). Huge pages are not worth it "
-                 "for this command.\n",
-            100.0 * CHECK_MIN_GAIN, metric, load ? "" : " time", best->kind->name, best->ratio.estimate, best->ratio.low,
-            best->ratio.high);
-  }
-  if (c->noise[0]) fprintf(out, "Intervals wider than +-2 %%; likely cause: %s.\n", c->noise);
-}
-
-static void json_interval(struct json_writer *j, const char *key, int rc, const struct stats_interval *s) {
-  if (rc != 0) {
-    json_put_null(j, key);
-    return;
-  }
-  json_open_object(j, key);
-  json_put_double(j, "estimate", s->estimate);
-  json_put_double(j, "low", s->low);
-  json_put_double(j, "high", s->high);
-  json_put_double(j, "confidence", s->coverage);
-  json_put_string(j, "judgement", judgement(s));
-  json_close(j);
-}
-
-static void json_rates(struct json_writer *j, const char *key, const struct config *config) {
-  if (config->counter_runs == 0) {
-    json_put_null(j, key);
-    return;
-  }
-  json_open_object(j, key);
-  json_put_u64(j, "runs", config->counter_runs);
-  json_open_object(j, "totals");
-  for (unsigned i = 0; i < HUGIFY_COUNTER_COUNT; i++) {
-    if (config->counters.present & (1u << i)) json_put_u64(j, hugify_counter_name(i), config->counters.value[i]);
-    else json_put_null(j, hugify_counter_name(i));
-  }
-  json_close(j);
-  struct hugify_tlb_rates rates;
-  hugify_counters_rates(&config->counters, &rates);
-  json_put_double(j, "dtlb_load_miss_fraction", rates.dtlb_load_miss_rate);
-  json_put_double(j, "dtlb_store_miss_fraction", rates.dtlb_store_miss_rate);
-  json_put_double(j, "itlb_miss_fraction", rates.itlb_miss_rate);
-  json_put_double(j, "dtlb_misses_per_kilo_instructions", rates.dtlb_misses_per_kilo_instructions);
-  json_put_double(j, "itlb_misses_per_kilo_instructions", rates.itlb_misses_per_kilo_instructions);
-  json_put_double(j, "instructions_per_cycle", rates.instructions_per_cycle);
-  json_close(j);
-}
-
-static void json_series(struct json_writer *j, const char *key, const double *values, size_t n) {
-  json_open_array(j, key);
-  for (size_t i = 0; i < n; i++) json_put_double(j, NULL, values[i]);
-  json_close(j);
-}
-
-static void json_header(struct json_writer *j, const struct check *c) {
-  json_put_string(j, "schema", "hugify.check/2");
-  json_open_array(j, "command");
-  for (char **a = c->command; *a; a++) json_put_string(j, NULL, *a);
-  json_close(j);
-  json_put_bool(j, "bundled_workload", c->bundled);
-  json_put_string(j, "log_path", c->log_path);
-  json_put_string(j, "method", "per-round paired ratio plain/config, median, sign-test interval");
-  bool load = c->load.load_command != NULL;
-  json_put_string(j, "metric", load ? (c->metric_wall ? (c->load.score_pattern ? "score" : "load_wall") : "server_cpu")
-                                    : c->metric_wall ? "wall" : "cpu");
-  if (load) {
-    json_open_object(j, "load");
-    json_put_string(j, "command", c->load.load_command);
-    if (c->load.ready_port) json_put_i64(j, "ready_port", c->load.ready_port);
-    else json_put_null(j, "ready_port");
-    json_put_string(j, "ready_command", c->load.ready_command);
-    json_put_string(j, "score_pattern", c->load.score_pattern);
-    json_put_double(j, "ready_timeout_seconds", c->load.ready_timeout);
-    json_put_double(j, "stop_timeout_seconds", c->load.stop_timeout);
-    json_close(j);
-  } else {
-    json_put_null(j, "load");
-  }
-  json_put_double(j, "confidence", CHECK_CONFIDENCE);
-  json_put_double(j, "precision_fraction", CHECK_PRECISION);
-  json_put_double(j, "min_gain_fraction", CHECK_MIN_GAIN);
-  json_put_u64(j, "warmup_rounds", c->warmup);
-  json_put_u64(j, "rounds", c->rounds);
-  if (c->fixed_runs) json_put_null(j, "budget_seconds");
-  else json_put_double(j, "budget_seconds", c->budget);
-  json_put_double(j, "elapsed_seconds", c->elapsed);
-  json_put_string(j, "stopped", c->failure.failed ? "failed" : c->stopped);
-  json_open_object(j, "counters");
-  json_put_bool(j, "available", c->pmu == HUGIFY_FEATURE_YES);
-  json_put_string(j, "reason", c->pmu_reason[0] ? c->pmu_reason : NULL);
-  json_close(j);
-}
-
-static void json_coverage(struct json_writer *j, const struct config *config) {
-  if (!config->coverage.present) {
-    json_put_null(j, "coverage");
-    return;
-  }
-  json_open_object(j, "coverage");
-  json_put_u64(j, "reports", config->reports);
-  json_put_u64(j, "heap_resident_bytes", (uint64_t)config->coverage.heap_resident);
-  json_put_u64(j, "heap_huge_bytes", (uint64_t)config->coverage.heap_huge);
-  json_put_u64(j, "anon_resident_bytes", (uint64_t)config->coverage.anon_resident);
-  json_put_u64(j, "anon_huge_bytes", (uint64_t)config->coverage.anon_huge);
-  json_put_u64(j, "text_resident_bytes", (uint64_t)config->coverage.text_resident);
-  json_put_u64(j, "text_huge_bytes", (uint64_t)config->coverage.text_huge);
-  json_put_u64(j, "data_resident_bytes", (uint64_t)config->coverage.data_resident);
-  json_put_u64(j, "data_huge_bytes", (uint64_t)config->coverage.data_huge);
-  json_put_fraction(j, "data_huge_fraction", (uint64_t)config->coverage.data_huge, (uint64_t)config->coverage.data_resident);
-  json_put_string(j, "data_measured_at", config->coverage.data_at_peak ? "peak" : "exit");
-  json_put_string(j, "heap_owner", config->coverage.heap_owner[0] ? config->coverage.heap_owner : NULL);
-  json_put_double(j, "hugify_seconds", config->coverage.hugify_seconds);
-  json_close(j);
-}
-
-static void json_config(struct json_writer *j, const struct check *c, int i) {
-  const struct config *config = c->configs[i];
-  char line[4096];
-  json_open_object(j, NULL);
-  json_put_string(j, "name", config->kind->name);
-  command_line(c, config, line, sizeof line);
-  json_put_string(j, "command_line", line);
-  json_put_u64(j, "runs", config->runs);
-  json_put_double(j, "wall_seconds", stats_median(config->wall, config->runs));
-  json_put_double(j, "cpu_seconds", stats_median(config->cpu, config->runs));
-  json_put_double(j, "system_seconds", stats_median(config->system, config->runs));
-  json_interval(j, "ratio", i ? config->ratio_rc : -1, &config->ratio);
-  json_interval(j, "wall_ratio", i ? config->wall_ratio_rc : -1, &config->wall_ratio);
-  json_interval(j, "cpu_ratio", i ? config->cpu_ratio_rc : -1, &config->cpu_ratio);
-  json_put_u64(j, "max_rss_bytes", (uint64_t)stats_median(config->max_rss, config->runs));
-  json_put_u64(j, "peak_memory_bytes", (uint64_t)stats_median(config->peak_memory, config->runs));
-  json_put_u64(j, "minor_faults", (uint64_t)stats_median(config->minor_faults, config->runs));
-  json_coverage(j, config);
-  json_rates(j, "counters", config);
-  json_series(j, "wall_seconds_per_round", config->wall, config->runs);
-  json_series(j, "cpu_seconds_per_round", config->cpu, config->runs);
-  json_series(j, "system_seconds_per_round", config->system, config->runs);
-  if (c->load.load_command) { /* --load: wall_seconds = 1 / score (or the load's time); cpu_seconds = the server's */
-    json_put_double(j, "score", stats_median(config->score, config->runs));
-    json_series(j, "score_per_round", config->score, config->runs);
-    json_series(j, "ready_seconds_per_round", config->ready, config->runs);
-  }
-  json_close(j);
-}
-
-static void json_skipped(struct json_writer *j, const struct check *c) {
-  json_open_array(j, "skipped");
-  for (int id = 0; id < CONFIG_COUNT; id++) {
-    if (!c->skipped[id][0]) continue;
-    json_open_object(j, NULL);
-    json_put_string(j, "name", config_kinds[id].name);
-    json_put_string(j, "reason", c->skipped[id]);
-    json_close(j);
-  }
-  json_close(j);
-}
-
-static void json_verdict(struct json_writer *j, const struct check *c, const struct verdict *v) {
-  if (v && v->heap >= 0 && v->heap_text >= 0) {
-    json_open_object(j, "code_vs_data");
-    json_interval(j, "data", c->configs[v->heap]->ratio_rc, &c->configs[v->heap]->ratio);
-    json_interval(j, "code", v->code_rc, &v->code);
-    json_put_bool(j, "code_on_huge_pages", !moved_no_code(c->configs[v->heap_text]));
-    json_close(j);
-  } else {
-    json_put_null(j, "code_vs_data");
-  }
-  json_open_object(j, "verdict");
-  if (c->failure.failed) {
-    json_put_string(j, "outcome", "command failed");
-    json_put_null(j, "config");
-  } else if (v && v->chosen >= 0) {
-    const struct config *chosen = c->configs[v->chosen];
-    char line[4096];
-    json_put_string(j, "outcome", "gain");
-    json_put_string(j, "config", chosen->kind->name);
-    json_put_double(j, "ratio", chosen->ratio.estimate);
-    json_put_double(j, "low", chosen->ratio.low);
-    json_put_double(j, "high", chosen->ratio.high);
-    command_line(c, chosen, line, sizeof line);
-    json_put_string(j, "command_line", line);
-  } else {
-    json_put_string(j, "outcome", "no measurable gain");
-    json_put_null(j, "config");
-  }
-  json_close(j);
-}
-
-static void json_failure(struct json_writer *j, const struct check *c) {
-  if (!c->failure.failed) {
-    json_put_null(j, "failure");
-    return;
-  }
-  json_open_object(j, "failure");
-  json_put_string(j, "config", config_kinds[c->failure.config].name);
-  json_put_u64(j, "round", (uint64_t)c->failure.round);
-  json_put_bool(j, "warmup", c->failure.warmup);
-  json_put_i64(j, "exit_status", c->failure.status);
-  if (c->failure.signal) json_put_i64(j, "signal", c->failure.signal);
-  else json_put_null(j, "signal");
-  json_put_string(j, "output", c->failure.output ? c->failure.output : "");
-  json_close(j);
-}
-
-static void json_noise(struct json_writer *j, const struct check *c) {
-  json_open_object(j, "noise");
-  if (c->machine.load_average >= 0) json_put_double(j, "load_average", c->machine.load_average);
-  else json_put_null(j, "load_average");
-  json_put_i64(j, "cpus", c->machine.cpus);
-  if (c->machine.system_spread >= 0) json_put_double(j, "system_spread_fraction", c->machine.system_spread);
-  else json_put_null(j, "system_spread_fraction");
-  json_put_string(j, "cause", c->noise[0] ? c->noise : NULL);
-  json_close(j);
-}
-
-static void print_json(const struct check *c, const struct verdict *v, FILE *out) {
-  struct json_writer j;
-  json_begin(&j, out);
-  json_header(&j, c);
-  json_open_array(&j, "configs");
-  for (int i = 0; i < c->config_count; i++) json_config(&j, c, i);
-  json_close(&j);
-  json_skipped(&j, c);
-  json_verdict(&j, c, v);
-  json_failure(&j, c);
-  json_noise(&j, c);
-  json_end(&j);
-}
 
 /* ---- setting up ------------------------------------------------------------------------------------ */
 
@@ -1239,35 +818,17 @@ static int choose_configs(struct check *c, struct check_options *o) {
   return EXIT_PRIVILEGE;
 }
 
-static void print_failure(const struct check *c) {
-  const struct failure *f = &c->failure;
-  if (c->load.load_command) { /* a server round: check_load.c said what happened, with the server's output */
-    if (f->warmup) fprintf(stderr, "hugify check: in the warm-up round (%s): ", config_kinds[f->config].name);
-    else fprintf(stderr, "hugify check: in round %d (%s): ", f->round, config_kinds[f->config].name);
-    fprintf(stderr, "%s(all of the output: %s)\n", f->output ? f->output : "", c->log_path);
-    return;
-  }
-  if (f->warmup) fprintf(stderr, "hugify check: CMD failed in the warm-up round (%s): ", config_kinds[f->config].name);
-  else fprintf(stderr, "hugify check: CMD failed in round %d (%s): ", f->round, config_kinds[f->config].name);
-  if (f->signal) fprintf(stderr, "killed by signal %d (%s)", f->signal, strsignal(f->signal));
-  else if (f->status < 0) fprintf(stderr, "it could not be started");
-  else fprintf(stderr, "exit status %d", f->status);
-  fprintf(stderr, ". Its output (all of it in %s):\n", c->log_path);
-  const char *text = f->output ? f->output : "";
-  fputs(text, stderr);
-  if (*text && text[strlen(text) - 1] != '\n') fputc('\n', stderr);
-}
 
 /* The one way out: the failure, the JSON when a check ran (or failed while running), the scratch files. */
 static int finish(struct check *c, int status, bool ran) {
   if (c->load.load_command && c->failure.failed) status = c->failure.status; /* 1, or 130 when interrupted */
   if (status == 130) fprintf(stderr, "hugify check: interrupted; the server and the load were stopped\n");
-  else if (status == EXIT_SHORT && c->failure.failed) print_failure(c);
+  else if (status == EXIT_SHORT && c->failure.failed) check_print_failure(c);
   if (c->json_out) {
     if (ran) {
       struct verdict v;
       if (!c->failure.failed) decide(c, &v);
-      print_json(c, c->failure.failed ? NULL : &v, c->json_out);
+      check_print_json(c, c->failure.failed ? NULL : &v, c->json_out);
     }
     if (!json_output_close(c->json_out, &c->json, "check") && status == EXIT_DONE) status = EXIT_SHORT;
     if (c->json.path && !ran) unlink(c->json.path); /* nothing ran: no empty file left behind */
@@ -1306,7 +867,7 @@ int cmd_check(int argc, char **argv) {
   if (!json_only(c)) {
     struct verdict v;
     decide(c, &v);
-    print_human(c, &v, stdout);
+    check_print_human(c, &v, stdout);
   }
   return finish(c, EXIT_DONE, true);
 }

@@ -9,6 +9,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "load_output.h"
+
 struct load_options {
   const char *load_command;   /* --load: run with /bin/sh -c; NULL: not load mode */
   int ready_port;             /* --ready-port PORT (127.0.0.1), 0: not given */
@@ -18,7 +20,22 @@ struct load_options {
   double stop_timeout;        /* --stop-timeout SECONDS before SIGKILL (default 10) */
   regex_t score;              /* compiled score_pattern */
   bool score_compiled;
+  /* Latency: --latency (an index of load_latency_choices: auto, a tool, or off), or the user's patterns
+   * --latency-p50/-p99/-max (POSIX extended; group 1 the number, group 2 its unit if any) with
+   * --latency-unit (an index of load_latency_units) for numbers without a unit. */
+  int latency_choice;
+  const char *latency_pattern[3];
+  int latency_unit;
+  enum load_tool latency_tool;      /* from latency_choice: NONE = recognise any, REGEX = the patterns */
+  bool latency_off;                 /* --latency off */
+  bool latency_required;            /* a tool or patterns were named: a round without figures fails */
+  regex_t latency_regex[3];
+  bool latency_compiled[3];
 };
+
+/* The words --latency and --latency-unit take (NULL-terminated), for check's option table. */
+extern const char *const load_latency_choices[];
+extern const char *const load_latency_units[];
 
 /* Defaults. The options themselves are in check's option table (check.c). */
 void load_options_init(struct load_options *options);
@@ -34,12 +51,13 @@ struct load_result {
   double ready_seconds;   /* from the server's start until it was ready */
   double server_cpu_seconds, server_system_seconds; /* the server's user + system, and system alone */
   bool server_killed;     /* SIGTERM was not enough */
+  struct load_latency latency; /* what the load printed about latency (NaN figures when nothing) */
 };
 
 /* One run: server_argv (NULL-terminated, the whole command line, `hugify run ... --` included for a
  * configuration) with its output appended to server_log_fd; the load's output to load_log_fd. 0 done, or
  * EXIT_SHORT with `failure` saying what happened and the end of the server's log (server not ready, died
- * during the load, load failed, no score), or 130 when hugify was interrupted. The server is stopped in
+ * during the load, load failed, no score, no latency where a tool or patterns were named), or 130 when hugify was interrupted. The server is stopped in
  * every case. */
 int load_round(const struct load_options *options, const char *const *server_argv, int server_log_fd,
                int load_log_fd, struct load_result *result, char *failure, size_t cap);

@@ -226,9 +226,44 @@ const char *measure_verdict_text(enum measure_verdict verdict) {
   return "no measurable gain";
 }
 
+const char *measure_tail_name(enum measure_tail tail) { return tail == MEASURE_TAIL_P99 ? "p99" : "max"; }
+
+enum measure_verdict measure_judge_latency(const struct stats_interval *ratio, double min_change) {
+  if (ratio->low > 1.0 && ratio->estimate >= 1.0 + min_change) return MEASURE_LOSS;
+  if (ratio->high < 1.0 && ratio->estimate <= 1.0 - min_change) return MEASURE_GAIN;
+  return MEASURE_TIE;
+}
+
+/* Creditable, with a measurable gain over the baseline. */
+static bool gains(const struct measure_candidate *candidates, int i, size_t rounds, double confidence, double min_gain,
+                  struct stats_interval *ratio) {
+  return candidates[i].creditable &&
+         stats_paired_ratio(candidates[0].seconds, candidates[i].seconds, rounds, confidence, ratio) == 0 &&
+         measure_judge(ratio, min_gain) == MEASURE_GAIN;
+}
+
+/* The tail figures of candidate i worse than the baseline's beyond noise, as bits; the ratios into `ratios`
+ * and whether each was measured into `rc` when they are not NULL. */
+static unsigned tail_worse(const struct measure_candidate *candidates, int i, size_t rounds, double confidence,
+                           double min_change, struct stats_interval *ratios, int *rc) {
+  unsigned worse = 0;
+  for (int k = 0; k < MEASURE_TAIL_COUNT; k++) {
+    struct stats_interval ratio;
+    int measured = candidates[0].latency[k] && candidates[i].latency[k]
+                       ? stats_paired_ratio(candidates[i].latency[k], candidates[0].latency[k], rounds, confidence, &ratio)
+                       : -ENOENT;
+    if (rc) rc[k] = measured;
+    if (measured != 0) continue;
+    if (ratios) ratios[k] = ratio;
+    if (measure_judge_latency(&ratio, min_change) == MEASURE_LOSS) worse |= 1u << k;
+  }
+  return worse;
+}
+
 void measure_choose(const struct measure_candidate *candidates, int count, size_t rounds, double confidence,
-                    double min_gain, struct measure_choice *out) {
-  out->chosen = out->best = -1;
+                    double min_gain, double min_tail_change, struct measure_choice *out) {
+  memset(out, 0, sizeof *out);
+  out->chosen = out->best = out->steady = -1;
   int best_gain = -1;
   double best_estimate = 0, best_gain_estimate = 0;
   for (int i = 1; i < count; i++) {
@@ -238,25 +273,28 @@ void measure_choose(const struct measure_candidate *candidates, int count, size_
       out->best = i;
       best_estimate = ratio.estimate;
     }
-    if (candidates[i].creditable && measure_judge(&ratio, min_gain) == MEASURE_GAIN &&
-        (best_gain < 0 || ratio.estimate > best_gain_estimate)) {
+    if (gains(candidates, i, rounds, confidence, min_gain, &ratio) && (best_gain < 0 || ratio.estimate > best_gain_estimate)) {
       best_gain = i;
       best_gain_estimate = ratio.estimate;
     }
   }
   /* The simplest configuration with a gain that the best one does not measurably beat. */
-  for (int i = 1; best_gain >= 0 && i < count; i++) {
+  for (int i = 1; best_gain >= 0 && out->chosen < 0 && i < count; i++) {
     struct stats_interval ratio, better;
-    if (!candidates[i].creditable ||
-        stats_paired_ratio(candidates[0].seconds, candidates[i].seconds, rounds, confidence, &ratio) != 0 ||
-        measure_judge(&ratio, min_gain) != MEASURE_GAIN)
-      continue;
+    if (!gains(candidates, i, rounds, confidence, min_gain, &ratio)) continue;
     if (i == best_gain ||
         stats_paired_ratio(candidates[i].seconds, candidates[best_gain].seconds, rounds, confidence, &better) != 0 ||
-        measure_judge(&better, min_gain) != MEASURE_GAIN) {
+        measure_judge(&better, min_gain) != MEASURE_GAIN)
       out->chosen = i;
-      return;
-    }
+  }
+  for (int k = 0; k < MEASURE_TAIL_COUNT; k++) out->tail_rc[k] = -ENOENT;
+  if (out->chosen < 0) return;
+  out->tail_worse = tail_worse(candidates, out->chosen, rounds, confidence, min_tail_change, out->tail, out->tail_rc);
+  for (int i = 1; out->tail_worse && out->steady < 0 && i < count; i++) {
+    struct stats_interval ratio;
+    if (i != out->chosen && gains(candidates, i, rounds, confidence, min_gain, &ratio) &&
+        tail_worse(candidates, i, rounds, confidence, min_tail_change, NULL, NULL) == 0)
+      out->steady = i;
   }
 }
 

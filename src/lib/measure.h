@@ -142,22 +142,43 @@ enum measure_verdict measure_judge(const struct stats_interval *ratio, double mi
 /* "measurable gain", "measurably slower", "no measurable gain" */
 const char *measure_verdict_text(enum measure_verdict verdict);
 
-/* One configuration offered to measure_choose: its compared time per measured round. */
+/* Tail latency figures a configuration can be judged by, besides its time. */
+enum measure_tail { MEASURE_TAIL_P99, MEASURE_TAIL_MAX, MEASURE_TAIL_COUNT };
+/* "p99", "max" */
+const char *measure_tail_name(enum measure_tail tail);
+
+/* A latency ratio, this / baseline, paired per round (> 1: slower responses): MEASURE_LOSS when worse beyond
+ * noise (the whole interval above 1 and the estimate at least 1 + min_change), MEASURE_GAIN in the mirror
+ * case, else a tie. */
+enum measure_verdict measure_judge_latency(const struct stats_interval *ratio, double min_change);
+
+/* One configuration offered to measure_choose: its compared time per measured round, and where the load
+ * reported them, its tail latencies per round (lower is better). */
 struct measure_candidate {
   const double *seconds;
   bool creditable; /* false: it changed nothing it could be credited with (a code remap that moved no code):
                       it runs as its twin does, so whatever separates their times is not its doing */
+  const double *latency[MEASURE_TAIL_COUNT]; /* per round; NULL when not measured (every round must have it) */
 };
 struct measure_choice {
   int chosen; /* the configuration to use; -1: none has a measurable gain */
   int best;   /* the highest estimate of all (what "no measurable gain" compares); -1: none measured */
+  /* The chosen configuration's tail against the baseline's: a bit (1 << enum measure_tail) per figure worse
+   * beyond noise, the ratios (this / baseline) where tail_rc[k] is 0, and, when some figure is worse, the
+   * simplest other creditable configuration with a gain whose tail is not worse (-1: none). */
+  unsigned tail_worse;
+  int tail_rc[MEASURE_TAIL_COUNT];
+  struct stats_interval tail[MEASURE_TAIL_COUNT];
+  int steady;
 };
 /* Which configuration to use, from `rounds` paired rounds: candidates[0] is the baseline; the others are in
  * order of simplicity. The choice is the simplest creditable configuration with a gain (measure_judge)
- * that the configuration with the highest gain does not itself measurably beat. Pure: check's verdict,
+ * that the configuration with the highest gain does not itself measurably beat. Tail latency does not
+ * change the choice; it is judged (measure_judge_latency, min_tail_change) so that the verdict can say
+ * "gain, but p99 1.4x worse" and name a configuration that gains without that. Pure: check's verdict,
  * tested on scripted timings. */
 void measure_choose(const struct measure_candidate *candidates, int count, size_t rounds, double confidence,
-                    double min_gain, struct measure_choice *out);
+                    double min_gain, double min_tail_change, struct measure_choice *out);
 
 /* ---- spread of repetitions ---- */
 struct measure_spread {

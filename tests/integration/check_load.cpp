@@ -208,6 +208,12 @@ TEST(CheckLoad, LoadOptionsNeedEachOther) {
            {"check", "--load", "true", "--ready-port", "80", "--ready", "true", "--", "true"},
            {"check", "--load", "true", "--ready-port", "99999", "--", "true"},
            {"check", "--load", "true", "--ready", "true", "--score", "([", "--", "true"},
+           {"check", "--load", "true", "--ready", "true", "--latency-p99", "p99=([0-9", "--", "true"},
+           {"check", "--load", "true", "--ready", "true", "--latency-max", "max=[0-9]+", "--", "true"},
+           {"check", "--load", "true", "--ready", "true", "--latency", "wrk", "--latency-p99", "p99=([0-9]+)", "--", "true"},
+           {"check", "--load", "true", "--ready", "true", "--latency", "ab", "--", "true"},
+           {"check", "--load", "true", "--ready", "true", "--latency-unit", "us", "--", "true"},
+           {"check", "--latency", "pgbench", "--", "true"},
        }) {
     auto result = test_support::hugify(args);
     EXPECT_EQ(result.status, 2) << args[1] << ": " << result.err;
@@ -233,6 +239,104 @@ TEST(CheckLoad, RedisCheckCompletes) {
       {"redis-server", "--port", p, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir.path}));
   EXPECT_EQ(result.status, 0) << result.out << result.err;
   EXPECT_TRUE(processes_mentioning(":" + p).empty());
+}
+
+// The latency figures of one configuration in the JSON are consistent: every round has p50 <= p99 <= max
+// where the load gave them, and the medians keep that order. Never their values (that would be a speed).
+void expect_consistent_latency(const test_support::json_view &config, bool has_p50) {
+  const auto &latency = config["latency"];
+  ASSERT_TRUE(latency.present() && !latency.is_null()) << config["name"].text();
+  size_t rounds = config["runs"].u64();
+  ASSERT_EQ(latency["p99_seconds_per_round"].size(), rounds);
+  ASSERT_EQ(latency["max_seconds_per_round"].size(), rounds);
+  for (size_t r = 0; r < rounds; r++) {
+    double p99 = latency["p99_seconds_per_round"][r].number(), max = latency["max_seconds_per_round"][r].number();
+    EXPECT_GT(p99, 0.0);
+    EXPECT_LE(p99, max) << "round " << r;
+    if (has_p50) {
+      EXPECT_LE(latency["p50_seconds_per_round"][r].number(), p99) << "round " << r;
+    }
+  }
+  if (has_p50) {
+    EXPECT_LE(latency["p50_seconds"].number(), latency["p99_seconds"].number());
+  }
+  EXPECT_LE(latency["p99_seconds"].number(), latency["max_seconds"].number());
+  const auto &interval = latency["p99_interval"];
+  ASSERT_TRUE(interval.present() && !interval.is_null()) << "6 rounds give a 95 % interval of the median";
+  EXPECT_LE(interval["low"].number(), latency["p99_seconds"].number());
+  EXPECT_GE(interval["high"].number(), latency["p99_seconds"].number());
+}
+
+// Redis under redis-benchmark --precision 3: p50, p99 and max per configuration, with intervals, in the
+// text and the JSON; the verdict carries the chosen configuration's tail when there is a gain.
+TEST(CheckLoad, RedisLatencyPerConfiguration) {
+  if (!installed("redis-server") || !installed("redis-benchmark"))
+    GTEST_SKIP() << "redis-server / redis-benchmark are not installed (Debian: redis-server, redis-tools)";
+  scratch_dir dir;
+  int port = free_port();
+  std::string p = std::to_string(port);
+  std::string load = "redis-benchmark -p " + p + " -t get -r 10000 -n 50000 -P 16 --precision 3";
+  auto result = check(dir, check_args(
+      {"--runs", "6", "--configs", "heap", "--ready", "redis-cli -p " + p + " ping | grep -q PONG", "--load", load,
+       "--score", "throughput summary: ([0-9.]+) requests per second", "--json=" + dir.path + "/check.json"},
+      {"redis-server", "--port", p, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir.path}));
+  ASSERT_EQ(result.status, 0) << result.out << result.err;
+  EXPECT_NE(result.out.find("p99 vs plain"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("from the load's output (redis-benchmark"), std::string::npos) << result.out;
+  auto doc = test_support::load_json(dir.path + "/check.json");
+  EXPECT_EQ(doc["load"]["latency"].text(), "auto");
+  ASSERT_EQ(doc["configs"].size(), 2u);
+  for (size_t i = 0; i < 2; i++) {
+    expect_consistent_latency(doc["configs"][i], true);
+    EXPECT_EQ(doc["configs"][i]["latency"]["tool"].text(), "redis-benchmark");
+  }
+  EXPECT_TRUE(doc["configs"][0]["latency"]["p99_vs_plain"].is_null()) << "plain against itself";
+  const auto &ratio = doc["configs"][1]["latency"]["p99_vs_plain"];
+  ASSERT_TRUE(ratio.present() && !ratio.is_null());
+  EXPECT_LE(ratio["low"].number(), ratio["estimate"].number());
+  EXPECT_LE(ratio["estimate"].number(), ratio["high"].number());
+  const auto &verdict = doc["verdict"];
+  if (verdict["outcome"].text() == "gain") {
+    ASSERT_TRUE(verdict["tail"].present() && !verdict["tail"].is_null());
+    EXPECT_TRUE(verdict["tail"]["p99_vs_plain"].present());
+  } else {
+    EXPECT_TRUE(verdict["tail"].is_null());
+  }
+  EXPECT_TRUE(processes_mentioning(":" + p).empty());
+}
+
+// Any other load: --latency-p50/-p99/-max take the figures from its output with the user's patterns (a
+// unit group, or --latency-unit); a tool named with --latency that prints none ends the check (exit 1)
+// with what the tool needs.
+TEST(CheckLoad, LatencyPatternsAndANamedToolWithoutFigures) {
+  scratch_dir dir;
+  int port = free_port();
+  std::string load = load_command(port, 10) + " && echo 'p50=850us p99=2.5ms' && echo 'worst 12'";
+  auto result = check(dir, check_args({"--runs", "6", "--configs", "heap", "--ready-port", std::to_string(port),
+                                       "--load", load, "--latency-p50", "p50=([0-9.]+)(us|ms)", "--latency-p99",
+                                       "p99=([0-9.]+)(us|ms)", "--latency-max", "worst ([0-9]+)", "--latency-unit",
+                                       "ms", "--json=" + dir.path + "/check.json"},
+                                      test_server(dir, port)));
+  ASSERT_EQ(result.status, 0) << result.out << result.err;
+  auto doc = test_support::load_json(dir.path + "/check.json");
+  EXPECT_EQ(doc["load"]["latency"].text(), "regex");
+  for (size_t i = 0; i < 2; i++) {
+    const auto &latency = doc["configs"][i]["latency"];
+    expect_consistent_latency(doc["configs"][i], true);
+    EXPECT_EQ(latency["tool"].text(), "regex");
+    EXPECT_DOUBLE_EQ(latency["p50_seconds"].number(), 850e-6) << "the printed figure, in seconds";
+    EXPECT_DOUBLE_EQ(latency["p99_seconds"].number(), 2.5e-3);
+    EXPECT_DOUBLE_EQ(latency["max_seconds"].number(), 12e-3) << "--latency-unit ms";
+  }
+  EXPECT_EQ(doc["configs"][1]["latency"]["p99_vs_plain"]["judgement"].text(), "no measurable difference");
+
+  result = check(dir, check_args({"--runs", "6", "--configs", "heap", "--ready-port", std::to_string(port), "--load",
+                                  load_command(port, 10), "--latency", "pgbench"},
+                                 test_server(dir, port)));
+  EXPECT_EQ(result.status, 1) << result.out << result.err;
+  EXPECT_NE(result.err.find("--latency found no latency in the load's output"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("--log --log-prefix"), std::string::npos) << result.err;
+  EXPECT_TRUE(processes_mentioning(dir.path).empty());
 }
 
 }  // namespace

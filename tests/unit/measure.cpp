@@ -9,6 +9,7 @@
 #include <csignal>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -176,7 +177,7 @@ measure_choice choose(timings t, size_t rounds, std::vector<bool> creditable) {
   std::vector<measure_candidate> candidates(n);
   for (size_t i = 0; i < n; i++) candidates[i] = {series[i].seconds, i < creditable.size() ? (bool)creditable[i] : true};
   measure_choice choice = {};
-  measure_choose(candidates.data(), (int)n, done, 0.95, 0.02, &choice);
+  measure_choose(candidates.data(), (int)n, done, 0.95, 0.02, 0.10, &choice);
   return choice;
 }
 
@@ -215,6 +216,70 @@ TEST(MeasureChoose, TinyWorkingSetHasNoMeasurableGain) {
   c = choose(t, 3, {});
   EXPECT_EQ(c.chosen, -1);
   EXPECT_EQ(c.best, -1);
+}
+
+// Scripted per-round figures with a +-2 % wobble: `scale` times a base that differs per round.
+std::vector<double> scripted(double scale, size_t rounds, int seed) {
+  std::vector<double> values(rounds);
+  for (size_t r = 0; r < rounds; r++) values[r] = scale * (1.0 + 0.01 * (double)((r * 7 + (size_t)seed * 3) % 5) - 0.02);
+  return values;
+}
+
+TEST(MeasureChoose, AGainWithAWorseTailIsNamedWithTheSteadyAlternative) {
+  // plain; heap 1.25x faster but its p99 1.4x worse; hugetlb 1.18x faster with the tail of plain.
+  const size_t rounds = 8;
+  auto plain = scripted(1.0, rounds, 0), heap = scripted(0.8, rounds, 1), hugetlb = scripted(0.85, rounds, 2);
+  auto plain_p99 = scripted(2e-3, rounds, 3), heap_p99 = scripted(2.8e-3, rounds, 4), hugetlb_p99 = scripted(2e-3, rounds, 5);
+  auto plain_max = scripted(8e-3, rounds, 6), heap_max = scripted(8e-3, rounds, 7), hugetlb_max = scripted(8e-3, rounds, 1);
+  std::vector<measure_candidate> c = {{plain.data(), true, {plain_p99.data(), plain_max.data()}},
+                                      {heap.data(), true, {heap_p99.data(), heap_max.data()}},
+                                      {hugetlb.data(), true, {hugetlb_p99.data(), hugetlb_max.data()}}};
+  measure_choice choice;
+  measure_choose(c.data(), 3, rounds, 0.95, 0.02, 0.10, &choice);
+  EXPECT_EQ(choice.chosen, 1) << "the tail does not change the choice by throughput";
+  EXPECT_EQ(choice.tail_worse, 1u << MEASURE_TAIL_P99) << "p99 worse, max not";
+  ASSERT_EQ(choice.tail_rc[MEASURE_TAIL_P99], 0);
+  EXPECT_NEAR(choice.tail[MEASURE_TAIL_P99].estimate, 1.4, 0.05);
+  EXPECT_EQ(choice.tail_rc[MEASURE_TAIL_MAX], 0);
+  EXPECT_EQ(choice.steady, 2) << "hugetlb gains without the worse tail";
+
+  // The same with the max 2x worse as well, and no alternative: both bits, no steady configuration.
+  auto heap_max_worse = scripted(16e-3, rounds, 7), hugetlb_p99_worse = scripted(3e-3, rounds, 5);
+  c[1].latency[MEASURE_TAIL_MAX] = heap_max_worse.data();
+  c[2].latency[MEASURE_TAIL_P99] = hugetlb_p99_worse.data();
+  measure_choose(c.data(), 3, rounds, 0.95, 0.02, 0.10, &choice);
+  EXPECT_EQ(choice.chosen, 1);
+  EXPECT_EQ(choice.tail_worse, (1u << MEASURE_TAIL_P99) | (1u << MEASURE_TAIL_MAX));
+  EXPECT_EQ(choice.steady, -1);
+}
+
+TEST(MeasureChoose, TailWithinNoiseOrNotMeasuredIsNotWorse) {
+  const size_t rounds = 8;
+  auto plain = scripted(1.0, rounds, 0), heap = scripted(0.8, rounds, 1);
+  // p99 5 % higher: beyond the wobble maybe, but under the 10 % that counts.
+  auto plain_p99 = scripted(2e-3, rounds, 3), heap_p99 = scripted(2.1e-3, rounds, 4);
+  std::vector<measure_candidate> c = {{plain.data(), true, {plain_p99.data(), nullptr}},
+                                      {heap.data(), true, {heap_p99.data(), nullptr}}};
+  measure_choice choice;
+  measure_choose(c.data(), 2, rounds, 0.95, 0.02, 0.10, &choice);
+  EXPECT_EQ(choice.chosen, 1);
+  EXPECT_EQ(choice.tail_worse, 0u);
+  EXPECT_EQ(choice.tail_rc[MEASURE_TAIL_P99], 0);
+  EXPECT_NE(choice.tail_rc[MEASURE_TAIL_MAX], 0) << "no max measured: not judged";
+  EXPECT_EQ(choice.steady, -1);
+  // A round without a figure (NaN: the load did not print it) leaves the tail unjudged.
+  heap_p99[3] = std::nan("");
+  heap_p99[0] = 9e-3;
+  measure_choose(c.data(), 2, rounds, 0.95, 0.02, 0.10, &choice);
+  EXPECT_NE(choice.tail_rc[MEASURE_TAIL_P99], 0);
+  EXPECT_EQ(choice.tail_worse, 0u);
+  // A better tail (0.7x) is judged a gain of latency, never "worse".
+  stats_interval better = {0.7, 0.65, 0.75, 0.99};
+  EXPECT_EQ(measure_judge_latency(&better, 0.10), MEASURE_GAIN);
+  stats_interval worse = {1.4, 1.3, 1.5, 0.99}, straddles = {1.4, 0.9, 1.5, 0.99};
+  EXPECT_EQ(measure_judge_latency(&worse, 0.10), MEASURE_LOSS);
+  EXPECT_EQ(measure_judge_latency(&straddles, 0.10), MEASURE_TIE);
+  EXPECT_STREQ(measure_tail_name(MEASURE_TAIL_P99), "p99");
 }
 
 TEST(MeasureSpread, MedianRangeNoisyAndTies) {
