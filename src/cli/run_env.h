@@ -25,7 +25,7 @@ int run_settings_option(const char *command, int argc, char **argv, int *index, 
 struct run_environment {
   enum heap_mode heap;          /* the heap mode as it will run on this machine (after the THP/pool check) */
   char preload[PATH_MAX];       /* libhugify-preload.so, absolute */
-  char allocator[PATH_MAX];     /* --heap mimalloc|jemalloc: the allocator library, else "" */
+  char allocator[PATH_MAX];     /* --heap mimalloc|jemalloc|tcmalloc: the allocator library, else "" */
   unsigned count;
   struct {
     const char *name;
