@@ -6,6 +6,8 @@
  *   tunable   GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (glibc's own THP support alone)
  *   mimalloc  LD_PRELOAD=libmimalloc.so.2 MIMALLOC_LARGE_OS_PAGES=1 MIMALLOC_EAGER_COMMIT_DELAY=0
  *   jemalloc  LD_PRELOAD=libjemalloc.so.2 MALLOC_CONF=thp:always,metadata_thp:always
+ *   tcmalloc  LD_PRELOAD=libtcmalloc_minimal.so.4 (gperftools' TCMalloc alone: seed 001's allocator's ancestor)
+ *   hugify+tcmalloc  hugify run --heap tcmalloc -- PROGRAM (not one of "the others" of the targets)
  * and prints medians, speedups over plain, RSS ratios, and the issue's targets with pass/miss. Spawning,
  * the balanced order and the medians are the measurement module's (src/lib/measure.c, stats.c); the
  * program's JSON line is read with jansson (src/cli/json_read.c); --json writes schema hugify.run_targets/1 with
@@ -29,7 +31,8 @@ static const char usage[] =
     "usage: run_targets [--rounds R] [--hugify PATH] [--key FIELD] [--json] [-- PROGRAM ARGS...]\n"
     "\n"
     "Runs PROGRAM R times (default 10) under each of plain, hugify run, the glibc tunable\n"
-    "(glibc.malloc.hugetlb=1), mimalloc with large OS pages and jemalloc thp:always, interleaved in a\n"
+    "(glibc.malloc.hugetlb=1), mimalloc with large OS pages, jemalloc thp:always, gperftools' TCMalloc\n"
+    "alone and under hugify run --heap tcmalloc, interleaved in a\n"
     "balanced order (over 10 rounds each config follows each other one twice), and\n"
     "prints the median and fastest wall time and the median CPU time, each with the speedup over plain,\n"
     "the median huge_fraction and the peak RSS over plain.\n"
@@ -48,8 +51,9 @@ static const char usage[] =
     "  run_targets --rounds 10 -- ./threaded_heap --threads 8 --nodes 5000000 --json\n"
     "  run_targets --key lookup_seconds -- ./threaded_heap --json\n";
 
-enum { PLAIN, HUGIFY, TUNABLE, MIMALLOC, JEMALLOC, CONFIG_COUNT };
-static const char *const config_names[CONFIG_COUNT] = {"plain", "hugify", "tunable", "mimalloc", "jemalloc"};
+enum { PLAIN, HUGIFY, TUNABLE, MIMALLOC, JEMALLOC, TCMALLOC, HUGIFY_TCMALLOC, CONFIG_COUNT };
+static const char *const config_names[CONFIG_COUNT] = {"plain", "hugify", "tunable", "mimalloc", "jemalloc",
+                                                       "tcmalloc", "hugify+tcmalloc"};
 
 #define MAX_ROUNDS 64
 
@@ -91,7 +95,7 @@ static void read_sample(const char *text, struct sample *s) {
 }
 
 static struct sample run_once(int config, char **program, const char *hugify, const char *mimalloc,
-                              const char *jemalloc) {
+                              const char *jemalloc, const char *tcmalloc) {
   struct sample s = {0};
   static const char *const unset[] = {"LD_PRELOAD", "GLIBC_TUNABLES", "MALLOC_CONF", "MIMALLOC_LARGE_OS_PAGES", NULL};
   static char preload[PATH_MAX + 16];
@@ -103,13 +107,21 @@ static struct sample run_once(int config, char **program, const char *hugify, co
     set[1] = config == MIMALLOC ? "MIMALLOC_LARGE_OS_PAGES=1" : "MALLOC_CONF=thp:always,metadata_thp:always";
     set[2] = config == MIMALLOC ? "MIMALLOC_EAGER_COMMIT_DELAY=0" : NULL;
   }
+  if (config == TCMALLOC) {
+    snprintf(preload, sizeof preload, "LD_PRELOAD=%s", tcmalloc);
+    set[0] = preload;
+  }
   int count = 0;
   while (program[count]) count++;
-  const char **argv = calloc((size_t)count + 4, sizeof *argv), **to = argv;
+  const char **argv = calloc((size_t)count + 6, sizeof *argv), **to = argv;
   if (!argv) return s;
-  if (config == HUGIFY) {
+  if (config == HUGIFY || config == HUGIFY_TCMALLOC) {
     *to++ = hugify;
     *to++ = "run";
+    if (config == HUGIFY_TCMALLOC) {
+      *to++ = "--heap";
+      *to++ = "tcmalloc";
+    }
     *to++ = "--";
   }
   for (int i = 0; i < count; i++) *to++ = program[i];
@@ -163,12 +175,16 @@ int main(int argc, char **argv) {
     default_argv[0] = default_program;
     program = default_argv;
   }
-  char mimalloc[PATH_MAX], jemalloc[PATH_MAX];
+  char mimalloc[PATH_MAX], jemalloc[PATH_MAX], tcmalloc[PATH_MAX];
   int have[CONFIG_COUNT] = {1, 1, 1, find_library("libmimalloc.so.2", mimalloc, sizeof mimalloc),
-                            find_library("libjemalloc.so.2", jemalloc, sizeof jemalloc)};
-  for (int c = MIMALLOC; c <= JEMALLOC; c++)
+                            find_library("libjemalloc.so.2", jemalloc, sizeof jemalloc),
+                            find_library("libtcmalloc_minimal.so.4", tcmalloc, sizeof tcmalloc), 0};
+  have[HUGIFY_TCMALLOC] = have[TCMALLOC];
+  static const char *const packages[CONFIG_COUNT] = {[MIMALLOC] = "libmimalloc2.0", [JEMALLOC] = "libjemalloc2",
+                                                     [TCMALLOC] = "libtcmalloc-minimal4"};
+  for (int c = MIMALLOC; c <= TCMALLOC; c++)
     if (!have[c]) fprintf(stderr, "run_targets: %s not installed (apt-get install %s); skipped\n", config_names[c],
-                          c == MIMALLOC ? "libmimalloc2.0" : "libjemalloc2");
+                          packages[c]);
 
   /* The order within a round is a Williams design (measure_round_order): over 2 x CONFIG_COUNT rounds every
    * config runs right after every other one equally often. It matters: a THP run right after a plain run
@@ -179,7 +195,7 @@ int main(int argc, char **argv) {
     for (int k = 0; k < CONFIG_COUNT; k++) {
       int c = measure_round_order((size_t)r, k, CONFIG_COUNT);
       if (!have[c]) continue;
-      samples[c][r] = run_once(c, program, hugify, mimalloc, jemalloc);
+      samples[c][r] = run_once(c, program, hugify, mimalloc, jemalloc, tcmalloc);
       fprintf(stderr, "\rrun_targets: round %d/%d %-8s %.3f s   ", r + 1, rounds, config_names[c], samples[c][r].seconds);
     }
   }
@@ -215,7 +231,7 @@ int main(int argc, char **argv) {
   for (int v = 0; v < VIEW_COUNT; v++) {
     double best_time = -1;
     best[v] = "none";
-    for (int c = TUNABLE; c < CONFIG_COUNT; c++)
+    for (int c = TUNABLE; c < HUGIFY_TCMALLOC; c++)
       if (time[v][c] > 0 && (best_time < 0 || time[v][c] < best_time)) { best_time = time[v][c]; best[v] = config_names[c]; }
     double h = time[v][HUGIFY], p = time[v][PLAIN];
     speedup[v] = h > 0 && p > 0 ? p / h : 0;
@@ -272,11 +288,11 @@ int main(int argc, char **argv) {
     return 0;
   }
   printf("%s: %s, %d rounds, interleaved in a balanced order\n", program[0], time_key, rounds);
-  printf("  %-9s %8s %8s %8s %8s %8s %8s %11s %10s %9s\n", "config", "median", "speedup", "fastest", "speedup",
+  printf("  %-15s %8s %8s %8s %8s %8s %8s %11s %10s %9s\n", "config", "median", "speedup", "fastest", "speedup",
          "cpu", "speedup", "huge share", "peak RSS", "RSS/plain");
   for (int c = 0; c < CONFIG_COUNT; c++) {
-    if (!have[c]) { printf("  %-9s not installed\n", config_names[c]); continue; }
-    printf("  %-9s", config_names[c]);
+    if (!have[c]) { printf("  %-15s not installed\n", config_names[c]); continue; }
+    printf("  %-15s", config_names[c]);
     for (int v = 0; v < VIEW_COUNT; v++) {
       int column = v == CPU ? FASTEST : v == FASTEST ? CPU : v; /* columns: median, fastest, cpu */
       printf(" %7.3fs %7.2fx", time[column][c], time[column][c] > 0 ? time[column][PLAIN] / time[column][c] : 0);

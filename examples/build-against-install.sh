@@ -34,6 +34,7 @@ for program in "$work/cmake/alloc_check_c" "$work/cmake/alloc_check_cxx" "$work/
   *static) ;;
   *)
     lib=$(ldd "$program" | awk '/libhugify\.so/ { print $3 }')
+    [ -z "$lib" ] || lib=$(readlink -f "$lib") # /lib -> /usr/lib where /usr is merged; PREFIX/x/../ spelled out
     case $lib in
     "$prefix"/*) ;;
     *) echo "FAIL $name: libhugify.so resolves to '$lib', not into $prefix" >&2; status=1; continue ;;

@@ -48,7 +48,7 @@ static const struct option_spec check_options_table[] = {
     OPT_STRING("configs", struct check_args, configs, "LIST",
                "comma-separated, from: heap (--heap auto, --text off), heap+text (--heap auto\n"
                "--text on), text (--text on --heap off), hugetlb (--heap hugetlb), mimalloc,\n"
-               "jemalloc (--heap ENGINE). Default: heap, heap+text, hugetlb when the 2 MiB pool has\n"
+               "jemalloc, tcmalloc (--heap ENGINE). Default: heap, heap+text, hugetlb when the 2 MiB pool has\n"
                "free pages, and the engines that are installed. Plain always runs."),
     OPT_DECIMAL("budget", struct check_args, budget, "SECONDS", 0.1, 604800,
                 "adaptive (default, 45): rounds until every interval is within +-2 % or the time is\n"
@@ -147,6 +147,7 @@ const struct config_kind config_kinds[CONFIG_COUNT] = {
     [CONFIG_HUGETLB] = {"hugetlb", {"--text", "off", "--heap", "hugetlb", NULL}, "heap from the hugetlb pool"},
     [CONFIG_MIMALLOC] = {"mimalloc", {"--text", "off", "--heap", "mimalloc", NULL}, "mimalloc, large OS pages"},
     [CONFIG_JEMALLOC] = {"jemalloc", {"--text", "off", "--heap", "jemalloc", NULL}, "jemalloc, thp:always"},
+    [CONFIG_TCMALLOC] = {"tcmalloc", {"--text", "off", "--heap", "tcmalloc", NULL}, "TCMalloc (gperftools), advised"},
 };
 
 const char *const latency_figure_names[LATENCY_FIGURES] = {"p50", "p99", "max"};
@@ -650,7 +651,7 @@ static int parse_configs(const char *list, bool *wanted) {
       if (strcmp(name, config_kinds[k].name) == 0) id = k;
     if (id < 0)
       return usage_error("check", "--configs: unknown configuration '%s' (heap, heap+text, text, hugetlb, "
-                                  "mimalloc, jemalloc)", name);
+                                  "mimalloc, jemalloc, tcmalloc)", name);
     if (id != CONFIG_PLAIN) {
       wanted[id] = true;
       any = true;
@@ -782,6 +783,7 @@ static int choose_configs(struct check *c, struct check_options *o) {
   bool *wanted = o->wanted;
   if (!o->explicit_configs) {
     wanted[CONFIG_HEAP] = wanted[CONFIG_HEAP_TEXT] = wanted[CONFIG_MIMALLOC] = wanted[CONFIG_JEMALLOC] = true;
+    wanted[CONFIG_TCMALLOC] = true;
     wanted[CONFIG_HUGETLB] = hugetlb_pool_has_free_pages(c->skipped[CONFIG_HUGETLB], HUGIFY_REASON_MAX);
   }
   progress(false, "check: trying the configurations");
@@ -795,7 +797,7 @@ static int choose_configs(struct check *c, struct check_options *o) {
     if (!wanted[id]) continue;
     struct config *config = new_config((enum config_id)id);
     if (!config) return fail(EXIT_SHORT, "check", "out of memory");
-    if (owner && (id == CONFIG_MIMALLOC || id == CONFIG_JEMALLOC))
+    if (owner && (id == CONFIG_MIMALLOC || id == CONFIG_JEMALLOC || id == CONFIG_TCMALLOC))
       snprintf(c->skipped[id], HUGIFY_REASON_MAX, "%.300s is built with %s, which brings its own malloc: a preloaded "
                "%s would replace it and crash it (or go unused)", path, owner, config_kinds[id].name);
     else

@@ -24,7 +24,7 @@
 /* ---- configurations ------------------------------------------------------------------------------ */
 
 enum config_id { CONFIG_PLAIN, CONFIG_HEAP, CONFIG_HEAP_TEXT, CONFIG_TEXT, CONFIG_HUGETLB, CONFIG_MIMALLOC,
-                 CONFIG_JEMALLOC, CONFIG_COUNT };
+                 CONFIG_JEMALLOC, CONFIG_TCMALLOC, CONFIG_COUNT };
 
 /* In order of simplicity: the verdict prefers an earlier one unless a later one is measurably better. */
 struct config_kind {

@@ -1,9 +1,11 @@
 /* main.c - the hugify command: a table of subcommands, one file each. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #include "hugify.h"
+#include "manual.h"
 
 static const struct command commands[] = {
     {"status", cmd_status, "everything the kernel says about huge pages here, with diagnoses and fixes", &help_status},
@@ -41,6 +43,32 @@ static int print_main_usage(FILE *out) {
   return EXIT_DONE;
 }
 
+/* The hidden `hugify help --man DIR` (hugify.1 and hugify-COMMAND.1 into DIR) and `hugify help --completion`
+ * (the bash completion on stdout): the build generates the man pages and the completion with them
+ * (src/cli/CMakeLists.txt), from the same tables as --help. */
+static int write_manual(const char *dir) {
+  char *overview = NULL;
+  size_t overview_length = 0;
+  FILE *text = open_memstream(&overview, &overview_length);
+  if (!text) return fail(EXIT_SHORT, "help", "out of memory");
+  print_main_usage(text);
+  fclose(text);
+  int status = EXIT_DONE;
+  for (size_t i = 0; i <= COMMAND_COUNT && status == EXIT_DONE; i++) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/hugify%s%s.1", dir, i < COMMAND_COUNT ? "-" : "",
+             i < COMMAND_COUNT ? commands[i].name : "");
+    struct output_file file;
+    FILE *out = output_file_open(&file, path, "help", "--man", "or name a directory without links");
+    if (!out) status = EXIT_USAGE;
+    else if (i < COMMAND_COUNT) manual_page_command(&commands[i], out);
+    else manual_page_main(commands, COMMAND_COUNT, overview, out);
+    if (out && !output_file_close(&file, "help")) status = EXIT_SHORT;
+  }
+  free(overview);
+  return status;
+}
+
 static int show_help(const struct command *command) {
   return print_command_help(command->help, stdout);
 }
@@ -58,6 +86,11 @@ int main(int argc, char **argv) {
   }
   if (strcmp(name, "help") == 0) {
     if (argc < 3) return print_main_usage(stdout);
+    if (strcmp(argv[2], "--man") == 0 && argc == 4) return write_manual(argv[3]);
+    if (strcmp(argv[2], "--completion") == 0) {
+      manual_completion(commands, COMMAND_COUNT, stdout);
+      return EXIT_DONE;
+    }
     const struct command *command = find_command(argv[2]);
     if (!command) {
       fprintf(stderr, "hugify help: no command '%s'. Try 'hugify --help'.\n", argv[2]);

@@ -45,7 +45,8 @@ struct option_spec {
   const char *value_name;  /* in --help: "SIZE", "N", "FILE" */
   const char *help;        /* '\n' starts a continuation line, indented under the first */
   size_t offset;           /* where the value goes in the command's argument struct */
-  const char *const *choices; /* OPTION_ENUM: the accepted words, NULL-terminated */
+  const char *const *choices; /* OPTION_ENUM: the accepted words, NULL-terminated; OPTION_CALLBACK: the words
+                                 the callback accepts, for help and completion (or NULL) */
   uint64_t min, max;       /* OPTION_COUNT, OPTION_SIZE: the bounds, inclusive (a size's max 0: none) */
   double low, high;        /* OPTION_DECIMAL: the bounds, inclusive */
   const char *expect;      /* what a bad value's message says is expected; NULL: said from the type */
@@ -75,6 +76,11 @@ struct option_spec {
 #define OPT_CALLBACK(long_name, value, set_, expect_, list_max, help_) \
   {.type = OPTION_CALLBACK, .name = (long_name), .value_name = (value), .help = (help_), .max = (list_max), \
    .expect = (expect_), .set = (set_)}
+/* The same for a value from a fixed list of words that the command parses itself (its help, man page and
+ * completion show the words). */
+#define OPT_CALLBACK_WORDS(long_name, value, set_, words, expect_, help_) \
+  {.type = OPTION_CALLBACK, .name = (long_name), .value_name = (value), .help = (help_), .expect = (expect_), \
+   .set = (set_), .choices = (words)}
 #define OPT_END {.type = OPTION_END}
 
 /* How operands (words that are not options) are taken. */

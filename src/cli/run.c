@@ -39,7 +39,7 @@ static const struct option_spec run_options[] = {
 };
 
 const struct command_help help_run = {
-    "usage: hugify run [--text on|off] [--heap auto|thp|hugetlb|off|mimalloc|jemalloc]\n"
+    "usage: hugify run [--text on|off] [--heap auto|thp|hugetlb|off|mimalloc|jemalloc|tcmalloc]\n"
     "                  [--report FILE|-] [--json[=FILE]] [--verbose] [--] CMD [ARGS...]\n"
     "\n"
     "Run CMD with its heap and its code on huge pages, without changing it. CMD replaces hugify (same pid,\n"
@@ -58,14 +58,16 @@ const struct command_help help_run = {
     "  mimalloc  preload mimalloc with MIMALLOC_LARGE_OS_PAGES=1, MIMALLOC_EAGER_COMMIT_DELAY=0\n"
     "            (Debian: libmimalloc2.0)\n"
     "  jemalloc  preload jemalloc with MALLOC_CONF=thp:always,metadata_thp:always (Debian: libjemalloc2)\n"
+    "  tcmalloc  preload gperftools' TCMalloc with TCMALLOC_SKIP_SBRK=true, TCMALLOC_RELEASE_RATE=0; its\n"
+    "            mmap()s 2 MiB-aligned and advised (Debian: libtcmalloc-minimal4)\n"
     "  off       leave the heap alone\n"
     "\n"
     "Programs built with a sanitizer: ASAN_OPTIONS gets verify_asan_link_order=0 in front (the user's own\n"
-    "setting wins), the report names the sanitizer's allocator, --heap mimalloc|jemalloc is refused.\n"
+    "setting wins), the report names the sanitizer's allocator, --heap mimalloc|jemalloc|tcmalloc is refused.\n"
     "\n"
     "Exit status: CMD's own; 127 when CMD is not found, 126 when it cannot be executed; 2 bad usage (also\n"
-    "--heap mimalloc|jemalloc for a program built with a sanitizer);\n"
-    "3 when --heap mimalloc/jemalloc names an allocator that is not installed, or the preload is missing.\n"
+    "--heap mimalloc|jemalloc|tcmalloc for a program built with a sanitizer);\n"
+    "3 when --heap mimalloc/jemalloc/tcmalloc names an allocator that is not installed, or the preload is missing.\n"
     "\n"
     "Examples:\n"
     "  hugify run -- ./server --port 8080\n"
@@ -132,9 +134,9 @@ static int check_program(const char *command, const char *path, enum heap_mode h
          "under valgrind the program's code runs translated by valgrind and its malloc is valgrind's (memcheck and "
          "the other tools that replace it): neither is put on huge pages, only the program's own large mmaps are%s. "
          "Measure huge pages without valgrind (docs/run.md)",
-         heap == HEAP_MIMALLOC || heap == HEAP_JEMALLOC ? "; and memcheck does not replace a preloaded mimalloc or "
-         "jemalloc (valgrind --soname-synonyms=somalloc=...), so it would not check the heap" : "");
-  const char *owner = heap == HEAP_MIMALLOC || heap == HEAP_JEMALLOC ? run_program_heap_owner(binary) : NULL;
+         options_heap_is_engine(heap) ? "; and memcheck does not replace a preloaded mimalloc, jemalloc or "
+         "tcmalloc (valgrind --soname-synonyms=somalloc=...), so it would not check the heap" : "");
+  const char *owner = options_heap_is_engine(heap) ? run_program_heap_owner(binary) : NULL;
   if (owner)
     /* Measured: gcc's ASan and TSan programs died of SIGSEGV with mimalloc or jemalloc preloaded; clang's
      * static runtimes keep their own malloc, so the allocator would only be loaded, unused. */
@@ -200,7 +202,7 @@ int cmd_run(int argc, char **argv) {
   }
   if (args.settings.verbose) {
     const char *shown[] = {"LD_PRELOAD", "ASAN_OPTIONS", "GLIBC_TUNABLES", "MALLOC_CONF", "MIMALLOC_LARGE_OS_PAGES",
-                           "MIMALLOC_EAGER_COMMIT_DELAY", "HUGIFY_HEAP",
+                           "MIMALLOC_EAGER_COMMIT_DELAY", "TCMALLOC_SKIP_SBRK", "TCMALLOC_RELEASE_RATE", "HUGIFY_HEAP",
                            "HUGIFY_TEXT", "HUGIFY_REPORT"};
     for (size_t i = 0; i < sizeof shown / sizeof shown[0]; i++)
       if (getenv(shown[i])) fprintf(stderr, "hugify run: %s=%s\n", shown[i], getenv(shown[i]));

@@ -71,7 +71,7 @@ static bool is_file(const char *path) {
   return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* libhugify-preload.so: HUGIFY_PRELOAD_PATH, else next to the binary (installed: PREFIX/bin/../LIBDIR,
+/* libhugify-preload.so: HUGIFY_PRELOAD_PATH, else next to the binary (installed: PREFIX/bin/../LIBDIR/hugify,
  * build tree: build/bin/../lib). */
 static bool find_preload(const struct hugify_options *options, char *out, size_t cap) {
   if (options->preload_path[0]) return realpath(options->preload_path, out) && is_file(out);
@@ -277,15 +277,21 @@ static bool default_variable(struct run_environment *environment, const char *va
   return add_variable(environment, variable, copy(theirs ? theirs : value));
 }
 
-/* LD_PRELOAD: the allocator first (its malloc must win), then what was there, then the preload. */
+/* LD_PRELOAD: the allocator first (its malloc must win), then what was there, then the preload. TCMalloc
+ * (gperftools) comes last: it defines mmap() itself (its hooks, a raw system call), and a definition
+ * before the preload's would take every mmap() call, its own chunks' too, away from the cover; the
+ * preload defines no malloc, so TCMalloc's still wins over libc's. */
 static bool preload_variable(struct run_environment *environment) {
   const char *existing = getenv("LD_PRELOAD"), *allocator = environment->allocator[0] ? environment->allocator : NULL;
   if (existing && !existing[0]) existing = NULL;
   bool add_preload = !existing || !strstr(existing, environment->preload);
+  const char *last = NULL;
+  if (allocator && environment->heap == HEAP_TCMALLOC) last = allocator, allocator = NULL;
   char *list = NULL;
-  if (asprintf(&list, "%s%s%s%s%s", allocator ? allocator : "", allocator && existing ? ":" : "",
+  if (asprintf(&list, "%s%s%s%s%s%s%s", allocator ? allocator : "", allocator && existing ? ":" : "",
                existing ? existing : "", (allocator || existing) && add_preload ? ":" : "",
-               add_preload ? environment->preload : "") < 0)
+               add_preload ? environment->preload : "", last && (allocator || existing || add_preload) ? ":" : "",
+               last ? last : "") < 0)
     list = NULL;
   return add_variable(environment, "LD_PRELOAD", list);
 }
@@ -345,12 +351,23 @@ int run_environment_build(const char *command, const struct run_settings *settin
                 "%s: LD_PRELOAD cannot hold a path with ':' or spaces; install hugify elsewhere", out->preload);
 
   out->heap = settle_heap_mode(command, settings->heap);
-  if (out->heap == HEAP_MIMALLOC || out->heap == HEAP_JEMALLOC) {
-    bool mimalloc = out->heap == HEAP_MIMALLOC;
-    const char *file = mimalloc ? "libmimalloc.so.2" : "libjemalloc.so.2";
-    if (!find_allocator(&options, file, out->allocator, sizeof out->allocator))
-      return fail(EXIT_PRIVILEGE, command, "--heap %s: %s is not installed; install it with: apt-get install %s",
-                  options_heap_name(out->heap), file, mimalloc ? "libmimalloc2.0" : "libjemalloc2");
+  if (options_heap_is_engine(out->heap)) {
+    /* The allocator's library, and the Debian package that has it. gperftools' minimal TCMalloc is enough
+     * (no profiler); the full libtcmalloc.so.4 (libgoogle-perftools4) serves when only it is installed. */
+    static const struct { enum heap_mode heap; const char *files[2], *package; } engines[] = {
+        {HEAP_MIMALLOC, {"libmimalloc.so.2", NULL}, "libmimalloc2.0"},
+        {HEAP_JEMALLOC, {"libjemalloc.so.2", NULL}, "libjemalloc2"},
+        {HEAP_TCMALLOC, {"libtcmalloc_minimal.so.4", "libtcmalloc.so.4"}, "libtcmalloc-minimal4"},
+    };
+    for (size_t i = 0; i < sizeof engines / sizeof engines[0]; i++) {
+      if (engines[i].heap != out->heap) continue;
+      bool found = false;
+      for (size_t f = 0; f < 2 && engines[i].files[f] && !found; f++)
+        found = find_allocator(&options, engines[i].files[f], out->allocator, sizeof out->allocator);
+      if (!found)
+        return fail(EXIT_PRIVILEGE, command, "--heap %s: %s is not installed; install it with: apt-get install %s",
+                    options_heap_name(out->heap), engines[i].files[0], engines[i].package);
+    }
   }
 
   bool ok = preload_variable(out) && asan_options_variable(command, out, settings->verbose);
@@ -366,6 +383,11 @@ int run_environment_build(const char *command, const struct run_settings *settin
          default_variable(out, "MIMALLOC_EAGER_COMMIT_DELAY", "0");
   else if (out->heap == HEAP_JEMALLOC)
     ok = ok && merge_variable(command, out, "MALLOC_CONF", ',', ':', jemalloc_conf, 2, settings->verbose);
+  else if (out->heap == HEAP_TCMALLOC)
+    /* TCMalloc takes its memory with sbrk first, which the preload cannot place: mmap() only, so that its
+     * chunks are placed and advised; and no gradual release (docs/run.md, "TCMalloc"). */
+    ok = ok && default_variable(out, "TCMALLOC_SKIP_SBRK", "true") &&
+         default_variable(out, "TCMALLOC_RELEASE_RATE", "0");
   ok = ok && printed_variable(out, "HUGIFY_HEAP", "%s", options_heap_name(out->heap)) &&
        printed_variable(out, "HUGIFY_TEXT", "%s", settings->text ? "1" : "0");
   if (ok && settings->verbose) ok = printed_variable(out, "HUGIFY_VERBOSE", "1");

@@ -27,8 +27,9 @@ int run_settings_set_heap(void *settings, const char *value);
 int run_settings_set_report(void *settings, const char *value);
 
 #define RUN_SETTINGS_OPTIONS(type)                                                                                   \
-  OPT_CALLBACK("heap", "MODE", run_settings_set_heap, "auto, thp, hugetlb, off, mimalloc or jemalloc", 0,          \
-               "where the heap goes (default auto; the modes are below)"),                                         \
+  OPT_CALLBACK_WORDS("heap", "MODE", run_settings_set_heap, options_heap_words,                                     \
+                     "auto, thp, hugetlb, off, mimalloc, jemalloc or tcmalloc",                                    \
+                     "where the heap goes (default auto; the modes are below)"),                                   \
       OPT_ENUM("text", type, settings.text, "on|off", run_text_words,                                              \
                "copy the program's code and its shared objects' onto huge pages (default on)"),                    \
       OPT_CALLBACK("report", "FILE|-", run_settings_set_report, "a file name or -", 0,                               \
@@ -47,7 +48,7 @@ int run_settings_take_json(const char *command, struct run_settings *settings, c
 struct run_environment {
   enum heap_mode heap;          /* the heap mode as it will run on this machine (after the THP/pool check) */
   char preload[PATH_MAX];       /* libhugify-preload.so, absolute */
-  char allocator[PATH_MAX];     /* --heap mimalloc|jemalloc: the allocator library, else "" */
+  char allocator[PATH_MAX];     /* --heap mimalloc|jemalloc|tcmalloc: the allocator library, else "" */
   unsigned count;
   struct {
     const char *name;

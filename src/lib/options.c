@@ -18,15 +18,20 @@ bool options_parse_bool(const char *text, bool *out) {
   return false;
 }
 
-static const char *const heap_names[HEAP_MODE_COUNT] = {"off", "auto", "thp", "hugetlb", "mimalloc", "jemalloc"};
+const char *const options_heap_words[HEAP_MODE_COUNT + 1] = {"off", "auto", "thp", "hugetlb", "mimalloc", "jemalloc",
+                                                            "tcmalloc", NULL};
 
 const char *options_heap_name(enum heap_mode mode) {
-  return (unsigned)mode < HEAP_MODE_COUNT ? heap_names[mode] : "?";
+  return (unsigned)mode < HEAP_MODE_COUNT ? options_heap_words[mode] : "?";
+}
+
+bool options_heap_is_engine(enum heap_mode mode) {
+  return mode == HEAP_MIMALLOC || mode == HEAP_JEMALLOC || mode == HEAP_TCMALLOC;
 }
 
 bool options_parse_heap(const char *text, enum heap_mode *out) {
   for (size_t i = 0; i < HEAP_MODE_COUNT; i++)
-    if (strcasecmp(text, heap_names[i]) == 0) { *out = (enum heap_mode)i; return true; }
+    if (strcasecmp(text, options_heap_words[i]) == 0) { *out = (enum heap_mode)i; return true; }
   return false;
 }
 
@@ -68,7 +73,7 @@ static const struct {
   {name, type, offsetof(struct hugify_options, member), sizeof(((struct hugify_options *)0)->member), expected}
     OPT("HUGIFY_VERBOSE", OPT_BOOL, verbose, "0 or 1"),
     OPT("HUGIFY_TEXT", OPT_BOOL, text, "0 or 1"),
-    OPT("HUGIFY_HEAP", OPT_HEAP, heap, "off|auto|thp|hugetlb|mimalloc|jemalloc"),
+    OPT("HUGIFY_HEAP", OPT_HEAP, heap, "off|auto|thp|hugetlb|mimalloc|jemalloc|tcmalloc"),
     OPT("HUGIFY_REPORT", OPT_STRING, report, "a file path or -"),
     OPT("HUGIFY_REPORT_JSON", OPT_BOOL, report_json, "0 or 1"),
     OPT("HUGIFY_RUN_PID", OPT_PID, run_pid, "a process id"),

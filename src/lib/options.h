@@ -7,13 +7,15 @@
 #include <stdint.h>
 
 /* HUGIFY_HEAP: what the preload does for the heap (docs/run.md). mimalloc/jemalloc: `hugify run` preloads
- * that allocator with its huge-page options; the preload itself then leaves the heap alone. */
-enum heap_mode { HEAP_OFF = 0, HEAP_AUTO, HEAP_THP, HEAP_HUGETLB, HEAP_MIMALLOC, HEAP_JEMALLOC, HEAP_MODE_COUNT };
+ * that allocator with its huge-page options; the preload itself then leaves the heap alone. tcmalloc:
+ * gperftools' TCMalloc, which has no huge-page option: the preload places and advises its mmap()s. */
+enum heap_mode { HEAP_OFF = 0, HEAP_AUTO, HEAP_THP, HEAP_HUGETLB, HEAP_MIMALLOC, HEAP_JEMALLOC, HEAP_TCMALLOC,
+                 HEAP_MODE_COUNT };
 
 struct hugify_options {
   bool verbose;          /* HUGIFY_VERBOSE=1: one line on stderr per failure inside the host */
   bool text;             /* HUGIFY_TEXT=1: remap code onto huge pages before main */
-  enum heap_mode heap;   /* HUGIFY_HEAP=off|auto|thp|hugetlb|mimalloc|jemalloc */
+  enum heap_mode heap;   /* HUGIFY_HEAP=off|auto|thp|hugetlb|mimalloc|jemalloc|tcmalloc */
   char report[4096];     /* HUGIFY_REPORT=FILE|-: the exit report (JSON to FILE, text to stderr for -) */
   bool report_json;      /* HUGIFY_REPORT_JSON=1: with HUGIFY_REPORT=-, JSON on stderr instead of text */
   int run_pid;           /* HUGIFY_RUN_PID=PID: the process `hugify run` started (set by the CLI; when absent,
@@ -47,10 +49,14 @@ int options_parse(options_lookup lookup, void *context, struct hugify_options *o
 
 /* "off", "auto", ... for a heap mode; the parser of HUGIFY_HEAP values (also for `hugify run --heap`). */
 const char *options_heap_name(enum heap_mode mode);
+extern const char *const options_heap_words[]; /* the names, in enum order, NULL-terminated */
 bool options_parse_heap(const char *text, enum heap_mode *out);
 /* The one boolean word parser (HUGIFY_* variables, the agent's configuration file): 1, on, yes, true and
  * 0, off, no, false, "" in any case. */
 bool options_parse_bool(const char *text, bool *out);
+
+/* Whether `hugify run` preloads an allocator for the mode (mimalloc, jemalloc, tcmalloc). */
+bool options_heap_is_engine(enum heap_mode mode);
 /* "2M,1G" -> a bit per enum hugify_page_kind (1 << kind); false on an unknown kind or an empty list. */
 bool options_parse_kinds(const char *text, unsigned *out);
 

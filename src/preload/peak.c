@@ -190,6 +190,7 @@ static bool releases_memory(int advice) {
 }
 
 __attribute__((visibility("default"))) int munmap(void *addr, size_t length) {
+  if (preload_heap_keeps(addr, length)) return 0;
   if (length >= PEAK_UNMAP_MIN) sample(true);
   if (next_munmap) return next_munmap(addr, length);
   return (int)syscall(SYS_munmap, addr, length); /* before our constructor ran */

@@ -42,6 +42,9 @@ bool preload_is_top_level(void);
  * mmap cover on for auto/thp: anonymous private mappings of 2 MiB or more made through mmap() (other
  * allocators, runtimes, the program itself) are placed 2 MiB-aligned and advised MADV_HUGEPAGE. */
 void preload_heap_start(const struct hugify_options *options);
+/* --heap tcmalloc: whether an munmap of [addr, addr + length) is TCMalloc's alignment slack inside one of the
+ * cover's arenas, to be left mapped (heap_cover.c, "TCMalloc's chunks"). */
+bool preload_heap_keeps(void *addr, size_t length);
 /* The file malloc resolves to in this process ("" when unknown). */
 const char *preload_malloc_library(void);
 /* The runtime that owns malloc in this process ("AddressSanitizer", "valgrind memcheck": elf_image.h's

@@ -95,7 +95,8 @@ check_summary read_check_json(const std::string &path) {
   s.counters_reason = d["counters"]["reason"].text();
 
   std::vector<std::string> names;
-  const std::set<std::string> known = {"plain", "heap", "heap+text", "text", "hugetlb", "mimalloc", "jemalloc"};
+  const std::set<std::string> known = {"plain", "heap", "heap+text", "text", "hugetlb", "mimalloc", "jemalloc",
+                                       "tcmalloc"};
   auto configs = d["configs"].items();
   for (size_t i = 0; i < configs.size(); i++) {
     const auto &c = configs[i];
@@ -353,6 +354,34 @@ TEST(CheckCli, InstalledTreeFindsTheBundledWorkload) {
   EXPECT_NE(r.out.find("\"command_line\": \"hugify run --text off --heap auto -- "), std::string::npos) << r.out;
   remove_check_dirs(r.out);
   test_support::run({"rm", "-rf", prefix});
+}
+
+// The tcmalloc configuration (gperftools' TCMalloc under the cover): compared with plain like the others, or,
+// without libtcmalloc-minimal4, refused with the install command.
+TEST(CheckCli, TcmallocConfiguration) {
+  std::string json = temp_path("tcmalloc.json");
+  auto r = test_support::hugify({"check", "--configs", "tcmalloc", "--runs", "6", "--warmup", "0", "--json=" + json,
+                                 "--", workload(), "--size", "8M", "--loads", "2000000"});
+  std::string missing = test_support::allocator_missing("tcmalloc");
+  if (!missing.empty()) {
+    EXPECT_NE(r.status, 0) << r.out;
+    EXPECT_NE((r.out + r.err).find("apt-get install libtcmalloc-minimal4"), std::string::npos) << r.out << r.err;
+    GTEST_SKIP() << missing;
+  }
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  auto summary = read_check_json(json);
+  EXPECT_EQ(summary.stopped, "runs");
+  std::vector<std::string> expected = {"plain", "tcmalloc"};
+  auto doc = test_support::load_json(json);
+  std::vector<std::string> names;
+  for (const auto &c : doc["configs"].items()) {
+    names.push_back(c["name"].text());
+    if (names.back() == "tcmalloc") {
+      EXPECT_NE(c["command_line"].text().find("--heap tcmalloc"), std::string::npos) << c["command_line"].text();
+    }
+  }
+  EXPECT_EQ(names, expected) << r.out;
+  remove_check_dirs(r.out);
 }
 
 }  // namespace

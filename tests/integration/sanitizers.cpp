@@ -203,12 +203,12 @@ TEST_P(Sanitized, CheckSkipsTheAllocatorsAndRunRefusesThem) {
   test_support::json_view result = test_support::parse_json(check.out);
   size_t skipped = 0;
   for (const auto &entry : result["skipped"].items())
-    if (entry["name"].text() == "mimalloc" || entry["name"].text() == "jemalloc") {
+    if (entry["name"].text() == "mimalloc" || entry["name"].text() == "jemalloc" || entry["name"].text() == "tcmalloc") {
       skipped++;
       EXPECT_NE(entry["reason"].text().find(GetParam().heap_owner), std::string::npos) << entry["reason"].text();
     }
-  EXPECT_EQ(skipped, 2u) << check.out;
-  for (const char *engine : {"mimalloc", "jemalloc"}) {
+  EXPECT_EQ(skipped, 3u) << check.out;
+  for (const char *engine : {"mimalloc", "jemalloc", "tcmalloc"}) {
     command_result run = test_support::hugify({"run", "--heap", engine, "--", program, "ok", "0"}, clean_env());
     EXPECT_EQ(run.status, 2) << run.err;
     EXPECT_NE(run.err.find(GetParam().heap_owner), std::string::npos) << run.err;
