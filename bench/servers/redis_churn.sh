@@ -18,7 +18,8 @@
 # variable in the environment) reaches redis-server in the other regimes: MALLOC_CONF=thp:always,dirty_decay_ms:-1
 # measures a jemalloc setting.
 #
-# Usage: bench/servers/redis_churn.sh   (root; HUGIFY=path/to/hugify, PORT=6402, KEYS=2000000, VALUE=100,
+# Usage: bench/servers/redis_churn.sh [--summary OUTPUT...]   (--summary: the tables of earlier runs' output
+#        together, with nothing run; root; HUGIFY=path/to/hugify, PORT=6402, KEYS=2000000, VALUE=100,
 #                                        CHURN=1000000, GETS=1000000, ROUNDS=10, SETTLE=4, WARMUP=25, REPS=1,
 #                                        REGIMES="nothing agent", AGENT_ARGS="")
 # Lines: "regime rep round rss_bytes huge_fraction collapsed_bytes recollapsed_bytes agent_cpu_s splits load1
@@ -83,6 +84,12 @@ regime() { # NAME REP
   kill "$SERVER"; wait "$SERVER" || true; SERVER=
 }
 
+if [ "${1:-}" = --summary ]; then
+  # the tables of earlier runs together (their output files): runs in different regime orders balance out
+  # what drifts during one run
+  shift
+  grep -h -E '^[a-z+]+ [0-9]+ [0-9]+ [0-9]+ ' "$@" >"$DIR/lines" || true
+else
 echo "# $(date -u +%FT%TZ) load $(cat /proc/loadavg) MALLOC_CONF=${MALLOC_CONF:-} AGENT_ARGS=$AGENT_ARGS"
 {
   for rep in $(seq 1 "$REPS"); do
@@ -91,6 +98,7 @@ echo "# $(date -u +%FT%TZ) load $(cat /proc/loadavg) MALLOC_CONF=${MALLOC_CONF:-
     for name in $order; do regime "$name" "$rep"; done
   done
 } | tee "$DIR/lines"
+fi
 
 python3 - "$DIR/lines" <<'EOF'
 import statistics, sys
