@@ -17,6 +17,7 @@
 #include "agent_policy.h"
 #include "cli.h"
 #include "hugify.h"
+#include "inspect.h"
 #include "measure.h"
 
 #define COMMAND "agent"
@@ -75,7 +76,7 @@ struct process_state {
   uint64_t idle_signature;         /* resident+collapsible when a plan found nothing to do */
   struct agent_ledger ledger;      /* what the agent collapsed here, and whether it lasts (malloc'd) */
   uint64_t bloat_bytes;            /* zero-filled by the agent's collapses (collapse_window_bloat) */
-  int allocator;                   /* enum agent_allocator, from the last plan */
+  int allocator;                   /* enum allocator_kind, from the last plan */
   bool measured;                   /* classes/total hold an inspect */
   uint64_t measured_rss;           /* VmRSS when they were taken */
   unsigned quiet_passes;           /* passes since, skipped because nothing changed */

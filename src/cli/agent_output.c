@@ -58,7 +58,7 @@ void agent_print_table(const struct agent *a, bool status) {
            (int)p->pid, p->comm, early, late, recollapsed, undone, bloat);
     if (l->churn_strikes || l->undone_bytes)
       printf("    %s gives freed memory back inside huge pages; what would keep them: %s\n",
-             agent_allocator_name(p->allocator), agent_allocator_advice(p->allocator));
+             allocator_name(p->allocator), allocator_advice(p->allocator));
   }
 }
 
@@ -105,8 +105,8 @@ static void put_lasting(struct json_writer *j, const struct agent *a, const stru
   json_put_bool(j, "backed_off", backed_off);
   json_put_u64(j, "backoff_passes_left", backed_off ? l->resume_pass - a->passes : 0);
   json_put_u64(j, "churn_strikes", l->churn_strikes);
-  json_put_string(j, "allocator", agent_allocator_name(p->allocator));
-  json_put_string(j, "advice", l->churn_strikes || l->undone_bytes ? agent_allocator_advice(p->allocator) : NULL);
+  json_put_string(j, "allocator", allocator_name(p->allocator));
+  json_put_string(j, "advice", l->churn_strikes || l->undone_bytes ? allocator_advice(p->allocator) : NULL);
   json_close(j);
 }
 

@@ -510,6 +510,40 @@ TEST(Inspect, TextOutputNamesClassesAndReasons) {
   EXPECT_EQ(c.finish(), 0);
 }
 
+// The allocator from the libraries a process maps: jemalloc when preloaded (malloc resolves to it), glibc's
+// otherwise; in the JSON, the text, and the library's report.
+TEST(Inspect, NamesTheAllocatorFromTheMappedLibraries) {
+  child plain;
+  start(plain, {"--small", "8M"});
+  ASSERT_GT(plain.pid, 0);
+  auto result = test_support::hugify({"inspect", std::to_string(plain.pid), "--json"});
+  ASSERT_EQ(result.status, 0) << result.err;
+  EXPECT_EQ(parse_json(result.out)["processes"][0]["allocator"].text(), "glibc") << result.out;
+  hugify_inspect_report report{};
+  ASSERT_EQ(hugify_inspect(plain.pid, &report), 0) << report.reason;
+  EXPECT_STREQ(report.allocator, "glibc");
+  hugify_inspect_report_free(&report);
+  EXPECT_EQ(plain.finish(), 0);
+
+  std::string jemalloc;
+  for (const char *dir : {"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib"})
+    if (jemalloc.empty() && access((std::string(dir) + "/libjemalloc.so.2").c_str(), R_OK) == 0)
+      jemalloc = std::string(dir) + "/libjemalloc.so.2";
+  if (jemalloc.empty()) GTEST_SKIP() << "libjemalloc.so.2 is not installed (apt-get install libjemalloc2)";
+  child preloaded;
+  start(preloaded, {"--small", "8M"}, {"env", "LD_PRELOAD=" + jemalloc});
+  ASSERT_GT(preloaded.pid, 0);
+  result = test_support::hugify({"inspect", std::to_string(preloaded.pid), "--json"});
+  ASSERT_EQ(result.status, 0) << result.err;
+  auto process = parse_json(result.out)["processes"][0];
+  EXPECT_EQ(process["allocator"].text(), "jemalloc") << result.out;
+  EXPECT_TRUE(process["allocator_advice"].present()) << "the key is always there (null when nothing is split)";
+  result = test_support::hugify({"inspect", std::to_string(preloaded.pid)});
+  ASSERT_EQ(result.status, 0) << result.err;
+  EXPECT_NE(result.out.find("allocator: jemalloc"), std::string::npos) << result.out;
+  EXPECT_EQ(preloaded.finish(), 0);
+}
+
 TEST(Inspect, WithoutPermissionExits3NamingTheProcess) {
   if (!have_setpriv()) GTEST_SKIP() << "setpriv (util-linux) is not installed";
   if (geteuid() != 0) GTEST_SKIP() << "needs root to run the CLI as another user";
