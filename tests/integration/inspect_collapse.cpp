@@ -264,6 +264,11 @@ TEST(Collapse, TargetThatExitsMidwayGivesAPartialReport) {
 static_assert(sizeof(hugify_collapse_opts) == 72, "hugify_collapse_opts must keep its 0.3 size");
 static_assert(sizeof(hugify_collapse_report) == 880, "hugify_collapse_report must keep its 0.3 size");
 static_assert(offsetof(hugify_collapse_report, bloat_bytes) == 808, "the fields before the pause stay put");
+static_assert(sizeof(hugify_inspect_report) == 1600, "hugify_inspect_report must keep its 0.3 size");
+static_assert(offsetof(hugify_inspect_report, reserved) == 1568, "the fields before reserved stay put");
+static_assert(offsetof(hugify_inspect_report, allocator) == 1568 + 2 * sizeof(uint64_t) &&
+                  sizeof(hugify_inspect_report::allocator) == 2 * sizeof(uint64_t),
+              "allocator takes exactly the room of reserved[2] and reserved[3]");
 
 // The harm ledger's pause figures hold together (never a timing: only how they relate).
 void expect_consistent_pause(const hugify_collapse_report &r) {

@@ -8,7 +8,6 @@
 // helper cannot produce here (SysV/memfd/POSIX shm, anonymous code, 1 GiB hugetlb, malloc arenas).
 #include <gtest/gtest.h>
 
-#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -88,15 +87,6 @@ TEST(TaskSyscall, StackPointerIsTheNextToLastField) {
   EXPECT_FALSE(parse_task_syscall_sp("", &sp));
   EXPECT_FALSE(parse_task_syscall_sp("7 0xzz 0x1", &sp));
 }
-
-// libhugify 0.3 stays binary compatible with 0.2: the allocator name took the place of reserved[2..3].
-#if defined(__x86_64__) || defined(__aarch64__) // the figures of 0.2's layout on these LP64 ABIs
-static_assert(sizeof(hugify_inspect_report) == 1600, "struct hugify_inspect_report changed size (ABI of 0.2)");
-static_assert(offsetof(hugify_inspect_report, reserved) == 1568, "reserved moved (ABI of 0.2)");
-#endif
-static_assert(offsetof(hugify_inspect_report, allocator) == 1568 + 2 * sizeof(uint64_t),
-              "allocator must sit where reserved[2] was");
-static_assert(sizeof(hugify_inspect_report::allocator) == 2 * sizeof(uint64_t), "allocator must fill reserved[2..3]");
 
 TEST(InspectClassify, CapturedProcessClassesAndPageKinds) {
   parsed p("smaps/collapse_target.txt");
