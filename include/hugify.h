@@ -407,7 +407,11 @@ struct hugify_inspect_report {
   char reason[HUGIFY_REASON_MAX];      /* what could not be read (e.g. thread stack pointers), and why */
   enum hugify_thp_stance thp_stance;   /* the process's own THP decision (see enum hugify_thp_stance) */
   int thp_stance_visible;              /* 1: some THP size is "always", so "disabled except advised" would show */
-  uint64_t reserved[4];           /* zero: room to grow without an ABI break */
+  uint64_t reserved[2];           /* zero: room to grow without an ABI break */
+  /* The malloc the process uses, from the libraries it maps: "glibc", "jemalloc", "mimalloc", "tcmalloc", or ""
+   * (not identified: statically linked, or a runtime's own). Added in 0.3 in the place of reserved[2] and
+   * reserved[3]: the layout and size are unchanged. */
+  char allocator[16];
 };
 
 /** Inspect process `pid` (0 = the caller) from /proc/PID/smaps, /proc/PID/status and the threads'

@@ -64,6 +64,7 @@ static int run_once(struct agent *a, FILE *json, bool status) {
     agent_print_json(a, json, status ? "status" : "once");
     if (!json_output_close(json, &a->cl.json, COMMAND)) return EXIT_SHORT;
   }
+  free(a->daemon.processes);
   return !status && any_failures(a) ? EXIT_SHORT : EXIT_DONE;
 }
 
@@ -108,6 +109,10 @@ static int run_daemon(struct agent *a, FILE *json) {
   sigaddset(&a->signals, SIGINT);
   sigaddset(&a->signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &a->signals, NULL); /* before the HTTP thread starts: it inherits the mask */
+  if (c->state_file[0] && (rc = output_file_check(c->state_file, COMMAND, "--state-file", "or none", NULL)) != 0) {
+    json_output_close(json, &a->cl.json, COMMAND);
+    return rc;
+  }
   if (c->listen[0] && (rc = agent_start_http(a)) != 0) {
     json_output_close(json, &a->cl.json, COMMAND);
     return rc;
@@ -128,6 +133,7 @@ static int run_daemon(struct agent *a, FILE *json) {
       }
     }
     agent_publish_metrics(a);
+    agent_write_state(a);
     if (json) agent_print_json(a, json, "pass"), fflush(json);
     wait_interval(a);
   }
@@ -153,6 +159,7 @@ int cmd_agent(int argc, char **argv) {
   struct agent_config *c = &a->config;
   bool status = a->cl.status;
   if ((rc = check_privileges(c, status)) != 0) return rc;
+  if (status && (rc = agent_read_state(a)) != 0) return rc;
   a->cpu_mark = measure_clock_seconds(CLOCK_PROCESS_CPUTIME_ID);
   agent_budget_init(&a->budget, c->cpu_budget, 60, c->interval, measure_clock_seconds(CLOCK_MONOTONIC));
 

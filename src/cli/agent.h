@@ -17,6 +17,7 @@
 #include "agent_policy.h"
 #include "cli.h"
 #include "hugify.h"
+#include "inspect.h"
 #include "measure.h"
 
 #define COMMAND "agent"
@@ -24,6 +25,7 @@
 #define QUIET_PASSES 5 /* an unchanged process is measured again at least every sixth pass */
 #define CAP_SYS_PTRACE_BIT 19
 #define CAP_SYS_NICE_BIT 23
+#define AGENT_STATE_FILE_DEFAULT "/run/hugify/agent.json" /* root's; the systemd unit's RuntimeDirectory */
 
 /* The settings: every field an option of the table below sets, on the command line (--name VALUE) or in the
  * configuration file (name = VALUE): one table, one store, so a key and its option cannot drift apart. */
@@ -36,6 +38,7 @@ struct agent_config {
   uint64_t free_floor;
   double max_pressure; /* percent */
   char metrics_file[PATH_MAX];
+  char state_file[PATH_MAX];   /* "" : none */
   char listen[128];
   bool once, dry_run;
   /* the command line only (never in the file): */
@@ -75,12 +78,43 @@ struct process_state {
   uint64_t idle_signature;         /* resident+collapsible when a plan found nothing to do */
   struct agent_ledger ledger;      /* what the agent collapsed here, and whether it lasts (malloc'd) */
   uint64_t bloat_bytes;            /* zero-filled by the agent's collapses (collapse_window_bloat) */
-  int allocator;                   /* enum agent_allocator, from the last plan */
+  int allocator;                   /* enum allocator_kind, from the last plan */
   bool measured;                   /* classes/total hold an inspect */
   uint64_t measured_rss;           /* VmRSS when they were taken */
   unsigned quiet_passes;           /* passes since, skipped because nothing changed */
   char last_action[224];
 };
+
+/* What the running daemon's state file (--state-file) says of one process: its ledger at its last pass. */
+struct daemon_process {
+  pid_t pid;
+  char comm[16];
+  double early_share, late_share;  /* still huge 1 and AGENT_LATE_PASSES passes after a collapse; -1 none */
+  uint64_t collapsed, recollapsed, undone;
+  bool backed_off;
+  uint64_t backoff_passes_left;
+  char allocator[16];
+  char advice[512];                /* "" : none */
+  char last_action[224];
+};
+
+/* The daemon's state as --status read it (agent_state.c). */
+struct daemon_state {
+  bool tried;                      /* a state file was named (or defaulted) */
+  bool fresh;                      /* read, and written within AGENT_STATE_FRESH_PASSES intervals */
+  char note[320];                  /* why it is not used: absent, stale, the daemon gone */
+  double age_seconds;              /* -1 unknown */
+  pid_t pid;                       /* the daemon */
+  uint64_t passes, collapsed, recollapsed, churn_backoffs;
+  double interval;
+  bool has_pauses;                 /* the harm totals were in the file */
+  uint64_t pause_count;
+  double pause_longest, pause_p99, longest_call;
+  size_t process_count;
+  struct daemon_process *processes; /* malloc'd */
+};
+/* A state file older than this many of its intervals (plus a second) is stale: the daemon stopped or hangs. */
+#define AGENT_STATE_FRESH_PASSES 3
 
 struct MHD_Daemon;
 
@@ -106,6 +140,7 @@ struct agent {
   char *metrics;
   size_t metrics_length;
   struct MHD_Daemon *http;
+  struct daemon_state daemon;      /* --status: the running daemon's, when its state file is fresh */
 };
 
 /* ---- agent_config.c ---- */
@@ -128,6 +163,15 @@ double agent_own_cpu_seconds(void);
 void agent_publish_metrics(struct agent *a);
 /* Serve /metrics on --listen; 0, or an exit code after the message. */
 int agent_start_http(struct agent *a);
+
+/* ---- agent_state.c ---- */
+/* The daemon: write its last pass's JSON object to --state-file (atomically; a failure is reported, once). */
+void agent_write_state(struct agent *a);
+/* --status: read the daemon's state file into a->daemon. 0 (also when it is absent or stale: a->daemon.note
+ * says so), or an exit code after the message: EXIT_PRIVILEGE unreadable, EXIT_USAGE not the agent's state. */
+int agent_read_state(struct agent *a);
+/* The daemon's entry of a process (pid and comm), or NULL. */
+const struct daemon_process *agent_daemon_process(const struct daemon_state *d, pid_t pid, const char *comm);
 
 /* ---- agent_output.c ---- */
 void agent_print_table(const struct agent *a, bool status);

@@ -18,6 +18,8 @@ static void config_defaults(struct agent_config *c) {
   c->min_present_percent = 50;
   c->free_floor = UINT64_C(512) << 20;
   c->max_pressure = 10;
+  /* root's daemon leaves its ledger where --status finds it; another user names a file (--state-file) */
+  if (geteuid() == 0) snprintf(c->state_file, sizeof c->state_file, "%s", AGENT_STATE_FILE_DEFAULT);
 }
 
 /* The list options' stores (option_set_fn): one entry per --pid, --comm... (or per line of the file). */
@@ -81,6 +83,14 @@ static int set_metrics_file(void *values, const char *value) {
   return 0;
 }
 
+/* "none": no state file (the daemon writes none, --status reads none). */
+static int set_state_file(void *values, const char *value) {
+  struct agent_config *c = values;
+  if (!value[0] || strlen(value) >= sizeof c->state_file) return -EINVAL;
+  snprintf(c->state_file, sizeof c->state_file, "%s", strcmp(value, "none") == 0 ? "" : value);
+  return 0;
+}
+
 static int set_listen(void *values, const char *value) {
   struct agent_config *c = values;
   if (strlen(value) >= sizeof c->listen) return -EINVAL;
@@ -121,10 +131,15 @@ static const struct option_spec agent_options[] = {
     OPT_CALLBACK("metrics-file", "FILE", set_metrics_file, "a file name", 0,
                  "Prometheus text format, replaced atomically after every pass (for node_exporter's\n"
                  "textfile collector: FILE ending in .prom in its directory)"),
+    OPT_CALLBACK("state-file", "FILE", set_state_file, "a file name, or none", 0,
+                 "the daemon's last pass (its JSON object, with the ledger of collapses that last), replaced\n"
+                 "atomically after every pass; --status reads it (default for root " AGENT_STATE_FILE_DEFAULT ",\n"
+                 "else none; 'none': no file)"),
     OPT_CALLBACK("listen", "[ADDR:]PORT", set_listen, "[ADDR:]PORT", 0,
                  "serve the metrics over HTTP at /metrics (ADDR defaults to 127.0.0.1)"),
     OPT_FLAG("status", 0, struct agent_config, status,
-             "one observation pass, no collapse: a table of the selected processes"),
+             "one observation pass, no collapse: a table of the selected processes, with the running\n"
+             "daemon's ledger (whether its collapses last) from --state-file when that is fresh"),
     OPT_JSON(struct agent_config, json, "JSON (schema hugify.agent/1, docs/agent.md) instead of the text, or to FILE"),
     OPT_STRING("config", struct agent_config, config_path, "FILE",
                "INI file of the same settings: one 'name = value' per line, names as the options\n"
@@ -141,8 +156,9 @@ const struct command_help help_agent = {
     "usage: hugify agent [--config FILE] [--pid PID]... [--comm NAME]... [--exe PATH]... [--cgroup PATH]...\n"
     "                    [--uid UID]... [--min-rss SIZE] [--exclude-comm NAME]... [--interval SECONDS]\n"
     "                    [--cpu-budget PERCENT] [--min-present PERCENT] [--free-floor SIZE]\n"
-    "                    [--max-pressure PERCENT] [--metrics-file FILE] [--listen [ADDR:]PORT]\n"
-    "                    [--once] [--dry-run] [--status] [--json[=FILE]]\n"
+    "                    [--max-pressure PERCENT] [--metrics-file FILE] [--state-file FILE|none]\n"
+    "                    [--listen [ADDR:]PORT]"
+" [--once] [--dry-run] [--status] [--json[=FILE]]\n"
     "\n"
     "Keep long-running processes on huge pages: every interval, put the 2 MiB windows of their anonymous\n"
     "memory that are populated enough on transparent huge pages (process_madvise + MADV_COLLAPSE), densest\n"
@@ -173,9 +189,11 @@ const struct command_help help_agent = {
     "  hugify agent --cgroup /system.slice --min-rss 256M --metrics-file /var/lib/node_exporter/hugify.prom\n"
     "  hugify agent --once --pid 1234 --json                 one pass over one process\n"
     "  hugify agent --status --uid 1000                      what the agent would see, as a table\n"
+    "  hugify agent --status                                 ... with the running daemon's ledger (root)\n"
     "\n"
-    "Exit status: 0 done (or stopped by a signal); 1 a --once pass had failures; 2 bad usage or configuration;\n"
-    "3 missing privilege (CAP_SYS_NICE, CAP_SYS_PTRACE) or kernel feature.\n",
+    "Exit status: 0 done (or stopped by a signal); 1 a --once pass had failures; 2 bad usage or configuration,\n"
+    "or a --state-file that is not the agent's state; 3 missing privilege (CAP_SYS_NICE, CAP_SYS_PTRACE, or\n"
+    "read access to the state file) or kernel feature.\n",
 };
 
 struct ini_state {

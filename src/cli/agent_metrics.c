@@ -55,7 +55,7 @@ static void process_family(const struct agent *a, FILE *out, enum process_metric
       }
     } else if (which == BACKED_OFF) {
       labels[4] = "allocator";
-      labels[5] = agent_allocator_name(p->allocator);
+      labels[5] = allocator_name(p->allocator);
       prometheus_sample(out, name, labels, process_value(a, p, which));
     } else if (which != FAILURES && which != RESIDENT && which != HUGE) {
       prometheus_sample(out, name, labels, process_value(a, p, which));

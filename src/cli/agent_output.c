@@ -1,12 +1,53 @@
 /* agent_output.c - what --once and --status print: a table of the selected processes, or JSON
  * (schema hugify.agent/1, docs/agent.md). */
 #include <stdio.h>
+#include <unistd.h>
 
 #include "agent.h"
 #include "units.h"
 #include "format.h"
 
 /* ---- output of --once and --status -------------------------------------------------------------- */
+
+/* --status: the daemon's state, or why it is not shown (then the table is this pass's observation only). */
+static void print_daemon(const struct daemon_state *d, const char *path) {
+  if (!d->tried) {
+    printf("  no daemon state read (--state-file none): the figures below are this observation only\n");
+    return;
+  }
+  if (!d->fresh) {
+    printf("  %s; the figures below are this observation only\n", d->note);
+    return;
+  }
+  char collapsed[32], recollapsed[32];
+  format_bytes(d->collapsed, collapsed, sizeof collapsed);
+  format_bytes(d->recollapsed, recollapsed, sizeof recollapsed);
+  printf("  daemon pid %d (%s, written %.1f s ago): %llu passes, collapsed %s, re-collapsed %s, %llu churn "
+         "back-offs\n",
+         (int)d->pid, path, d->age_seconds, (unsigned long long)d->passes, collapsed, recollapsed,
+         (unsigned long long)d->churn_backoffs);
+  if (d->has_pauses && d->pause_count)
+    printf("  daemon's collapses caused pauses: %llu calls, longest %.1f ms, p99 <= %.1f ms; longest call %.1f ms\n",
+           (unsigned long long)d->pause_count, d->pause_longest * 1e3, d->pause_p99 * 1e3, d->longest_call * 1e3);
+}
+
+/* --status: the daemon's ledger of one process: whether its collapses last, back-off, allocator, advice. */
+static void print_daemon_process(const struct process_state *p, const struct daemon_process *d) {
+  char early[16] = "-", late[16] = "-", collapsed[32], recollapsed[32], undone[32];
+  if (d->early_share >= 0) snprintf(early, sizeof early, "%.0f %%", 100 * d->early_share);
+  if (d->late_share >= 0) snprintf(late, sizeof late, "%.0f %%", 100 * d->late_share);
+  format_bytes(d->collapsed, collapsed, sizeof collapsed);
+  format_bytes(d->recollapsed, recollapsed, sizeof recollapsed);
+  format_bytes(d->undone, undone, sizeof undone);
+  printf("  %d %s (daemon): collapsed %s; %s still huge a pass later, %s ten passes later; re-collapsed %s, "
+         "undone %s; ",
+         (int)p->pid, p->comm, collapsed, early, late, recollapsed, undone);
+  if (d->backed_off) printf("backed off, %llu passes left", (unsigned long long)d->backoff_passes_left);
+  else printf("not backed off");
+  printf("; allocator %s\n", d->allocator[0] ? d->allocator : "unknown");
+  if (d->last_action[0]) printf("    last action: %s\n", d->last_action);
+  if (d->advice[0]) printf("    what would keep its huge pages: %s\n", d->advice);
+}
 
 void agent_print_table(const struct agent *a, bool status) {
   char available[32], floor[32];
@@ -20,6 +61,7 @@ void agent_print_table(const struct agent *a, bool status) {
     printf("  pauses its collapses caused: %llu calls, longest %.1f ms, p99 <= %.1f ms (schedstat, an upper bound)\n",
            (unsigned long long)a->harm.pauses.count, a->harm.pauses.longest * 1e3,
            pause_histogram_quantile(&a->harm.pauses, 0.99) * 1e3);
+  if (status) print_daemon(&a->daemon, a->config.state_file);
   if (a->process_count == 0) return;
   static const char *const headers[] = {"pid", "comm", "resident", "huge", "share", "heap huge", "anon huge",
                                         "collapsible", "collapsed", "last action"};
@@ -45,6 +87,8 @@ void agent_print_table(const struct agent *a, bool status) {
   for (size_t i = 0; i < a->process_count; i++) {
     const struct process_state *p = &a->processes[i];
     const struct agent_ledger *l = &p->ledger;
+    const struct daemon_process *d = status ? agent_daemon_process(&a->daemon, p->pid, p->comm) : NULL;
+    if (d) print_daemon_process(p, d);
     if (!l->early_checked && !l->churn_strikes) continue;
     char recollapsed[32], undone[32], bloat[32];
     format_bytes(l->recollapsed_bytes, recollapsed, sizeof recollapsed);
@@ -58,7 +102,7 @@ void agent_print_table(const struct agent *a, bool status) {
            (int)p->pid, p->comm, early, late, recollapsed, undone, bloat);
     if (l->churn_strikes || l->undone_bytes)
       printf("    %s gives freed memory back inside huge pages; what would keep them: %s\n",
-             agent_allocator_name(p->allocator), agent_allocator_advice(p->allocator));
+             allocator_name(p->allocator), allocator_advice(p->allocator));
   }
 }
 
@@ -105,8 +149,54 @@ static void put_lasting(struct json_writer *j, const struct agent *a, const stru
   json_put_bool(j, "backed_off", backed_off);
   json_put_u64(j, "backoff_passes_left", backed_off ? l->resume_pass - a->passes : 0);
   json_put_u64(j, "churn_strikes", l->churn_strikes);
-  json_put_string(j, "allocator", agent_allocator_name(p->allocator));
-  json_put_string(j, "advice", l->churn_strikes || l->undone_bytes ? agent_allocator_advice(p->allocator) : NULL);
+  json_put_string(j, "allocator", allocator_name(p->allocator));
+  json_put_string(j, "advice", l->churn_strikes || l->undone_bytes ? allocator_advice(p->allocator) : NULL);
+  json_close(j);
+}
+
+/* --status: the running daemon's state (--state-file), or why it is not used. */
+static void put_daemon(struct json_writer *j, const struct daemon_state *d, const char *path) {
+  json_open_object(j, "daemon");
+  json_put_string(j, "state_file", path);
+  json_put_bool(j, "fresh", d->fresh);
+  if (d->age_seconds < 0) json_put_null(j, "age_seconds");
+  else json_put_double(j, "age_seconds", d->age_seconds);
+  json_put_string(j, "note", d->note[0] ? d->note : NULL);
+  if (d->fresh) {
+    json_put_i64(j, "pid", d->pid);
+    json_put_u64(j, "passes", d->passes);
+    json_put_u64(j, "collapsed_bytes", d->collapsed);
+    json_put_u64(j, "recollapsed_bytes", d->recollapsed);
+    json_put_u64(j, "churn_backoffs", d->churn_backoffs);
+    if (d->has_pauses) {
+      json_put_double(j, "longest_call_seconds", d->longest_call);
+      json_open_object(j, "pause");
+      json_put_u64(j, "count", d->pause_count);
+      json_put_double(j, "longest_seconds", d->pause_longest);
+      json_put_double(j, "p99_seconds", d->pause_p99);
+      json_close(j);
+    }
+  }
+  json_close(j);
+}
+
+/* --status: what the daemon's ledger says of this process (null when the daemon does not serve it). */
+static void put_daemon_process(struct json_writer *j, const struct daemon_process *p) {
+  if (!p) {
+    json_put_null(j, "daemon");
+    return;
+  }
+  json_open_object(j, "daemon");
+  json_put_u64(j, "collapsed_bytes", p->collapsed);
+  put_share(j, "huge_after_1_pass_fraction", p->early_share);
+  put_share(j, "huge_after_10_passes_fraction", p->late_share);
+  json_put_u64(j, "recollapsed_bytes", p->recollapsed);
+  json_put_u64(j, "undone_bytes", p->undone);
+  json_put_bool(j, "backed_off", p->backed_off);
+  json_put_u64(j, "backoff_passes_left", p->backoff_passes_left);
+  json_put_string(j, "allocator", p->allocator[0] ? p->allocator : NULL);
+  json_put_string(j, "advice", p->advice[0] ? p->advice : NULL);
+  json_put_string(j, "last_action", p->last_action[0] ? p->last_action : NULL);
   json_close(j);
 }
 
@@ -115,6 +205,9 @@ void agent_print_json(const struct agent *a, FILE *out, const char *mode) {
   json_begin(&j, out);
   json_put_string(&j, "schema", "hugify.agent/1");
   json_put_string(&j, "mode", mode);
+  json_put_i64(&j, "agent_pid", getpid());
+  json_put_i64(&j, "time_unix_seconds", (int64_t)measure_clock_seconds(CLOCK_REALTIME)); /* when written: its age */
+  json_put_u64(&j, "passes", a->passes);
   json_put_bool(&j, "dry_run", a->config.dry_run);
   json_put_double(&j, "interval_seconds", a->config.interval);
   json_put_double(&j, "cpu_budget_fraction", a->config.cpu_budget);
@@ -136,6 +229,7 @@ void agent_print_json(const struct agent *a, FILE *out, const char *mode) {
   json_put_u64(&j, "churn_backoffs", a->churn_backoffs);
   json_put_u64(&j, "budget_stops", a->budget_stops);
   put_pauses(&j, &a->harm);
+  if (a->daemon.tried) put_daemon(&j, &a->daemon, a->config.state_file);
   json_open_array(&j, "processes");
   for (size_t i = 0; i < a->process_count; i++) {
     const struct process_state *p = &a->processes[i];
@@ -161,6 +255,7 @@ void agent_print_json(const struct agent *a, FILE *out, const char *mode) {
     json_close(&j);
     json_put_string(&j, "last_action", p->last_action[0] ? p->last_action : NULL);
     put_lasting(&j, a, p);
+    if (a->daemon.fresh) put_daemon_process(&j, agent_daemon_process(&a->daemon, p->pid, p->comm));
     json_close(&j);
   }
   json_close(&j);

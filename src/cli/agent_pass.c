@@ -131,7 +131,7 @@ static void churn_action(struct process_state *p, uint64_t pass) {
   if (l->last_lasting_share >= 0) snprintf(share, sizeof share, "%.0f %%", 100 * l->last_lasting_share);
   snprintf(p->last_action, sizeof p->last_action,
            "backed off %llu passes: collapses undone (%s lasted %d passes); %s gives memory back",
-           (unsigned long long)(l->resume_pass - pass), share, AGENT_UNDONE_PASSES + 1, agent_allocator_name(p->allocator));
+           (unsigned long long)(l->resume_pass - pass), share, AGENT_UNDONE_PASSES + 1, allocator_name(p->allocator));
 }
 
 /* A collapse that made pages huge: the totals, the back-off, last_action, the figures after. */
@@ -198,7 +198,7 @@ static void collapse_process(struct agent *a, struct process_state *p, uint64_t 
     a->churn_backoffs++;
     churn_action(p, a->passes);
     fprintf(stderr, "hugify agent: pid %d (%s): %s; what would keep its huge pages: %s\n", (int)p->pid, p->comm,
-            p->last_action, agent_allocator_advice(p->allocator));
+            p->last_action, allocator_advice(p->allocator));
   }
   if (rc == 0 && !report.dry_run && !report.exited && !agent_ledger_allows(&p->ledger, a->passes)) {
     churn_action(p, a->passes);

@@ -91,6 +91,11 @@ static void print_text(const struct hugify_inspect_report *r, bool maps) {
   printf("  THP: system mode %s; %s; mTHP enabled: %s\n", r->thp_mode[0] ? r->thp_mode : "absent",
          thp_stance_text(r), r->mthp_sizes[0] ? r->mthp_sizes : "none");
   if (r->mthp_sizes[0]) printf("  (smaps does not report mTHP per process: PTE-mapped mTHP is counted as 4K)\n");
+  printf("  allocator: %s\n", r->allocator[0] ? r->allocator : "not identified (no known malloc library mapped)");
+  const char *advice = inspect_churn_advice(r);
+  if (advice)
+    printf("  its heap is partly split (freed memory given back inside huge pages); what keeps them through churn:\n"
+           "    %s\n", advice);
   putchar('\n');
 
   static const char *const headers[] = {"class", "resident", "4K", "THP", "2M", "1G", "huge"};
@@ -164,6 +169,8 @@ static void print_json_process(struct json_writer *j, const struct hugify_inspec
   json_put_bool(j, "thp_stance_visible", r->thp_stance_visible);
   json_put_string(j, "thp_mode", r->thp_mode);
   json_put_string(j, "shmem_mode", r->shmem_mode);
+  json_put_string(j, "allocator", r->allocator[0] ? r->allocator : NULL);
+  json_put_string(j, "allocator_advice", inspect_churn_advice(r));
   json_open_array(j, "mthp_sizes");
   char sizes[sizeof r->mthp_sizes];
   snprintf(sizes, sizeof sizes, "%s", r->mthp_sizes);

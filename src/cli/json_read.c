@@ -44,3 +44,20 @@ bool json_doc_string(const struct json_doc *doc, const char *path, char *out, si
   snprintf(out, cap, "%s", json_string_value(node));
   return true;
 }
+
+bool json_doc_bool(const struct json_doc *doc, const char *path, bool *value) {
+  json_t *node = at_path(doc, path);
+  if (!json_is_boolean(node)) return false;
+  *value = json_is_true(node);
+  return true;
+}
+
+size_t json_doc_array_size(const struct json_doc *doc, const char *path) {
+  json_t *node = at_path(doc, path);
+  return json_is_array(node) ? json_array_size(node) : 0;
+}
+
+const struct json_doc *json_doc_array_item(const struct json_doc *doc, const char *path, size_t index) {
+  json_t *node = at_path(doc, path);
+  return json_is_array(node) ? (const struct json_doc *)json_array_get(node, index) : NULL;
+}

@@ -19,5 +19,10 @@ void json_doc_free(struct json_doc *doc);
  * type. */
 bool json_doc_number(const struct json_doc *doc, const char *path, double *value);
 bool json_doc_string(const struct json_doc *doc, const char *path, char *out, size_t cap);
+bool json_doc_bool(const struct json_doc *doc, const char *path, bool *value);
+/* The array at a dotted path: its length (0 when absent or not an array), and its item `index` (an object
+ * to read with the calls above; borrowed from `doc`, NULL when out of range). */
+size_t json_doc_array_size(const struct json_doc *doc, const char *path);
+const struct json_doc *json_doc_array_item(const struct json_doc *doc, const char *path, size_t index);
 
 #endif

@@ -216,21 +216,4 @@ bool agent_ledger_allows(const struct agent_ledger *ledger, uint64_t pass);
 double agent_ledger_early_share(const struct agent_ledger *ledger);
 double agent_ledger_late_share(const struct agent_ledger *ledger);
 
-/* The allocators whose setting keeps huge pages through churn, identified by a mapped library. */
-enum agent_allocator {
-  AGENT_ALLOCATOR_UNKNOWN = 0, /* statically linked or not identified */
-  AGENT_ALLOCATOR_GLIBC,
-  AGENT_ALLOCATOR_JEMALLOC,
-  AGENT_ALLOCATOR_MIMALLOC,
-  AGENT_ALLOCATOR_TCMALLOC,
-};
-/* The allocator a mapping's path names (".../libjemalloc.so.2" -> jemalloc), or UNKNOWN. */
-enum agent_allocator agent_allocator_of_path(const char *path);
-/* Of two identifications, the one that tells more (a malloc library over glibc over unknown). */
-enum agent_allocator agent_allocator_prefer(enum agent_allocator a, enum agent_allocator b);
-/* "glibc", "jemalloc", "mimalloc", "tcmalloc", "unknown". */
-const char *agent_allocator_name(enum agent_allocator allocator);
-/* The setting that keeps this allocator's huge pages through churn (docs/servers.md, measured on Redis). */
-const char *agent_allocator_advice(enum agent_allocator allocator);
-
 #endif

@@ -498,7 +498,7 @@ static int plan(struct collapse_context *c, const struct smaps_vma *vmas, long c
   bool all_scanned = pagemap >= 0;
   for (long i = 0; i < count && rc == 0; i++) {
     const struct smaps_vma *vma = &vmas[i];
-    if (c->policy) c->policy->allocator = agent_allocator_prefer(c->policy->allocator, agent_allocator_of_path(vma->path));
+    if (c->policy) c->policy->allocator = allocator_prefer(c->policy->allocator, allocator_of_path(vma->path));
     if (exclude(c, vma, min_size, &rc)) continue;
     bool shmem = vma_is_shmem(vma);
     if (shmem && vma->rss > 0 && !(vma->vm_flags & SMAPS_VM_NOHUGEPAGE)) {
@@ -624,7 +624,7 @@ int collapse_with_policy(pid_t pid, const struct hugify_collapse_opts *opts, str
   struct collapse_context c = {.opts = opts, .pid = self ? getpid() : pid, .pidfd = -1, .report = report,
                                .policy = policy};
   if (policy) policy->stopped = false, policy->planned = policy->backed_off = 0, policy->scanned = false,
-              policy->allocator = AGENT_ALLOCATOR_UNKNOWN;
+              policy->allocator = ALLOCATOR_UNKNOWN;
   c.pmd = page_kind_size(HUGIFY_PAGE_THP);
   c.page = (uint64_t)sysconf(_SC_PAGESIZE);
   report->pid = c.pid;

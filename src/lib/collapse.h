@@ -24,7 +24,7 @@ struct collapse_policy {
   uint64_t planned;                 /* out: bytes in windows the policy chose (report->attempted: asked) */
   uint64_t backed_off;              /* out: bytes of windows the ledger held back */
   bool scanned;                     /* out: PAGEMAP_SCAN saw every window of every eligible mapping */
-  int allocator;                    /* out: enum agent_allocator, from the mapped libraries */
+  int allocator;                    /* out: enum allocator_kind, from the mapped libraries */
   bool backed_off_now;              /* out: the ledger's judgement of this pass backed the process off */
   struct pause_histogram *pauses;   /* each call's pause is added here (NULL: none) */
 };

@@ -295,6 +295,8 @@ int inspect_classify(const struct smaps_vma *vmas, size_t count, const struct in
   report->collapsible = 0;
   report->stacks_by_pointer = report->stacks_by_guard = 0;
   report->thp_stance = inspect_thp_stance(context->thp_disabled, context->thp_stance_visible, vmas, count, pmd);
+  enum allocator_kind allocator = allocator_of_mappings(vmas, count);
+  snprintf(report->allocator, sizeof report->allocator, "%s", allocator == ALLOCATOR_UNKNOWN ? "" : allocator_name(allocator));
 
   for (size_t i = 0; i < count; i++) {
     const struct smaps_vma *vma = &vmas[i];
@@ -497,4 +499,79 @@ void inspect_ranking_free(struct inspect_ranking *ranking) {
   free(ranking->processes);
   ranking->processes = NULL;
   ranking->count = 0;
+}
+
+/* ---- which allocator ---------------------------------------------------------------------------- */
+
+enum allocator_kind allocator_of_path(const char *path) {
+  const char *name = strrchr(path, '/');
+  name = name ? name + 1 : path;
+  static const struct { const char *prefix; enum allocator_kind allocator; } libraries[] = {
+      {"libjemalloc.so", ALLOCATOR_JEMALLOC}, {"libmimalloc.so", ALLOCATOR_MIMALLOC},
+      {"libmimalloc-", ALLOCATOR_MIMALLOC},   {"libtcmalloc", ALLOCATOR_TCMALLOC},
+      {"libc.so.6", ALLOCATOR_GLIBC},         {"libc-2.", ALLOCATOR_GLIBC},
+  };
+  for (size_t i = 0; i < sizeof libraries / sizeof libraries[0]; i++)
+    if (strncmp(name, libraries[i].prefix, strlen(libraries[i].prefix)) == 0) return libraries[i].allocator;
+  return ALLOCATOR_UNKNOWN;
+}
+
+enum allocator_kind allocator_prefer(enum allocator_kind a, enum allocator_kind b) {
+  /* a malloc library loaded beside glibc is the one malloc resolves to (it is linked or preloaded for it) */
+  if (a == ALLOCATOR_UNKNOWN || a == ALLOCATOR_GLIBC) return b == ALLOCATOR_UNKNOWN ? a : b;
+  return a;
+}
+
+const char *allocator_name(enum allocator_kind allocator) {
+  switch (allocator) {
+  case ALLOCATOR_GLIBC: return "glibc";
+  case ALLOCATOR_JEMALLOC: return "jemalloc";
+  case ALLOCATOR_MIMALLOC: return "mimalloc";
+  case ALLOCATOR_TCMALLOC: return "tcmalloc";
+  case ALLOCATOR_UNKNOWN: break;
+  }
+  return "unknown";
+}
+
+const char *allocator_advice(enum allocator_kind allocator) {
+  /* jemalloc's is measured on a churning Redis (docs/servers.md); the others are their allocators'
+   * documented settings for the same effect, not measured here */
+  switch (allocator) {
+  case ALLOCATOR_JEMALLOC:
+    return "MALLOC_CONF=hpa:true in the program's environment (jemalloc 5.3 purges whole huge pages; with the "
+           "agent a churning Redis stayed 99 % huge), or MALLOC_CONF=thp:always,dirty_decay_ms:-1 (99 % huge "
+           "without the agent, but freed memory is kept)";
+  case ALLOCATOR_GLIBC:
+    return "GLIBC_TUNABLES=glibc.malloc.hugetlb=1:glibc.malloc.trim_threshold=4294967295 (glibc advises its "
+           "heap for huge pages and stops trimming it), or hugify run --heap thp";
+  case ALLOCATOR_MIMALLOC:
+    return "MIMALLOC_ALLOW_LARGE_OS_PAGES=1 and MIMALLOC_PURGE_DELAY=-1 (mimalloc keeps its 2 MiB pages), or "
+           "hugify run --heap mimalloc";
+  case ALLOCATOR_TCMALLOC:
+    return "TCMALLOC_RELEASE_RATE=0 (gperftools: freed spans are not released to the kernel)";
+  case ALLOCATOR_UNKNOWN: break;
+  }
+  return "the allocator's setting that stops returning freed memory to the kernel inside huge pages (its "
+         "decay, trim or purge)";
+}
+
+enum allocator_kind allocator_of_name(const char *name) {
+  for (int k = ALLOCATOR_GLIBC; k <= ALLOCATOR_TCMALLOC; k++)
+    if (strcmp(name, allocator_name((enum allocator_kind)k)) == 0) return (enum allocator_kind)k;
+  return ALLOCATOR_UNKNOWN;
+}
+
+enum allocator_kind allocator_of_mappings(const struct smaps_vma *vmas, size_t count) {
+  enum allocator_kind allocator = ALLOCATOR_UNKNOWN;
+  for (size_t i = 0; i < count; i++) allocator = allocator_prefer(allocator, allocator_of_path(vmas[i].path));
+  return allocator;
+}
+
+const char *inspect_churn_advice(const struct hugify_inspect_report *report) {
+  enum allocator_kind allocator = allocator_of_name(report->allocator);
+  if (allocator == ALLOCATOR_UNKNOWN || report->collapsible == 0) return NULL;
+  uint64_t huge = hugify_usage_huge(&report->classes[HUGIFY_CLASS_HEAP]) +
+                  hugify_usage_huge(&report->classes[HUGIFY_CLASS_ANON]);
+  bool split = huge > 0 || strcmp(report->thp_mode, "always") == 0;
+  return split ? allocator_advice(allocator) : NULL;
 }

@@ -26,8 +26,8 @@ struct inspect_context {
  * pthread_attr_setguardsize can make it larger). */
 #define INSPECT_GUARD_MAX (UINT64_C(1) << 20)
 
-/* Fill report->total, classes, not_huge, collapsible, mappings, objects, stacks_by_* and thp_stance from
- * smaps. Leaves pid, command, the other thp_* fields and reason alone. Returns 0 or -ENOMEM (arrays malloc'd; free with
+/* Fill report->total, classes, not_huge, collapsible, mappings, objects, stacks_by_*, thp_stance and allocator
+ * from smaps. Leaves pid, command, the other thp_* fields and reason alone. Returns 0 or -ENOMEM (arrays malloc'd; free with
  * hugify_inspect_report_free). */
 int inspect_classify(const struct smaps_vma *vmas, size_t count, const struct inspect_context *context,
                      struct hugify_inspect_report *report);
@@ -90,5 +90,36 @@ struct inspect_ranking {
  * by pid). Kernel threads are left out. Returns 0 or -errno (/proc cannot be listed, out of memory). */
 int inspect_rank_processes(struct inspect_ranking *out);
 void inspect_ranking_free(struct inspect_ranking *ranking);
+
+/* ---- which allocator ---- */
+
+/* The malloc a process uses, identified by a library it maps (inspect reports it; the agent names its
+ * setting that keeps huge pages through churn). */
+enum allocator_kind {
+  ALLOCATOR_UNKNOWN = 0, /* statically linked or not identified */
+  ALLOCATOR_GLIBC,
+  ALLOCATOR_JEMALLOC,
+  ALLOCATOR_MIMALLOC,
+  ALLOCATOR_TCMALLOC,
+};
+/* The allocator a mapping's path names (".../libjemalloc.so.2" -> jemalloc), or UNKNOWN. */
+enum allocator_kind allocator_of_path(const char *path);
+/* Of two identifications, the one that tells more (a malloc library over glibc over unknown). */
+enum allocator_kind allocator_prefer(enum allocator_kind a, enum allocator_kind b);
+/* "glibc", "jemalloc", "mimalloc", "tcmalloc", "unknown". */
+const char *allocator_name(enum allocator_kind allocator);
+/* The setting that keeps this allocator's huge pages through churn (docs/servers.md, measured on Redis). */
+const char *allocator_advice(enum allocator_kind allocator);
+
+/* The allocator of allocator_name's name ("jemalloc" -> ALLOCATOR_JEMALLOC); UNKNOWN for any other. */
+enum allocator_kind allocator_of_name(const char *name);
+/* The allocator of a process from its mappings' paths (the most telling one, allocator_prefer). */
+enum allocator_kind allocator_of_mappings(const struct smaps_vma *vmas, size_t count);
+
+/* The setting of the report's allocator that keeps huge pages through churn, when its heap shows memory given
+ * back inside huge pages: heap and anonymous memory partly huge while eligible windows of it are on 4 KiB
+ * pages (or any such windows while THP is "always", where they would have been huge from the first fault).
+ * NULL otherwise, and when the allocator is not identified. */
+const char *inspect_churn_advice(const struct hugify_inspect_report *report);
 
 #endif

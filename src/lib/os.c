@@ -37,6 +37,11 @@ int os_read_file(const char *path, char **text, size_t *length) {
   *text = NULL;
   int fd = safe_file_open_read(path, true); /* a FIFO would hang the read, /dev/zero grow it without end */
   if (fd < 0) return fd;
+  return os_read_fd(fd, text, length);
+}
+
+int os_read_fd(int fd, char **text, size_t *length) {
+  *text = NULL;
   size_t cap = 16384, used = 0;
   char *buf = malloc(cap);
   while (buf) {

@@ -72,6 +72,8 @@ struct smaps_vma;
  * NULL. */
 #define OS_READ_FILE_MAX (UINT64_C(256) << 20)
 int os_read_file(const char *path, char **text, size_t *length);
+/* The same from an fd opened by the caller (safe_file_open_read, then checks on it), which it closes. */
+int os_read_fd(int fd, char **text, size_t *length);
 /* Small regular file into buf (NUL-terminated, trailing newline removed); one read of at most cap - 1 bytes.
  * Returns length or -errno. */
 ssize_t os_read_small(const char *path, char *buf, size_t cap);

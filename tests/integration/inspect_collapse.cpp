@@ -264,6 +264,11 @@ TEST(Collapse, TargetThatExitsMidwayGivesAPartialReport) {
 static_assert(sizeof(hugify_collapse_opts) == 72, "hugify_collapse_opts must keep its 0.3 size");
 static_assert(sizeof(hugify_collapse_report) == 880, "hugify_collapse_report must keep its 0.3 size");
 static_assert(offsetof(hugify_collapse_report, bloat_bytes) == 808, "the fields before the pause stay put");
+static_assert(sizeof(hugify_inspect_report) == 1600, "hugify_inspect_report must keep its 0.3 size");
+static_assert(offsetof(hugify_inspect_report, reserved) == 1568, "the fields before reserved stay put");
+static_assert(offsetof(hugify_inspect_report, allocator) == 1568 + 2 * sizeof(uint64_t) &&
+                  sizeof(hugify_inspect_report::allocator) == 2 * sizeof(uint64_t),
+              "allocator takes exactly the room of reserved[2] and reserved[3]");
 
 // The harm ledger's pause figures hold together (never a timing: only how they relate).
 void expect_consistent_pause(const hugify_collapse_report &r) {
@@ -508,6 +513,40 @@ TEST(Inspect, TextOutputNamesClassesAndReasons) {
   for (const char *word : {"heap", "anon", "stack", "code of", "nohugepage", "why not huge", "libc.so"})
     EXPECT_NE(result.out.find(word), std::string::npos) << word << " in:\n" << result.out;
   EXPECT_EQ(c.finish(), 0);
+}
+
+// The allocator from the libraries a process maps: jemalloc when preloaded (malloc resolves to it), glibc's
+// otherwise; in the JSON, the text, and the library's report.
+TEST(Inspect, NamesTheAllocatorFromTheMappedLibraries) {
+  child plain;
+  start(plain, {"--small", "8M"});
+  ASSERT_GT(plain.pid, 0);
+  auto result = test_support::hugify({"inspect", std::to_string(plain.pid), "--json"});
+  ASSERT_EQ(result.status, 0) << result.err;
+  EXPECT_EQ(parse_json(result.out)["processes"][0]["allocator"].text(), "glibc") << result.out;
+  hugify_inspect_report report{};
+  ASSERT_EQ(hugify_inspect(plain.pid, &report), 0) << report.reason;
+  EXPECT_STREQ(report.allocator, "glibc");
+  hugify_inspect_report_free(&report);
+  EXPECT_EQ(plain.finish(), 0);
+
+  std::string jemalloc;
+  for (const char *dir : {"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib"})
+    if (jemalloc.empty() && access((std::string(dir) + "/libjemalloc.so.2").c_str(), R_OK) == 0)
+      jemalloc = std::string(dir) + "/libjemalloc.so.2";
+  if (jemalloc.empty()) GTEST_SKIP() << "libjemalloc.so.2 is not installed (apt-get install libjemalloc2)";
+  child preloaded;
+  start(preloaded, {"--small", "8M"}, {"env", "LD_PRELOAD=" + jemalloc});
+  ASSERT_GT(preloaded.pid, 0);
+  result = test_support::hugify({"inspect", std::to_string(preloaded.pid), "--json"});
+  ASSERT_EQ(result.status, 0) << result.err;
+  auto process = parse_json(result.out)["processes"][0];
+  EXPECT_EQ(process["allocator"].text(), "jemalloc") << result.out;
+  EXPECT_TRUE(process["allocator_advice"].present()) << "the key is always there (null when nothing is split)";
+  result = test_support::hugify({"inspect", std::to_string(preloaded.pid)});
+  ASSERT_EQ(result.status, 0) << result.err;
+  EXPECT_NE(result.out.find("allocator: jemalloc"), std::string::npos) << result.out;
+  EXPECT_EQ(preloaded.finish(), 0);
 }
 
 TEST(Inspect, WithoutPermissionExits3NamingTheProcess) {

@@ -11,6 +11,7 @@
 extern "C" {
 #include "agent_policy.h"
 #include "collapse.h"
+#include "inspect.h"
 #include "pause.h"
 }
 #include "test_support.hpp"
@@ -322,19 +323,21 @@ TEST(AgentLedger, MemoryIsBounded) {
 }
 
 TEST(AgentAllocator, IdentifiedFromMappedLibraries) {
-  EXPECT_EQ(agent_allocator_of_path("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"), AGENT_ALLOCATOR_JEMALLOC);
-  EXPECT_EQ(agent_allocator_of_path("/usr/lib/x86_64-linux-gnu/libmimalloc.so.2.0"), AGENT_ALLOCATOR_MIMALLOC);
-  EXPECT_EQ(agent_allocator_of_path("/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4.5.9"), AGENT_ALLOCATOR_TCMALLOC);
-  EXPECT_EQ(agent_allocator_of_path("/usr/lib/x86_64-linux-gnu/libc.so.6"), AGENT_ALLOCATOR_GLIBC);
-  EXPECT_EQ(agent_allocator_of_path("[heap]"), AGENT_ALLOCATOR_UNKNOWN);
-  EXPECT_EQ(agent_allocator_of_path(""), AGENT_ALLOCATOR_UNKNOWN);
-  EXPECT_EQ(agent_allocator_of_path("/opt/libcrypto.so.3"), AGENT_ALLOCATOR_UNKNOWN);
+  EXPECT_EQ(allocator_of_path("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"), ALLOCATOR_JEMALLOC);
+  EXPECT_EQ(allocator_of_path("/usr/lib/x86_64-linux-gnu/libmimalloc.so.2.0"), ALLOCATOR_MIMALLOC);
+  EXPECT_EQ(allocator_of_path("/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4.5.9"), ALLOCATOR_TCMALLOC);
+  EXPECT_EQ(allocator_of_path("/usr/lib/x86_64-linux-gnu/libc.so.6"), ALLOCATOR_GLIBC);
+  EXPECT_EQ(allocator_of_path("[heap]"), ALLOCATOR_UNKNOWN);
+  EXPECT_EQ(allocator_of_path(""), ALLOCATOR_UNKNOWN);
+  EXPECT_EQ(allocator_of_path("/opt/libcrypto.so.3"), ALLOCATOR_UNKNOWN);
   // jemalloc loaded beside glibc is the one malloc resolves to, in either order of the maps
-  EXPECT_EQ(agent_allocator_prefer(AGENT_ALLOCATOR_GLIBC, AGENT_ALLOCATOR_JEMALLOC), AGENT_ALLOCATOR_JEMALLOC);
-  EXPECT_EQ(agent_allocator_prefer(AGENT_ALLOCATOR_JEMALLOC, AGENT_ALLOCATOR_GLIBC), AGENT_ALLOCATOR_JEMALLOC);
-  EXPECT_EQ(agent_allocator_prefer(AGENT_ALLOCATOR_UNKNOWN, AGENT_ALLOCATOR_GLIBC), AGENT_ALLOCATOR_GLIBC);
-  for (int a = AGENT_ALLOCATOR_UNKNOWN; a <= AGENT_ALLOCATOR_TCMALLOC; a++)
-    EXPECT_GT(std::strlen(agent_allocator_advice((agent_allocator)a)), 10u);
+  EXPECT_EQ(allocator_prefer(ALLOCATOR_GLIBC, ALLOCATOR_JEMALLOC), ALLOCATOR_JEMALLOC);
+  EXPECT_EQ(allocator_prefer(ALLOCATOR_JEMALLOC, ALLOCATOR_GLIBC), ALLOCATOR_JEMALLOC);
+  EXPECT_EQ(allocator_prefer(ALLOCATOR_UNKNOWN, ALLOCATOR_GLIBC), ALLOCATOR_GLIBC);
+  for (int a = ALLOCATOR_UNKNOWN; a <= ALLOCATOR_TCMALLOC; a++)
+    EXPECT_GT(std::strlen(allocator_advice((allocator_kind)a)), 10u);
+  for (int a = ALLOCATOR_UNKNOWN; a <= ALLOCATOR_TCMALLOC; a++) // the report's name maps back
+    EXPECT_EQ(allocator_of_name(allocator_name((allocator_kind)a)), (allocator_kind)a);
 }
 
 TEST(Bloat, IsTheWindowMinusWhatWasPresent) {

@@ -8,6 +8,7 @@
 // helper cannot produce here (SysV/memfd/POSIX shm, anonymous code, 1 GiB hugetlb, malloc arenas).
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -95,6 +96,7 @@ TEST(InspectClassify, CapturedProcessClassesAndPageKinds) {
   classify(p, "madvise", 0, fixture_stack_pointers(), c);
   const hugify_inspect_report &r = c.report;
   EXPECT_EQ(r.mapping_count, static_cast<size_t>(p.count));
+  EXPECT_STREQ(r.allocator, "glibc") << "the helper maps libc.so.6 and no other malloc";
 
   // Totals are smaps sums: Rss + hugetlb, and AnonHugePages.
   uint64_t rss = 0, hugetlb = 0, thp = 0;
@@ -325,6 +327,27 @@ TEST(ThpStance, InspectNamesTheExclusionAndDoesNotCountItCollapsible) {
   EXPECT_EQ(c.at(kSmall)->why, HUGIFY_WHY_THP_EXCEPT_ADVISED);
   EXPECT_EQ(c.at(kAdvised)->why, HUGIFY_WHY_NOT_COLLAPSED);
   EXPECT_EQ(c.report.collapsible, 8 * MiB) << "only the advised region";
+}
+
+// The allocator's setting is named only when its heap shows memory given back inside huge pages.
+TEST(InspectChurnAdvice, OnlyForAKnownAllocatorWhoseHeapIsPartlySplit) {
+  hugify_inspect_report r{};
+  std::snprintf(r.allocator, sizeof r.allocator, "jemalloc");
+  std::snprintf(r.thp_mode, sizeof r.thp_mode, "madvise");
+  r.classes[HUGIFY_CLASS_HEAP].thp = 8 * MiB;
+  r.collapsible = 4 * MiB;
+  const char *advice = inspect_churn_advice(&r);
+  ASSERT_NE(advice, nullptr);
+  EXPECT_NE(std::strstr(advice, "MALLOC_CONF"), nullptr) << advice;
+  r.classes[HUGIFY_CLASS_HEAP].thp = 0; // never huge under madvise: nothing was given back inside a huge page
+  EXPECT_EQ(inspect_churn_advice(&r), nullptr);
+  std::snprintf(r.thp_mode, sizeof r.thp_mode, "always"); // would have been huge from the first fault
+  EXPECT_NE(inspect_churn_advice(&r), nullptr);
+  r.collapsible = 0; // nothing on 4 KiB pages that could be huge
+  EXPECT_EQ(inspect_churn_advice(&r), nullptr);
+  r.collapsible = 4 * MiB;
+  r.allocator[0] = '\0'; // not identified: no setting to name
+  EXPECT_EQ(inspect_churn_advice(&r), nullptr);
 }
 
 }  // namespace
