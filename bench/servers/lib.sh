@@ -26,8 +26,9 @@ print(resident, "%.3f" % (huge / resident if resident else 0))'
 # redis_start PORT [SERVER OPTIONS...]: a redis-server on 127.0.0.1 in $DIR, as $SERVER, answering PING.
 redis_start() {
   local port=$1; shift
+  # its output goes to its log: a server that held the benchmark's pipe open would keep `| tee` waiting
   redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$DIR" \
-    --logfile "$DIR/redis.log" "$@" &
+    --logfile "$DIR/redis.log" "$@" </dev/null >/dev/null 2>&1 &
   SERVER=$!
   until redis-cli -p "$port" ping 2>/dev/null | grep -q PONG; do sleep 0.1; done
 }

@@ -63,7 +63,7 @@ regime() { # NAME REP
   s0=$(splits)
   if [[ $name == *agent ]]; then
     # shellcheck disable=SC2086
-    "$HUGIFY" agent --pid "$SERVER" --metrics-file "$DIR/agent.prom" $AGENT_ARGS 2>>"$DIR/agent.log" &
+    "$HUGIFY" agent --pid "$SERVER" --metrics-file "$DIR/agent.prom" $AGENT_ARGS >/dev/null 2>>"$DIR/agent.log" &
     AGENT=$!
   fi
   sleep "$WARMUP"
