@@ -211,6 +211,88 @@ static void explain_shmem(const struct hugify_collapse_report *r, FILE *out) {
   }
 }
 
+/* The harm ledger's time figures: the calls, the pace's rests and the pause the target felt. */
+static void put_time_costs(struct json_writer *j, const struct hugify_collapse_report *r) {
+  json_put_double(j, "seconds", r->seconds);
+  json_put_double(j, "cpu_seconds", r->cpu_seconds);
+  json_put_double(j, "longest_call_seconds", r->longest_call);
+  json_put_string(j, "pace", r->pace == HUGIFY_COLLAPSE_PACE_GENTLE ? "gentle" : "full");
+  json_put_double(j, "gap_seconds", r->gap_seconds);
+  json_open_object(j, "pause");
+  json_put_bool(j, "measured", !r->self && !r->dry_run);
+  json_put_u64(j, "count", r->pause_count);
+  json_put_double(j, "longest_seconds", r->longest_pause);
+  json_put_double(j, "p99_seconds", r->p99_pause);
+  json_put_double(j, "total_seconds", r->total_pause);
+  json_close(j);
+}
+
+static void put_total(struct json_writer *j, const struct hugify_collapse_report *r) {
+  json_open_object(j, "total");
+  json_put_u64(j, "eligible_bytes", r->eligible);
+  json_put_u64(j, "attempted_bytes", r->attempted);
+  json_put_u64(j, "skipped_empty_bytes", r->skipped_empty);
+  json_put_u64(j, "failed_bytes", r->failed);
+  json_put_u64(j, "excluded_bytes", r->excluded);
+  json_put_u64(j, "resident_before_bytes", r->resident_before);
+  json_put_u64(j, "huge_before_bytes", r->huge_before);
+  json_put_u64(j, "resident_after_bytes", r->resident_after);
+  json_put_u64(j, "huge_after_bytes", r->huge_after);
+  json_put_u64(j, "bloat_bytes", r->bloat_bytes); /* zero-filled inside new huge pages (collapse_window_bloat) */
+  json_put_fraction(j, "huge_before_fraction", r->huge_before, r->resident_before);
+  if (r->dry_run || r->exited) json_put_null(j, "huge_after_fraction");
+  else json_put_fraction(j, "huge_after_fraction", r->huge_after, r->resident_after);
+  json_close(j);
+}
+
+/* The per-range lists: mappings, exclusions and failures. */
+static void put_ranges(struct json_writer *j, const struct hugify_collapse_report *r) {
+  json_open_array(j, "mappings");
+  for (size_t i = 0; i < r->mapping_count; i++) {
+    const struct hugify_collapse_mapping *m = &r->mappings[i];
+    json_open_object(j, NULL);
+    json_put_hex(j, "start", m->start);
+    json_put_hex(j, "end", m->end);
+    json_put_string(j, "path", m->path);
+    json_put_u64(j, "eligible_bytes", m->eligible);
+    json_put_u64(j, "attempted_bytes", m->attempted);
+    json_put_u64(j, "skipped_empty_bytes", m->skipped_empty);
+    json_put_u64(j, "failed_bytes", m->failed);
+    json_put_u64(j, "resident_before_bytes", m->resident_before);
+    json_put_u64(j, "huge_before_bytes", m->huge_before);
+    json_put_u64(j, "resident_after_bytes", m->resident_after);
+    json_put_u64(j, "huge_after_bytes", m->huge_after);
+    json_close(j);
+  }
+  json_close(j);
+  json_open_array(j, "excluded");
+  for (size_t i = 0; i < r->exclusion_count; i++) {
+    const struct hugify_collapse_exclusion *e = &r->exclusions[i];
+    json_open_object(j, NULL);
+    json_put_hex(j, "start", e->start);
+    json_put_hex(j, "end", e->end);
+    json_put_string(j, "path", e->path);
+    json_put_u64(j, "eligible_bytes", e->eligible);
+    json_put_u64(j, "resident_bytes", e->resident);
+    json_put_string(j, "reason", hugify_not_huge_reason_name(e->why));
+    json_put_bool(j, "overridden", e->overridden);
+    json_close(j);
+  }
+  json_close(j);
+  json_open_array(j, "failures");
+  for (size_t i = 0; i < r->failure_count; i++) {
+    const struct hugify_collapse_failure *f = &r->failures[i];
+    json_open_object(j, NULL);
+    json_put_hex(j, "start", f->start);
+    json_put_hex(j, "end", f->end);
+    json_put_u64(j, "size_bytes", f->end - f->start);
+    json_put_i64(j, "errno", f->error);
+    json_put_string(j, "reason", f->reason);
+    json_close(j);
+  }
+  json_close(j);
+}
+
 static void print_json(FILE *out, const struct hugify_collapse_report *r) {
   struct json_writer j;
   json_begin(&j, out);
@@ -224,82 +306,14 @@ static void print_json(FILE *out, const struct hugify_collapse_report *r) {
   json_put_string(&j, "thp_stance", hugify_thp_stance_name(r->thp_stance));
   json_put_bool(&j, "thp_stance_visible", r->thp_stance_visible);
   json_put_bool(&j, "override_opt_out", r->override_opt_out);
-  json_put_double(&j, "seconds", r->seconds);
-  json_put_double(&j, "cpu_seconds", r->cpu_seconds);
-  json_put_double(&j, "longest_call_seconds", r->longest_call);
-  json_put_string(&j, "pace", r->pace == HUGIFY_COLLAPSE_PACE_GENTLE ? "gentle" : "full");
-  json_put_double(&j, "gap_seconds", r->gap_seconds);
-  json_open_object(&j, "pause");
-  json_put_bool(&j, "measured", !r->self && !r->dry_run);
-  json_put_u64(&j, "count", r->pause_count);
-  json_put_double(&j, "longest_seconds", r->longest_pause);
-  json_put_double(&j, "p99_seconds", r->p99_pause);
-  json_put_double(&j, "total_seconds", r->total_pause);
-  json_close(&j);
+  put_time_costs(&j, r);
   json_put_string(&j, "shmem_enabled", r->shmem_mode[0] ? r->shmem_mode : NULL);
   json_put_u64(&j, "shmem_unaligned_bytes", r->shmem_unaligned);
   json_put_u64(&j, "shmem_denied_bytes", r->shmem_denied);
   json_put_u64(&j, "calls", r->calls);
   json_put_u64(&j, "chunk_bytes", r->chunk_size);
-  json_open_object(&j, "total");
-  json_put_u64(&j, "eligible_bytes", r->eligible);
-  json_put_u64(&j, "attempted_bytes", r->attempted);
-  json_put_u64(&j, "skipped_empty_bytes", r->skipped_empty);
-  json_put_u64(&j, "failed_bytes", r->failed);
-  json_put_u64(&j, "excluded_bytes", r->excluded);
-  json_put_u64(&j, "resident_before_bytes", r->resident_before);
-  json_put_u64(&j, "huge_before_bytes", r->huge_before);
-  json_put_u64(&j, "resident_after_bytes", r->resident_after);
-  json_put_u64(&j, "huge_after_bytes", r->huge_after);
-  json_put_u64(&j, "bloat_bytes", r->bloat_bytes); /* zero-filled inside new huge pages (collapse_window_bloat) */
-  json_put_fraction(&j, "huge_before_fraction", r->huge_before, r->resident_before);
-  if (r->dry_run || r->exited) json_put_null(&j, "huge_after_fraction");
-  else json_put_fraction(&j, "huge_after_fraction", r->huge_after, r->resident_after);
-  json_close(&j);
-  json_open_array(&j, "mappings");
-  for (size_t i = 0; i < r->mapping_count; i++) {
-    const struct hugify_collapse_mapping *m = &r->mappings[i];
-    json_open_object(&j, NULL);
-    json_put_hex(&j, "start", m->start);
-    json_put_hex(&j, "end", m->end);
-    json_put_string(&j, "path", m->path);
-    json_put_u64(&j, "eligible_bytes", m->eligible);
-    json_put_u64(&j, "attempted_bytes", m->attempted);
-    json_put_u64(&j, "skipped_empty_bytes", m->skipped_empty);
-    json_put_u64(&j, "failed_bytes", m->failed);
-    json_put_u64(&j, "resident_before_bytes", m->resident_before);
-    json_put_u64(&j, "huge_before_bytes", m->huge_before);
-    json_put_u64(&j, "resident_after_bytes", m->resident_after);
-    json_put_u64(&j, "huge_after_bytes", m->huge_after);
-    json_close(&j);
-  }
-  json_close(&j);
-  json_open_array(&j, "excluded");
-  for (size_t i = 0; i < r->exclusion_count; i++) {
-    const struct hugify_collapse_exclusion *e = &r->exclusions[i];
-    json_open_object(&j, NULL);
-    json_put_hex(&j, "start", e->start);
-    json_put_hex(&j, "end", e->end);
-    json_put_string(&j, "path", e->path);
-    json_put_u64(&j, "eligible_bytes", e->eligible);
-    json_put_u64(&j, "resident_bytes", e->resident);
-    json_put_string(&j, "reason", hugify_not_huge_reason_name(e->why));
-    json_put_bool(&j, "overridden", e->overridden);
-    json_close(&j);
-  }
-  json_close(&j);
-  json_open_array(&j, "failures");
-  for (size_t i = 0; i < r->failure_count; i++) {
-    const struct hugify_collapse_failure *f = &r->failures[i];
-    json_open_object(&j, NULL);
-    json_put_hex(&j, "start", f->start);
-    json_put_hex(&j, "end", f->end);
-    json_put_u64(&j, "size_bytes", f->end - f->start);
-    json_put_i64(&j, "errno", f->error);
-    json_put_string(&j, "reason", f->reason);
-    json_close(&j);
-  }
-  json_close(&j);
+  put_total(&j, r);
+  put_ranges(&j, r);
   json_put_string(&j, "note", r->reason);
   json_end(&j);
 }

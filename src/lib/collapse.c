@@ -460,6 +460,135 @@ static bool exclude(struct collapse_context *c, const struct smaps_vma *vma, uin
   return !overridden;
 }
 
+/* What planning carries from one mapping to the next. */
+struct plan_state {
+  int pagemap;                  /* the target's pagemap for PAGEMAP_SCAN, or -1 */
+  uint64_t page;
+  uint32_t pmd_pages;
+  double min_present;           /* the share of a window's pages that must be present to try it */
+  struct agent_window *windows; /* every window planned, in address order */
+  struct os_resident *scan;     /* one mapping's PAGEMAP_SCAN figures per window */
+  size_t window_count, window_cap;
+  bool all_scanned;
+};
+
+static int open_pagemap(struct collapse_context *c) {
+  int pagemap = -1;
+  if (probe_pagemap_scan(NULL, 0) == HUGIFY_FEATURE_YES) {
+    char path[64];
+    if (c->pidfd >= 0) snprintf(path, sizeof path, "/proc/%d/pagemap", (int)c->pid);
+    else snprintf(path, sizeof path, "/proc/self/pagemap");
+    pagemap = open(path, O_RDONLY | O_CLOEXEC);
+  }
+  if (pagemap < 0)
+    reason_add(c->report->reason, sizeof c->report->reason,
+               "PAGEMAP_SCAN unavailable: every window of a mapping with resident memory is tried");
+  return pagemap;
+}
+
+/* The guard: the agent's --min-present, else what khugepaged/max_ptes_none allows. */
+static double min_present_share(const struct collapse_context *c, uint32_t pmd_pages) {
+  if (c->policy) return c->policy->min_present;
+  uint64_t max_ptes_none = pmd_pages - 1;
+  if (os_read_u64(OS_SYSFS_THP "/khugepaged/max_ptes_none", &max_ptes_none) != 0 || max_ptes_none >= pmd_pages)
+    max_ptes_none = pmd_pages - 1;
+  return (double)(pmd_pages - max_ptes_none) / (double)pmd_pages;
+}
+
+/* The mapping's entry in the report, or NULL when the mapping is not to be collapsed (the reason counted). */
+static struct hugify_collapse_mapping *plan_mapping_entry(struct collapse_context *c, const struct smaps_vma *vma,
+                                                          uint64_t min_size) {
+  struct hugify_collapse_report *r = c->report;
+  bool shmem = vma_is_shmem(vma);
+  if (shmem && vma->rss > 0 && !(vma->vm_flags & SMAPS_VM_NOHUGEPAGE)) {
+    /* Shared memory: collapsible where its address agrees with its offset, unless shmem_enabled is deny
+     * (then the kernel refuses with EINVAL, and a misaligned mapping cannot hold a huge page at all). */
+    uint64_t not_huge = vma->rss > vma->shmem_pmd_mapped ? vma->rss - vma->shmem_pmd_mapped : 0;
+    if (strcmp(r->shmem_mode, "deny") == 0) { r->shmem_denied += not_huge; return NULL; }
+    if (!vma_shmem_aligned(vma, c->pmd)) { r->shmem_unaligned += not_huge; return NULL; }
+  } else if (!vma_collapse_eligible(vma, c->pmd)) {
+    return NULL;
+  }
+  uint64_t eligible = aligned_window_bytes(vma->start, vma->end, c->pmd);
+  if ((shmem && eligible < c->pmd) || eligible < min_size) return NULL;
+  struct hugify_collapse_mapping *m = &r->mappings[r->mapping_count++];
+  if (vma->rss && !(vma->vm_flags & SMAPS_VM_HUGEPAGE)) c->unadvised_planned = true;
+  m->start = vma->start;
+  m->end = vma->end;
+  snprintf(m->path, sizeof m->path, "%s", vma->path);
+  m->eligible = eligible;
+  m->resident_before = m->resident_after = vma->rss;
+  m->huge_before = m->huge_after = vma->anon_huge + vma->shmem_pmd_mapped;
+  return m;
+}
+
+/* The windows of one mapping worth a call, appended to s->windows. */
+static int plan_mapping_windows(struct collapse_context *c, struct plan_state *s, const struct smaps_vma *vma,
+                                struct hugify_collapse_mapping *m) {
+  uint64_t first = (vma->start + c->pmd - 1) & ~(c->pmd - 1);
+  size_t n = (size_t)(m->eligible / c->pmd);
+  if (s->window_count + n > s->window_cap) {
+    size_t bigger_cap = (s->window_count + n) * 2;
+    struct agent_window *bigger = realloc(s->windows, bigger_cap * sizeof *bigger);
+    struct os_resident *bigger_scan = realloc(s->scan, bigger_cap * sizeof *bigger_scan);
+    if (bigger) s->windows = bigger;
+    if (bigger_scan) s->scan = bigger_scan;
+    if (!bigger || !bigger_scan) return -ENOMEM;
+    s->window_cap = bigger_cap;
+  }
+  bool scanned = s->pagemap >= 0 && os_pagemap_windows_fd(s->pagemap, first, first + m->eligible, c->pmd, s->scan) == 0;
+  s->all_scanned &= scanned;
+  struct agent_ledger *ledger = c->policy ? c->policy->ledger : NULL;
+  for (size_t k = 0; k < n; k++) {
+    struct agent_window w = {.start = first + k * c->pmd, .accessed_pages = -1};
+    if (scanned) {
+      bool huge = s->scan[k].huge >= c->pmd;
+      /* the same walk judges the agent's earlier collapses, and holds back windows that did not last */
+      if (ledger && !agent_ledger_observe(ledger, c->policy->pass, w.start, huge) && !huge) {
+        c->policy->backed_off += c->pmd;
+        continue;
+      }
+      if (huge) continue; /* huge already: costs nothing */
+      w.present_pages = (uint32_t)((s->scan[k].base + s->scan[k].huge) / s->page);
+    } else {
+      w.present_pages = vma->rss ? s->pmd_pages : 0;
+    }
+    if (!agent_window_eligible(&w, s->pmd_pages, s->min_present)) {
+      m->skipped_empty += c->pmd;
+      continue;
+    }
+    m->attempted += c->pmd;
+    s->windows[s->window_count++] = w;
+  }
+  return 0;
+}
+
+/* The planned windows as ranges: kept in address order for the bloat of each one collapsed; for the
+ * agent, in its order and cut to its probe's limit. */
+static int plan_ranges(struct collapse_context *c, struct plan_state *s, uint64_t chunk, struct iovec **ranges,
+                       size_t *range_count) {
+  struct hugify_collapse_report *r = c->report;
+  size_t window_count = s->window_count, cap = 0;
+  if (window_count > 0 && (c->planned = malloc(window_count * sizeof *c->planned)) != NULL) {
+    memcpy(c->planned, s->windows, window_count * sizeof *c->planned);
+    c->planned_count = window_count;
+  }
+  if (c->policy) {
+    window_count = agent_plan_windows(s->windows, window_count, s->pmd_pages, s->min_present);
+    size_t limit = c->policy->ledger ? agent_ledger_window_limit(c->policy->ledger) : SIZE_MAX;
+    for (; window_count > limit; window_count--) { /* a probe: the densest first; the rest is not asked for */
+      struct hugify_collapse_mapping *m = mapping_of(r, s->windows[window_count - 1].start);
+      if (m) m->attempted -= c->pmd;
+      r->attempted -= c->pmd;
+    }
+    c->policy->planned = window_count * c->pmd;
+  }
+  int rc = 0;
+  for (size_t k = 0; k < window_count && rc == 0; k++)
+    rc = push_range(ranges, range_count, &cap, s->windows[k].start, c->pmd, chunk);
+  return rc;
+}
+
 /* Plan the windows of every eligible mapping. With PAGEMAP_SCAN on the target's pagemap (one walk per
  * mapping): skip windows that are huge already, and windows with fewer present pages than the guard wants
  * (plain collapse: khugepaged/max_ptes_none, since MADV_COLLAPSE ignores that knob and would fill them
@@ -470,119 +599,29 @@ static int plan(struct collapse_context *c, const struct smaps_vma *vmas, long c
   struct hugify_collapse_report *r = c->report;
   r->mappings = calloc(count > 0 ? (size_t)count : 1, sizeof *r->mappings);
   if (!r->mappings) return -ENOMEM;
-  int pagemap = -1;
-  if (probe_pagemap_scan(NULL, 0) == HUGIFY_FEATURE_YES) {
-    char path[64];
-    if (c->pidfd >= 0) snprintf(path, sizeof path, "/proc/%d/pagemap", (int)c->pid);
-    else snprintf(path, sizeof path, "/proc/self/pagemap");
-    pagemap = open(path, O_RDONLY | O_CLOEXEC);
-  }
-  if (pagemap < 0)
-    reason_add(r->reason, sizeof r->reason,
-                  "PAGEMAP_SCAN unavailable: every window of a mapping with resident memory is tried");
-  uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-  uint32_t pmd_pages = (uint32_t)(c->pmd / page);
-  uint64_t max_ptes_none = pmd_pages - 1;
-  double min_present;
-  if (c->policy) {
-    min_present = c->policy->min_present;
-  } else {
-    if (os_read_u64(OS_SYSFS_THP "/khugepaged/max_ptes_none", &max_ptes_none) != 0 || max_ptes_none >= pmd_pages)
-      max_ptes_none = pmd_pages - 1;
-    min_present = (double)(pmd_pages - max_ptes_none) / (double)pmd_pages;
-  }
-  struct agent_window *windows = NULL;
-  struct os_resident *scan = NULL;
-  size_t window_count = 0, window_cap = 0, cap = 0;
+  struct plan_state s = {.pagemap = open_pagemap(c), .page = (uint64_t)sysconf(_SC_PAGESIZE)};
+  s.pmd_pages = (uint32_t)(c->pmd / s.page);
+  s.min_present = min_present_share(c, s.pmd_pages);
+  s.all_scanned = s.pagemap >= 0;
   int rc = 0;
-  bool all_scanned = pagemap >= 0;
   for (long i = 0; i < count && rc == 0; i++) {
     const struct smaps_vma *vma = &vmas[i];
     if (c->policy) c->policy->allocator = allocator_prefer(c->policy->allocator, allocator_of_path(vma->path));
     if (exclude(c, vma, min_size, &rc)) continue;
-    bool shmem = vma_is_shmem(vma);
-    if (shmem && vma->rss > 0 && !(vma->vm_flags & SMAPS_VM_NOHUGEPAGE)) {
-      /* Shared memory: collapsible where its address agrees with its offset, unless shmem_enabled is deny
-       * (then the kernel refuses with EINVAL, and a misaligned mapping cannot hold a huge page at all). */
-      uint64_t not_huge = vma->rss > vma->shmem_pmd_mapped ? vma->rss - vma->shmem_pmd_mapped : 0;
-      if (strcmp(r->shmem_mode, "deny") == 0) { r->shmem_denied += not_huge; continue; }
-      if (!vma_shmem_aligned(vma, c->pmd)) { r->shmem_unaligned += not_huge; continue; }
-    } else if (!vma_collapse_eligible(vma, c->pmd)) {
-      continue;
-    }
-    if (shmem && aligned_window_bytes(vma->start, vma->end, c->pmd) < c->pmd) continue;
-    uint64_t eligible = aligned_window_bytes(vma->start, vma->end, c->pmd);
-    if (eligible < min_size) continue;
-    struct hugify_collapse_mapping *m = &r->mappings[r->mapping_count++];
-    if (vma->rss && !(vma->vm_flags & SMAPS_VM_HUGEPAGE)) c->unadvised_planned = true;
-    m->start = vma->start;
-    m->end = vma->end;
-    snprintf(m->path, sizeof m->path, "%s", vma->path);
-    m->eligible = eligible;
-    m->resident_before = m->resident_after = vma->rss;
-    m->huge_before = m->huge_after = vma->anon_huge + vma->shmem_pmd_mapped;
-    uint64_t first = (vma->start + c->pmd - 1) & ~(c->pmd - 1);
-    size_t n = (size_t)(eligible / c->pmd);
-    if (window_count + n > window_cap) {
-      size_t bigger_cap = (window_count + n) * 2;
-      struct agent_window *bigger = realloc(windows, bigger_cap * sizeof *bigger);
-      struct os_resident *bigger_scan = realloc(scan, bigger_cap * sizeof *bigger_scan);
-      if (bigger) windows = bigger;
-      if (bigger_scan) scan = bigger_scan;
-      if (!bigger || !bigger_scan) { rc = -ENOMEM; break; }
-      window_cap = bigger_cap;
-    }
-    bool scanned = pagemap >= 0 && os_pagemap_windows_fd(pagemap, first, first + eligible, c->pmd, scan) == 0;
-    all_scanned &= scanned;
-    struct agent_ledger *ledger = c->policy ? c->policy->ledger : NULL;
-    for (size_t k = 0; k < n; k++) {
-      struct agent_window w = {.start = first + k * c->pmd, .accessed_pages = -1};
-      if (scanned) {
-        bool huge = scan[k].huge >= c->pmd;
-        /* the same walk judges the agent's earlier collapses, and holds back windows that did not last */
-        if (ledger && !agent_ledger_observe(ledger, c->policy->pass, w.start, huge) && !huge) {
-          c->policy->backed_off += c->pmd;
-          continue;
-        }
-        if (huge) continue; /* huge already: costs nothing */
-        w.present_pages = (uint32_t)((scan[k].base + scan[k].huge) / page);
-      } else {
-        w.present_pages = vma->rss ? pmd_pages : 0;
-      }
-      if (!agent_window_eligible(&w, pmd_pages, min_present)) {
-        m->skipped_empty += c->pmd;
-        continue;
-      }
-      m->attempted += c->pmd;
-      windows[window_count++] = w;
-    }
+    struct hugify_collapse_mapping *m = plan_mapping_entry(c, vma, min_size);
+    if (!m) continue;
+    if ((rc = plan_mapping_windows(c, &s, vma, m)) != 0) break;
     r->eligible += m->eligible;
     r->attempted += m->attempted;
     r->skipped_empty += m->skipped_empty;
     r->resident_before += m->resident_before;
     r->huge_before += m->huge_before;
   }
-  if (pagemap >= 0) close(pagemap);
-  free(scan);
-  if (c->policy) c->policy->scanned = all_scanned && rc == 0;
-  /* the windows in address order (as planned), for the bloat of each one collapsed */
-  if (rc == 0 && window_count > 0 && (c->planned = malloc(window_count * sizeof *c->planned)) != NULL) {
-    memcpy(c->planned, windows, window_count * sizeof *c->planned);
-    c->planned_count = window_count;
-  }
-  if (rc == 0 && c->policy) {
-    window_count = agent_plan_windows(windows, window_count, pmd_pages, min_present);
-    size_t limit = c->policy->ledger ? agent_ledger_window_limit(c->policy->ledger) : SIZE_MAX;
-    for (; window_count > limit; window_count--) { /* a probe: the densest first; the rest is not asked for */
-      struct hugify_collapse_mapping *m = mapping_of(r, windows[window_count - 1].start);
-      if (m) m->attempted -= c->pmd;
-      r->attempted -= c->pmd;
-    }
-    c->policy->planned = window_count * c->pmd;
-  }
-  for (size_t k = 0; k < window_count && rc == 0; k++)
-    rc = push_range(ranges, range_count, &cap, windows[k].start, c->pmd, chunk);
-  free(windows);
+  if (s.pagemap >= 0) close(s.pagemap);
+  free(s.scan);
+  if (c->policy) c->policy->scanned = s.all_scanned && rc == 0;
+  if (rc == 0) rc = plan_ranges(c, &s, chunk, ranges, range_count);
+  free(s.windows);
   return rc;
 }
 
@@ -609,25 +648,19 @@ int hugify_collapse(pid_t pid, const struct hugify_collapse_opts *opts, struct h
   return collapse_with_policy(pid, opts, NULL, report);
 }
 
-int collapse_with_policy(pid_t pid, const struct hugify_collapse_opts *opts, struct collapse_policy *policy,
-                         struct hugify_collapse_report *report) {
-  if (!report) return -EINVAL;
-  memset(report, 0, sizeof *report);
-  struct hugify_collapse_opts defaults = {0};
-  if (!opts) opts = &defaults;
+/* The report's first figures, the arguments checked, and the kernel features the collapse needs. */
+static int collapse_start(struct collapse_context *c, pid_t pid, bool self, bool dry_run, uint64_t *chunk) {
+  const struct hugify_collapse_opts *opts = c->opts;
+  struct hugify_collapse_report *report = c->report;
   if (pid < 0 || (opts->flags & ~HUGIFY_COLLAPSE_FLAGS_ALL)) {
     snprintf(report->reason, sizeof report->reason, pid < 0 ? "invalid pid" : "unknown flags");
     return -EINVAL;
   }
-  bool self = pid == 0 || pid == getpid();
-  bool dry_run = opts->flags & HUGIFY_COLLAPSE_DRY_RUN;
-  struct collapse_context c = {.opts = opts, .pid = self ? getpid() : pid, .pidfd = -1, .report = report,
-                               .policy = policy};
-  if (policy) policy->stopped = false, policy->planned = policy->backed_off = 0, policy->scanned = false,
-              policy->allocator = ALLOCATOR_UNKNOWN;
-  c.pmd = page_kind_size(HUGIFY_PAGE_THP);
-  c.page = (uint64_t)sysconf(_SC_PAGESIZE);
-  report->pid = c.pid;
+  if (c->policy) c->policy->stopped = false, c->policy->planned = c->policy->backed_off = 0,
+                 c->policy->scanned = false, c->policy->allocator = ALLOCATOR_UNKNOWN;
+  c->pmd = page_kind_size(HUGIFY_PAGE_THP);
+  c->page = (uint64_t)sysconf(_SC_PAGESIZE);
+  report->pid = c->pid;
   report->self = self;
   report->dry_run = dry_run;
   if (opts->pace > HUGIFY_COLLAPSE_PACE_FULL) {
@@ -635,12 +668,12 @@ int collapse_with_policy(pid_t pid, const struct hugify_collapse_opts *opts, str
     return -EINVAL;
   }
   report->pace = opts->pace;
-  c.gentle = opts->pace == HUGIFY_COLLAPSE_PACE_GENTLE;
-  uint64_t chunk = c.gentle ? c.pmd : opts->chunk_size ? opts->chunk_size : DEFAULT_CHUNK;
-  chunk = chunk < c.pmd ? c.pmd : chunk & ~(c.pmd - 1);
-  report->chunk_size = chunk;
+  c->gentle = opts->pace == HUGIFY_COLLAPSE_PACE_GENTLE;
+  *chunk = c->gentle ? c->pmd : opts->chunk_size ? opts->chunk_size : DEFAULT_CHUNK;
+  *chunk = *chunk < c->pmd ? c->pmd : *chunk & ~(c->pmd - 1);
+  report->chunk_size = *chunk;
   char comm_path[64];
-  snprintf(comm_path, sizeof comm_path, "/proc/%d/comm", (int)c.pid);
+  snprintf(comm_path, sizeof comm_path, "/proc/%d/comm", (int)c->pid);
   if (os_read_small(comm_path, report->command, sizeof report->command) < 0) report->command[0] = '\0';
 
   if (probe_madv_collapse(NULL, 0) == HUGIFY_FEATURE_NO) {
@@ -651,8 +684,42 @@ int collapse_with_policy(pid_t pid, const struct hugify_collapse_opts *opts, str
     snprintf(report->reason, sizeof report->reason, "this kernel lacks process_madvise (needs Linux 5.10+)");
     return -ENOSYS;
   }
-  int rc = 0;
-  if (!self && (rc = check_target(&c, report, dry_run)) != 0) goto out;
+  return self ? 0 : check_target(c, report, dry_run);
+}
+
+/* The figures after the calls, from a new read of the target's smaps. */
+static void collapse_after(struct collapse_context *c, bool self) {
+  struct hugify_collapse_report *report = c->report;
+  struct smaps_vma *vmas = NULL;
+  long count = report->exited ? -ESRCH : os_read_smaps(self ? 0 : c->pid, &vmas);
+  if (count >= 0) {
+    measure_after(c, vmas, count);
+    free(vmas);
+  } else {
+    report->exited = 1;
+    for (size_t i = 0; i < report->mapping_count; i++) {
+      report->mappings[i].resident_after = report->mappings[i].huge_after = 0;
+      report->failed += report->mappings[i].failed;
+    }
+  }
+  if (report->exited)
+    reason_add(report->reason, sizeof report->reason,
+               "process %d exited during the collapse: the figures after are missing", (int)c->pid);
+}
+
+int collapse_with_policy(pid_t pid, const struct hugify_collapse_opts *opts, struct collapse_policy *policy,
+                         struct hugify_collapse_report *report) {
+  if (!report) return -EINVAL;
+  memset(report, 0, sizeof *report);
+  struct hugify_collapse_opts defaults = {0};
+  if (!opts) opts = &defaults;
+  bool self = pid == 0 || pid == getpid();
+  bool dry_run = opts->flags & HUGIFY_COLLAPSE_DRY_RUN;
+  struct collapse_context c = {.opts = opts, .pid = self ? getpid() : pid, .pidfd = -1, .report = report,
+                               .policy = policy};
+  uint64_t chunk = 0;
+  int rc = collapse_start(&c, pid, self, dry_run, &chunk);
+  if (rc != 0) goto out;
   /* a first look at the target's threads, before the plan's reads, so that the first call already knows
    * which of them are busy */
   if ((c.probing = !self && !dry_run)) pause_probe_init(&c.probe, c.pid, measure_now());
@@ -706,22 +773,7 @@ int collapse_with_policy(pid_t pid, const struct hugify_collapse_opts *opts, str
   }
   free(ranges);
   if (rc == -ENOMEM) snprintf(report->reason, sizeof report->reason, "out of memory");
-  if (rc == 0 && !dry_run) {
-    count = report->exited ? -ESRCH : os_read_smaps(self ? 0 : pid, &vmas);
-    if (count >= 0) {
-      measure_after(&c, vmas, count);
-      free(vmas);
-    } else {
-      report->exited = 1;
-      for (size_t i = 0; i < report->mapping_count; i++) {
-        report->mappings[i].resident_after = report->mappings[i].huge_after = 0;
-        report->failed += report->mappings[i].failed;
-      }
-    }
-    if (report->exited)
-      reason_add(report->reason, sizeof report->reason,
-                    "process %d exited during the collapse: the figures after are missing", (int)c.pid);
-  }
+  if (rc == 0 && !dry_run) collapse_after(&c, self);
 out:
   if (c.pidfd >= 0) close(c.pidfd);
   free(c.planned);
