@@ -48,19 +48,25 @@ static uint64_t pool_free_at_start, pool_total_at_start; /* --heap hugetlb: the 
 static const char *heap_owner;    /* a sanitizer's or valgrind's allocator owns malloc (NULL: none) */
 static bool under_valgrind;       /* valgrind's core is loaded: the program runs on valgrind's JIT */
 
+/* The program's own mapping goes on to the next mmap (libc's, or a sanitizer's interceptor); the preload's
+ * trimming and advice use os.h's system calls, so they are never sampled or covered again (docs/design.md,
+ * "the preload's own memory calls"). */
 static void *call_next_mmap(void *addr, size_t length, int prot, int flags, int fd, off_t offset) {
   if (next_mmap) return next_mmap(addr, length, prot, flags, fd, offset);
   /* Before our constructor ran (another preloaded library's constructor): the system call itself. */
-  long result = syscall(SYS_mmap, addr, length, prot, flags, fd, offset);
-  return result == -1 ? MAP_FAILED : (void *)result;
+  void *result;
+  int rc = os_mmap(addr, length, prot, flags, fd, offset, &result);
+  if (rc) errno = -rc;
+  return rc ? MAP_FAILED : result;
 }
 
 static bool thp_disabled_by_prctl(void) { return prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0) > 0; }
 
 static void advise(void *start, size_t length) {
   if (thp_disabled_by_prctl()) return; /* the program said no (possibly after we started) */
-  if (madvise(start, length, MADV_HUGEPAGE) != 0 && !atomic_exchange(&cover_warned, 1))
-    preload_fallback("heap mmap cover", "madvise(MADV_HUGEPAGE) failed: %s", strerror(errno));
+  int rc = os_madvise(start, length, MADV_HUGEPAGE);
+  if (rc != 0 && !atomic_exchange(&cover_warned, 1))
+    preload_fallback("heap mmap cover", "madvise(MADV_HUGEPAGE) failed: %s", strerror(-rc));
 }
 
 /* Only fresh anonymous private memory big enough to hold a huge page, and nothing with placement or
@@ -83,7 +89,7 @@ static bool wants_shared_cover(size_t length, int flags) {
 /* Advise shared memory we placed; say once what shmem_enabled does to it. */
 static void advise_shared(void *start, size_t length, const char *how) {
   if (thp_disabled_by_prctl()) return;
-  madvise(start, length, MADV_HUGEPAGE); /* EINVAL on hugetlb segments: those are huge already */
+  os_madvise(start, length, MADV_HUGEPAGE); /* EINVAL on hugetlb segments: those are huge already */
   bool at_fault = strcmp(shmem_mode, "advise") == 0 || strcmp(shmem_mode, "always") == 0 ||
                   strcmp(shmem_mode, "within_size") == 0 || strcmp(shmem_mode, "force") == 0;
   if (at_fault || atomic_exchange(&shared_noted, 1)) return;
@@ -111,9 +117,9 @@ static char *reserve_aligned(size_t length, char **base, size_t *size) {
 /* Give back the parts of a reservation around [used, used + length). */
 static void release_around(char *base, size_t size, char *used, size_t length) {
   size_t rounded = (length + 4095) & ~(size_t)4095;
-  if (used > base) munmap(base, (size_t)(used - base));
+  if (used > base) os_munmap(base, (size_t)(used - base));
   char *end = used + rounded;
-  if (end < base + size) munmap(end, (size_t)(base + size - end));
+  if (end < base + size) os_munmap(end, (size_t)(base + size - end));
 }
 
 /* A shared anonymous mapping whose offset 0 is 2 MiB-aligned: mapped with MAP_FIXED over our own
@@ -125,9 +131,7 @@ static void *map_shared_aligned(size_t length, int prot, int flags, off_t offset
   if (!aligned) return call_next_mmap(NULL, length, prot, flags, -1, offset);
   void *result = call_next_mmap(aligned, length, prot, flags | MAP_FIXED, -1, offset);
   if (result == MAP_FAILED) {
-    int error = errno;
-    munmap(base, size);
-    errno = error;
+    os_munmap(base, size); /* errno stays the kernel's answer to the program's mmap */
     return MAP_FAILED;
   }
   release_around(base, size, aligned, length);
@@ -154,7 +158,7 @@ __attribute__((visibility("default"))) void *shmat(int id, const void *address, 
   char *aligned = reserve_aligned(segment.shm_segsz, &base, &size);
   void *result = aligned ? next_shmat(id, aligned, flags | SHM_REMAP) : (void *)-1;
   if (result == (void *)-1) {
-    if (aligned) munmap(base, size);
+    if (aligned) os_munmap(base, size);
     result = next_shmat(id, NULL, flags); /* as the program asked, with the kernel's own errno */
   } else {
     release_around(base, size, aligned, segment.shm_segsz);
@@ -175,11 +179,11 @@ static void *map_aligned(size_t length, int prot, int flags, int fd, off_t offse
   if (raw == MAP_FAILED) return call_next_mmap(NULL, length, prot, flags, fd, offset);
   uintptr_t aligned = ((uintptr_t)raw + COVER_MIN - 1) & ~(uintptr_t)(COVER_MIN - 1);
   size_t head = aligned - (uintptr_t)raw, tail = reserve - head - rounded;
-  if (head) munmap(raw, head);
-  if (tail) munmap((char *)aligned + rounded, tail);
+  if (head) os_munmap(raw, head);
+  if (tail) os_munmap((char *)aligned + rounded, tail);
   advise((void *)aligned, rounded);
   if (flags & MAP_POPULATE)
-    madvise((void *)aligned, rounded, (prot & PROT_WRITE) ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
+    os_madvise((void *)aligned, rounded, (prot & PROT_WRITE) ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
   return (void *)aligned;
 }
 
