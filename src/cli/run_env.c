@@ -34,8 +34,10 @@ static const char *const hugetlb_tunables[][2] = {{"glibc.malloc.hugetlb", "2"}}
 static const char *const jemalloc_conf[][2] = {{"thp", "always"}, {"metadata_thp", "always"}};
 
 void run_settings_default(struct run_settings *settings) {
-  *settings = (struct run_settings){.text = true, .heap = HEAP_AUTO};
+  *settings = (struct run_settings){.text = TEXT_AUTO, .heap = HEAP_AUTO};
 }
+
+const char *run_text_mode_name(enum text_mode mode) { return mode == TEXT_AUTO ? "auto" : mode ? "on" : "off"; }
 
 int run_settings_option(const char *command, int argc, char **argv, int *index, struct run_settings *settings) {
   const char *option = argv[*index], *value = *index + 1 < argc ? argv[*index + 1] : NULL;
@@ -44,9 +46,9 @@ int run_settings_option(const char *command, int argc, char **argv, int *index, 
     return 1;
   }
   if (strcmp(option, "--text") == 0) {
-    if (!value || (strcmp(value, "on") != 0 && strcmp(value, "off") != 0))
-      return usage_error(command, "--text takes on or off");
-    settings->text = strcmp(value, "on") == 0;
+    if (!value || (strcmp(value, "auto") != 0 && strcmp(value, "on") != 0 && strcmp(value, "off") != 0))
+      return usage_error(command, "--text takes auto, on or off");
+    settings->text = strcmp(value, "auto") == 0 ? TEXT_AUTO : strcmp(value, "on") == 0 ? TEXT_NOW : TEXT_OFF;
   } else if (strcmp(option, "--heap") == 0) {
     if (!value || !options_parse_heap(value, &settings->heap))
       return usage_error(command, "--heap takes auto, thp, hugetlb, off, mimalloc or jemalloc");
@@ -367,7 +369,7 @@ int run_environment_build(const char *command, const struct run_settings *settin
   else if (out->heap == HEAP_JEMALLOC)
     ok = ok && merge_variable(command, out, "MALLOC_CONF", ',', ':', jemalloc_conf, 2, settings->verbose);
   ok = ok && printed_variable(out, "HUGIFY_HEAP", "%s", options_heap_name(out->heap)) &&
-       printed_variable(out, "HUGIFY_TEXT", "%s", settings->text ? "1" : "0");
+       printed_variable(out, "HUGIFY_TEXT", "%s", settings->text == TEXT_AUTO ? "auto" : settings->text ? "1" : "0");
   if (ok && settings->verbose) ok = printed_variable(out, "HUGIFY_VERBOSE", "1");
   if (!ok) return fail(EXIT_PRIVILEGE, command, "out of memory for the environment");
   out->unset[out->unset_count++] = "HUGIFY_REPORT"; /* a stale one is not inherited; see run_environment_add_report */

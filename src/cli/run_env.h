@@ -12,11 +12,14 @@
 
 /* The run options (`hugify run --help`), shared by `run` and `env`. */
 struct run_settings {
-  bool text, verbose;
+  enum text_mode text; /* --text auto (default: once the process used HUGIFY_TEXT_AFTER_MS of CPU), on, off */
+  bool verbose;
   enum heap_mode heap;
   const char *report; /* NULL: no report */
 };
 void run_settings_default(struct run_settings *settings);
+/* "auto", "on" or "off": the --text value of a mode. */
+const char *run_text_mode_name(enum text_mode mode);
 /* argv[*index] is one run option: consume it (and its value) and return 1; 0 when it is not a run option;
  * EXIT_USAGE (printed as `command`'s usage error) when its value is bad. */
 int run_settings_option(const char *command, int argc, char **argv, int *index, struct run_settings *settings);

@@ -10,9 +10,16 @@
  * that allocator with its huge-page options; the preload itself then leaves the heap alone. */
 enum heap_mode { HEAP_OFF = 0, HEAP_AUTO, HEAP_THP, HEAP_HUGETLB, HEAP_MIMALLOC, HEAP_JEMALLOC, HEAP_MODE_COUNT };
 
+/* HUGIFY_TEXT: when the preload remaps the code (docs/run.md "When the code moves"). TEXT_AUTO waits until
+ * the process has used HUGIFY_TEXT_AFTER_MS of CPU time, so a short program never pays for the copy. */
+enum text_mode { TEXT_OFF = 0, TEXT_NOW, TEXT_AUTO };
+
 struct hugify_options {
   bool verbose;          /* HUGIFY_VERBOSE=1: one line on stderr per failure inside the host */
-  bool text;             /* HUGIFY_TEXT=1: remap code onto huge pages before main */
+  enum text_mode text;   /* HUGIFY_TEXT=0|1|auto: 1 remaps code onto huge pages before main, auto once the
+                            process has used text_after_ms of CPU (`hugify run`'s default) */
+  unsigned text_after_ms;/* HUGIFY_TEXT_AFTER_MS=N: with HUGIFY_TEXT=auto, the process CPU time (ms) after which
+                            the code is remapped (default 200; 0 = before main) */
   enum heap_mode heap;   /* HUGIFY_HEAP=off|auto|thp|hugetlb|mimalloc|jemalloc */
   char report[4096];     /* HUGIFY_REPORT=FILE|-: the exit report (JSON to FILE, text to stderr for -) */
   bool report_json;      /* HUGIFY_REPORT_JSON=1: with HUGIFY_REPORT=-, JSON on stderr instead of text */
@@ -36,6 +43,9 @@ struct hugify_options {
   unsigned bench_unavailable; /* HUGIFY_BENCH_UNAVAILABLE=KIND[,KIND]: test-only: hugify bench treats
                                  these page kinds as unavailable (bit 1 << enum hugify_page_kind) */
 };
+
+/* HUGIFY_TEXT_AFTER_MS's default: see docs/run.md "When the code moves" for the figures behind it. */
+#define OPTIONS_TEXT_AFTER_MS 200
 
 /* The lookup returns the value of a variable or NULL (getenv, or a table in tests). */
 typedef const char *(*options_lookup)(const char *name, void *context);

@@ -19,6 +19,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <link.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,7 +44,8 @@ static atomic_int cover_active;   /* 1: auto/thp mode and THP usable in this pro
 static atomic_int cover_warned;   /* one fallback line for a failing madvise */
 static atomic_int shared_active;  /* 1: auto/thp mode and THP not disabled by prctl: cover shared memory */
 static atomic_int shared_noted;   /* the one fallback line about shmem_enabled */
-static char shmem_mode[24];       /* shmem_enabled as it applies to 2 MiB pages, read at start */
+static char shmem_mode[24];       /* shmem_enabled as it applies to 2 MiB pages, read at the first use */
+static pthread_once_t shmem_mode_read = PTHREAD_ONCE_INIT;
 static uint64_t pool_free_at_start, pool_total_at_start; /* --heap hugetlb: the 2 MiB pool at start */
 static const char *heap_owner;    /* a sanitizer's or valgrind's allocator owns malloc (NULL: none) */
 static bool under_valgrind;       /* valgrind's core is loaded: the program runs on valgrind's JIT */
@@ -86,9 +88,13 @@ static bool wants_shared_cover(size_t length, int flags) {
   return !(flags & (MAP_STACK | MAP_GROWSDOWN | MAP_32BIT | MAP_HUGETLB));
 }
 
+/* Two sysfs files: read when a program first makes shared memory this large, not in every process. */
+static void read_shmem_mode(void) { inspect_shmem_mode(shmem_mode, sizeof shmem_mode); }
+
 /* Advise shared memory we placed; say once what shmem_enabled does to it. */
 static void advise_shared(void *start, size_t length, const char *how) {
   if (thp_disabled_by_prctl()) return;
+  pthread_once(&shmem_mode_read, read_shmem_mode);
   os_madvise(start, length, MADV_HUGEPAGE); /* EINVAL on hugetlb segments: those are huge already */
   bool at_fault = strcmp(shmem_mode, "advise") == 0 || strcmp(shmem_mode, "always") == 0 ||
                   strcmp(shmem_mode, "within_size") == 0 || strcmp(shmem_mode, "force") == 0;
@@ -307,7 +313,6 @@ void preload_heap_start(const struct hugify_options *options) {
   case HEAP_AUTO:
   case HEAP_THP:
     /* Shared memory follows shmem_enabled, not enabled: covered whatever the THP mode. */
-    inspect_shmem_mode(shmem_mode, sizeof shmem_mode);
     if (!thp_disabled_by_prctl()) atomic_store(&shared_active, 1);
     check_thp_usable(options_heap_name(options->heap));
     if (glibc && !tunable_is("glibc.malloc.hugetlb", "1"))

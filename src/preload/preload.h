@@ -7,8 +7,20 @@
 
 #include "options.h"
 
-/* text_step.c: hugify_remap_text() with the HUGIFY_TEXT_* options, before main. Never fails the host. */
-void preload_text_step(const struct hugify_options *options);
+/* ---- text_step.c: hugify_remap_text() with the HUGIFY_TEXT_* options. Never fails the host. ---- */
+
+enum preload_text_state {
+  PRELOAD_TEXT_OFF,     /* not asked for (or left out: valgrind) */
+  PRELOAD_TEXT_WAITING, /* HUGIFY_TEXT=auto: the process has not used HUGIFY_TEXT_AFTER_MS of CPU yet */
+  PRELOAD_TEXT_RUNNING,
+  PRELOAD_TEXT_DONE,
+  PRELOAD_TEXT_NO_WINDOW /* auto: the objects loaded at start hold no 2 MiB window of code; no thread */
+};
+/* HUGIFY_TEXT=1 (or HUGIFY_TEXT_AFTER_MS=0): the remap now, before main. auto: start the thread that does
+ * it once the process has used HUGIFY_TEXT_AFTER_MS of CPU time. */
+void preload_text_start(const struct hugify_options *options);
+/* Where the step is; *cpu_seconds: the process's CPU time when the remap began (0 before). */
+enum preload_text_state preload_text_state(double *cpu_seconds);
 
 /* ---- preload.c: state shared by the steps ---- */
 
