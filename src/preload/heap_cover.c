@@ -260,17 +260,36 @@ static int find_library_owner(struct dl_phdr_info *info, size_t size, void *cont
   return 0;
 }
 
-/* A sanitizer runtime as a loaded library (gcc's libasan.so, valgrind's vgpreload_memcheck) or linked
- * into the program (clang's static runtimes: their init symbol). */
-static const char *find_heap_owner(void) {
+/* A sanitizer runtime as a loaded library (gcc's libasan.so, valgrind's vgpreload_memcheck): found at
+ * start, from the names of the loaded objects. */
+static const char *find_library_heap_owner(void) {
   const char *owner = NULL;
   dl_iterate_phdr(find_library_owner, &owner);
-  for (size_t i = 0; !owner && elf_heap_owner_symbol(i); i++)
-    if (dlsym(RTLD_DEFAULT, elf_heap_owner_symbol(i))) owner = elf_heap_owner_of_symbol(elf_heap_owner_symbol(i));
   return owner;
 }
 
-const char *preload_heap_owner(void) { return heap_owner; }
+static const char *owner_fallback_detail(const char *allocator) {
+  return under_valgrind ? "valgrind redirects malloc to its core" : allocator[0] ? allocator : "its runtime";
+}
+
+/* A runtime linked into the program (clang's static sanitizer runtimes): their init symbol. Five dlsym
+ * misses cost about 20 us, a tenth of what the preload adds to /bin/true, and only the report and
+ * HUGIFY_VERBOSE need the answer: looked up at the first question (preload_heap_owner), not at start. */
+static pthread_once_t symbol_owner_once = PTHREAD_ONCE_INIT;
+static void find_symbol_heap_owner(void) {
+  if (heap_owner) return;
+  for (size_t i = 0; !heap_owner && elf_heap_owner_symbol(i); i++)
+    if (dlsym(RTLD_DEFAULT, elf_heap_owner_symbol(i))) heap_owner = elf_heap_owner_of_symbol(elf_heap_owner_symbol(i));
+  if (heap_owner && preload_options()->heap != HEAP_OFF)
+    preload_fallback("heap", "malloc is %s's allocator (%s): it maps its memory with its own system calls, which "
+                     "neither glibc's tunables nor the mmap cover reach (the program's own mmaps are still covered)",
+                     heap_owner, owner_fallback_detail(preload_malloc_library()));
+}
+
+const char *preload_heap_owner(void) {
+  pthread_once(&symbol_owner_once, find_symbol_heap_owner);
+  return heap_owner;
+}
 bool preload_under_valgrind(void) { return under_valgrind; }
 
 static void check_thp_usable(const char *mode_name) {
@@ -300,14 +319,15 @@ static void read_pool(uint64_t *free_pages, uint64_t *total_pages) {
 void preload_heap_start(const struct hugify_options *options) {
   next_mmap = (mmap_function)dlsym(RTLD_NEXT, "mmap");
   const char *allocator = preload_malloc_library();
-  heap_owner = find_heap_owner();
-  /* Under valgrind, dlsym still finds libc's malloc: valgrind redirects it below the symbol tables. */
+  heap_owner = find_library_heap_owner();
+  /* Under valgrind, dlsym still finds libc's malloc: valgrind redirects it below the symbol tables. A
+   * static sanitizer runtime (found later) owns malloc itself, so malloc is not libc's then. */
   bool glibc = strstr(allocator, "/libc.so") != NULL && !heap_owner;
   if (heap_owner && options->heap != HEAP_OFF)
     preload_fallback("heap", "malloc is %s's allocator (%s): it maps its memory with its own system calls, which "
                      "neither glibc's tunables nor the mmap cover reach (the program's own mmaps are still covered)",
-                     heap_owner, under_valgrind ? "valgrind redirects malloc to its core" : allocator[0] ? allocator
-                     : "its runtime");
+                     heap_owner, owner_fallback_detail(allocator));
+  if (options->verbose) preload_heap_owner(); /* its line on stderr comes at start, as the others do */
   switch (options->heap) {
   case HEAP_OFF: return;
   case HEAP_AUTO:

@@ -57,7 +57,8 @@ void preload_heap_start(const struct hugify_options *options);
 /* The file malloc resolves to in this process ("" when unknown). */
 const char *preload_malloc_library(void);
 /* The runtime that owns malloc in this process ("AddressSanitizer", "valgrind memcheck": elf_image.h's
- * heap owners), found at start; NULL for an ordinary allocator. */
+ * heap owners); NULL for an ordinary allocator. A loaded runtime library is found at start, a runtime
+ * linked into the program (its init symbol) at the first call. */
 const char *preload_heap_owner(void);
 /* True when the program runs under valgrind (its vgpreload_core is loaded), found at start. */
 bool preload_under_valgrind(void);
