@@ -12,7 +12,7 @@
  * CLOCK_PROCESS_CPUTIME_ID, and does the remap once. A short program exits before it ever wakes. Even a
  * sleeping thread costs a small program (its creation and its end: about 80 us here, 12 % of /bin/true),
  * so it is started only when the objects loaded at start hold a 2 MiB window of code, i.e. there is
- * something to move: /bin/true, sh, as and the gcc driver have none, cc1plus has 12.
+ * something to move: /bin/true, sh, as and the gcc driver have none, cc1plus has 9.
  *
  * Remapping while other threads run is safe because the swap is one mremap(MREMAP_FIXED) of a
  * byte-identical, already read+exec copy over the window: the kernel replaces the old mapping and moves the
