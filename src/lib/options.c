@@ -86,6 +86,7 @@ static const struct {
     OPT("HUGIFY_TEXT_FAIL_STEP", OPT_STEP, text_fail_step, "a step number from 1 to 99"),
     OPT("HUGIFY_BENCH_UNAVAILABLE", OPT_KINDS, bench_unavailable, "page kinds such as 2M,1G"),
     OPT("HUGIFY_TEXT_PAGES", OPT_TEXT_PAGES, text_hugetlb, "thp or 2M"),
+    OPT("HUGIFY_RUNTIME_ARENAS", OPT_BOOL, runtime_arenas, "0 or 1"),
     OPT("HUGIFY_PEAK_INTERVAL_MS", OPT_MILLISECONDS, peak_interval_ms, "milliseconds from 0 to 10000"),
 #undef OPT
 };

@@ -175,6 +175,55 @@ __attribute__((visibility("default"))) void *shmat(int id, const void *address, 
   return result;
 }
 
+/* ---- runtimes' small mappings (HUGIFY_RUNTIME_ARENAS=1) --------------------------------------------------
+ * CPython takes its object arenas (1 MiB) and V8 its pages (256 KiB) with mmap, below the 2 MiB a huge page
+ * needs, so each lands wherever the kernel puts it and stays on 4 KiB pages. With this on, an anonymous
+ * private read+write mmap of 64 KiB up to 2 MiB, with no address, no placement flags and no reservation
+ * (PROT_NONE, MAP_NORESERVE: guard pages and reservations are never turned into memory), is carved out of
+ * the current 2 MiB-aligned region: mapped read+write and advised by the preload, handed out from the
+ * bottom up. The program's munmap, mprotect and mremap of its piece act on that piece only (the kernel
+ * splits the region's mapping); a piece is never handed out twice (no reuse of holes). A region's unused
+ * top stays mapped when the next region starts (unmapping it would split the huge page its pieces are on):
+ * at most 2 MiB of address space, and of memory only what a huge page there zero-filled. The first SMALL_AFTER such mappings pass through:
+ * a short program does not pay for a region. The lock is only tried: a thread that finds it held (or a
+ * signal handler, or a forked child of a thread that held it) gets an ordinary mapping. */
+#define SMALL_MIN (64u << 10)
+#define SMALL_AFTER 8
+static bool small_enabled;
+static atomic_uint small_seen;
+static pthread_mutex_t small_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *small_next, *small_end; /* the current region's unused part; guarded by small_lock */
+
+static bool wants_small(void *addr, size_t length, int prot, int flags) {
+  if (!small_enabled || addr || length < SMALL_MIN || length >= COVER_MIN || prot != (PROT_READ | PROT_WRITE)) return false;
+  if (!atomic_load_explicit(&cover_active, memory_order_relaxed)) return false;
+  if (!(flags & MAP_ANONYMOUS) || (flags & MAP_TYPE) != MAP_PRIVATE) return false;
+  if (flags & (MAP_FIXED | MAP_FIXED_NOREPLACE | MAP_STACK | MAP_GROWSDOWN | MAP_32BIT | MAP_HUGETLB | MAP_NORESERVE |
+               MAP_POPULATE))
+    return false;
+  return atomic_fetch_add_explicit(&small_seen, 1, memory_order_relaxed) >= SMALL_AFTER;
+}
+
+/* A piece of `length` bytes from the current region, or NULL (then the caller maps as usual). */
+static void *map_small(size_t length) {
+  size_t rounded = (length + 4095) & ~(size_t)4095;
+  if (pthread_mutex_trylock(&small_lock) != 0) return NULL;
+  if ((size_t)(small_end - small_next) < rounded) {
+    void *region;
+    if (os_map_aligned(COVER_MIN, COVER_MIN, PROT_READ | PROT_WRITE, &region) != 0) {
+      pthread_mutex_unlock(&small_lock);
+      return NULL;
+    }
+    advise(region, COVER_MIN);
+    small_next = region;
+    small_end = small_next + COVER_MIN;
+  }
+  void *piece = small_next;
+  small_next += rounded;
+  pthread_mutex_unlock(&small_lock);
+  return piece;
+}
+
 /* ---- private anonymous memory ------------------------------------------------------------------------- */
 
 /* A 2 MiB-aligned mapping of `length` bytes: map 2 MiB more, unmap the ends. */
@@ -208,6 +257,10 @@ __attribute__((visibility("default"))) void *mmap(void *addr, size_t length, int
     if (result != MAP_FAILED) errno = saved;
     preload_add_ns(preload_now_ns() - started);
     return result;
+  }
+  if (wants_small(addr, length, prot, flags)) {
+    void *piece = map_small(length);
+    if (piece) return piece;
   }
   if (!wants_cover(length, flags)) return call_next_mmap(addr, length, prot, flags, fd, offset);
   uint64_t started = preload_now_ns();
@@ -335,6 +388,7 @@ void preload_heap_start(const struct hugify_options *options) {
     /* Shared memory follows shmem_enabled, not enabled: covered whatever the THP mode. */
     if (!thp_disabled_by_prctl()) atomic_store(&shared_active, 1);
     check_thp_usable(options_heap_name(options->heap));
+    small_enabled = options->runtime_arenas && !heap_owner; /* a sanitizer's interceptors see every mapping */
     if (glibc && !tunable_is("glibc.malloc.hugetlb", "1"))
       preload_fallback("heap glibc malloc", "GLIBC_TUNABLES lacks glibc.malloc.hugetlb=1 (start the program with "
                        "`hugify run`): malloc's own memory is not advised");
