@@ -65,6 +65,10 @@ const struct command_help help_env = {
     "container runtime or a shell script. The program then behaves as under `hugify run` (same preload,\n"
     "same heap settings, same report). RUN OPTIONS are those of `hugify run`: --heap, --text, --report,\n"
     "--verbose (see hugify run --help); the heap mode is settled for this machine as `run` does.\n"
+    "Every process started with it pays for what the defaults do, so they wait until a process has\n"
+    "proven long-lived: the code moves once it has used 200 ms of CPU (--text auto). Measured CPU cost\n"
+    "over plain (bench/run_overhead.py, docs/run.md): g++ -c of a small file 1.0x, /bin/true 1.25x\n"
+    "(the preload's own start, ~0.15 ms).\n"
     "\n",
     env_options,
     "\n"
@@ -127,7 +131,7 @@ static void double_quoted(FILE *out, const char *name, const char *value, bool s
 
 /* The run options these variables stand for, for the header comment. */
 static void describe_settings(FILE *out, const struct run_settings *settings, const struct run_environment *environment) {
-  fprintf(out, "hugify run --heap %s --text %s", options_heap_name(environment->heap), settings->text ? "on" : "off");
+  fprintf(out, "hugify run --heap %s --text %s", options_heap_name(environment->heap), run_text_mode_name(settings->text));
   for (unsigned i = 0; i < environment->count; i++)
     if (strcmp(environment->variables[i].name, "HUGIFY_REPORT") == 0)
       fprintf(out, " --report %s", environment->variables[i].value);
@@ -225,7 +229,8 @@ static void print_json(FILE *out, const struct run_settings *settings, const str
   json_put_string(&j, "schema", "hugify.env/1");
   json_put_string(&j, "form", form_names[form]);
   json_put_string(&j, "heap", options_heap_name(environment->heap));
-  json_put_bool(&j, "text", settings->text);
+  json_put_bool(&j, "text", settings->text != TEXT_OFF);
+  json_put_string(&j, "text_mode", run_text_mode_name(settings->text));
   json_put_string(&j, "preload_path", environment->preload);
   json_put_string(&j, "allocator_path", environment->allocator[0] ? environment->allocator : NULL);
   json_open_object(&j, "variables");

@@ -34,10 +34,12 @@ static const char *const hugetlb_tunables[][2] = {{"glibc.malloc.hugetlb", "2"}}
 static const char *const jemalloc_conf[][2] = {{"thp", "always"}, {"metadata_thp", "always"}};
 
 void run_settings_default(struct run_settings *settings) {
-  *settings = (struct run_settings){.text = 1, .heap = HEAP_AUTO};
+  *settings = (struct run_settings){.text = TEXT_AUTO, .heap = HEAP_AUTO};
 }
 
-const char *const run_text_words[] = {"off", "on", NULL};
+const char *const run_text_words[] = {[TEXT_OFF] = "off", [TEXT_NOW] = "on", [TEXT_AUTO] = "auto", NULL};
+
+const char *run_text_mode_name(enum text_mode mode) { return run_text_words[mode]; }
 
 int run_settings_set_heap(void *settings, const char *value) {
   return options_parse_heap(value, &((struct run_settings *)settings)->heap) ? 0 : -EINVAL;
@@ -389,7 +391,7 @@ int run_environment_build(const char *command, const struct run_settings *settin
     ok = ok && default_variable(out, "TCMALLOC_SKIP_SBRK", "true") &&
          default_variable(out, "TCMALLOC_RELEASE_RATE", "0");
   ok = ok && printed_variable(out, "HUGIFY_HEAP", "%s", options_heap_name(out->heap)) &&
-       printed_variable(out, "HUGIFY_TEXT", "%s", settings->text ? "1" : "0");
+       printed_variable(out, "HUGIFY_TEXT", "%s", settings->text == TEXT_AUTO ? "auto" : settings->text ? "1" : "0");
   if (ok && settings->verbose) ok = printed_variable(out, "HUGIFY_VERBOSE", "1");
   if (!ok) return fail(EXIT_PRIVILEGE, command, "out of memory for the environment");
   out->unset[out->unset_count++] = "HUGIFY_REPORT"; /* a stale one is not inherited; see run_environment_add_report */

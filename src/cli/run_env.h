@@ -16,12 +16,15 @@
  * in each command's option table. */
 struct run_settings {
   bool verbose;
-  int text;           /* --text: 0 off, 1 on (the index in run_text_words) */
+  int text;           /* --text: enum text_mode, the index in run_text_words: off, on, auto (the default:
+                         once the process used HUGIFY_TEXT_AFTER_MS of CPU) */
   enum heap_mode heap;
   const char *report; /* NULL: no report */
 };
 void run_settings_default(struct run_settings *settings);
-extern const char *const run_text_words[]; /* "off", "on" */
+extern const char *const run_text_words[]; /* "off", "on", "auto": enum text_mode's names, in its order */
+/* "auto", "on" or "off": the --text value of a mode. */
+const char *run_text_mode_name(enum text_mode mode);
 /* option_set_fn (parse_options.h) of --heap (options_parse_heap) and --report (a file, or -). */
 int run_settings_set_heap(void *settings, const char *value);
 int run_settings_set_report(void *settings, const char *value);
@@ -30,8 +33,10 @@ int run_settings_set_report(void *settings, const char *value);
   OPT_CALLBACK_WORDS("heap", "MODE", run_settings_set_heap, options_heap_words,                                     \
                      "auto, thp, hugetlb, off, mimalloc, jemalloc or tcmalloc",                                    \
                      "where the heap goes (default auto; the modes are below)"),                                   \
-      OPT_ENUM("text", type, settings.text, "on|off", run_text_words,                                              \
-               "copy the program's code and its shared objects' onto huge pages (default on)"),                    \
+      OPT_ENUM("text", type, settings.text, "auto|on|off", run_text_words,                                         \
+               "copy the program's code and its shared objects' onto huge pages: auto (the default) once the\n"    \
+               "process has used 200 ms of CPU (HUGIFY_TEXT_AFTER_MS), so a short program never pays for it;\n"  \
+               "on: before main"),                                                                             \
       OPT_CALLBACK("report", "FILE|-", run_settings_set_report, "a file name or -", 0,                               \
                    "at exit, write a JSON report (schema hugify.report/2, docs/run.md) to FILE;\n"                  \
                    "child processes write FILE.<pid>; -: the report as text on stderr (stdout is CMD's)"),          \

@@ -165,10 +165,11 @@ static void *map_hugetlb(struct attempt *a) {
     return MAP_FAILED;
   }
   /* Never MAP_NORESERVE: the mmap reserves the pool pages, or fails here instead of SIGBUS later. */
-  void *p = mmap(NULL, a->mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | os_map_hugetlb_flags(page),
-                 -1, 0);
-  if (p != MAP_FAILED) return p;
-  int err = errno;
+  void *p;
+  int rc = os_mmap(NULL, a->mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | os_map_hugetlb_flags(page),
+                   -1, 0, &p);
+  if (rc == 0) return p;
+  int err = -rc;
   struct hugify_hugetlb_size pool;
   if (os_hugetlb_read(page, &pool) != 0)
     reason_add(a->reason, a->reason_cap, "%s: this kernel has no %s hugetlb pages", name, name);
@@ -200,16 +201,16 @@ static void *map_anonymous(struct attempt *a) {
     reason_add(a->reason, a->reason_cap, "%s: mmap failed (%s)", hugify_page_kind_name(a->kind), strerror(-rc));
     return MAP_FAILED;
   }
-  if (madvise(p, a->mapped, thp ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) != 0 && thp) {
-    reason_add(a->reason, a->reason_cap, "THP: madvise(MADV_HUGEPAGE) failed (%s)", strerror(errno));
-    munmap(p, a->mapped);
+  if ((rc = os_madvise(p, a->mapped, thp ? MADV_HUGEPAGE : MADV_NOHUGEPAGE)) != 0 && thp) {
+    reason_add(a->reason, a->reason_cap, "THP: madvise(MADV_HUGEPAGE) failed (%s)", strerror(-rc));
+    os_munmap(p, a->mapped);
     return MAP_FAILED;
   }
   return p;
 }
 
 static void populate(void *p, size_t length, uint64_t page) {
-  if (madvise(p, length, MADV_POPULATE_WRITE) == 0) return;
+  if (os_madvise(p, length, MADV_POPULATE_WRITE) == 0) return;
   for (size_t off = 0; off < length; off += page) ((volatile char *)p)[off] = 0; /* before Linux 5.14 */
 }
 
@@ -271,12 +272,12 @@ void *hugify_alloc(size_t size, const struct hugify_opts *opts, struct hugify_in
                                             : backing_measure_mapping(p, a.mapped, a.kind, &info->backing) == 0;
       info->measured = 1;
       if (!full) {
-        if (flags & HUGIFY_STRICT) { munmap(p, a.mapped); break; }
+        if (flags & HUGIFY_STRICT) { os_munmap(p, a.mapped); break; }
         if (hugify_backing_huge_fraction(&info->backing) < 0.5) info->kind = HUGIFY_PAGE_4K; /* the majority */
       }
     }
     if (!registry_insert((uintptr_t)p, a.mapped, size)) {
-      munmap(p, a.mapped);
+      os_munmap(p, a.mapped);
       reason_add(info->reason, sizeof info->reason, "out of memory for the block registry");
       break;
     }
@@ -291,5 +292,5 @@ int hugify_free(void *p, size_t size) {
   if (!p) return -EINVAL;
   size_t mapped = registry_remove((uintptr_t)p, size);
   if (!mapped) return -EINVAL;
-  return munmap(p, mapped) == 0 ? 0 : -errno;
+  return os_munmap(p, mapped);
 }

@@ -84,7 +84,7 @@ int backing_measure_mapping(const void *p, size_t size, enum hugify_page_kind ki
 int backing_measure_collapse_measure(void *p, size_t size, struct hugify_backing *out) {
   backing_measure_mapping(p, size, HUGIFY_PAGE_THP, out);
   if (out->resident_thp >= out->resident || probe_madv_collapse(NULL, 0) != HUGIFY_FEATURE_YES) return 0;
-  madvise(p, size, MADV_COLLAPSE); /* partial success is what the second measurement shows */
+  os_madvise(p, size, MADV_COLLAPSE); /* partial success is what the second measurement shows */
   backing_measure_mapping(p, size, HUGIFY_PAGE_THP, out);
   return 1;
 }

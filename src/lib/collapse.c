@@ -106,12 +106,13 @@ void hugify_collapse_report_free(struct hugify_collapse_report *report) {
  * a guest whose memory is backed lazily). One write is enough: the fault zeroes the whole page. The unmap
  * also empties this CPU's LRU batches, so the call's lru_add_drain_all waits less. */
 static void warm_huge_page(uint64_t pmd) {
-  char *raw = mmap(NULL, 2 * pmd, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) return; /* only a lever: the collapse goes on without it */
+  void *raw;
+  if (os_mmap(NULL, 2 * pmd, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0, &raw) != 0)
+    return; /* only a lever: the collapse goes on without it */
   char *aligned = (char *)(((uintptr_t)raw + pmd - 1) & ~(uintptr_t)(pmd - 1));
-  madvise(aligned, pmd, MADV_HUGEPAGE);
+  os_madvise(aligned, pmd, MADV_HUGEPAGE);
   *(volatile char *)aligned = 1;
-  munmap(raw, 2 * pmd);
+  os_munmap(raw, 2 * pmd);
 }
 
 static void record_pause(struct collapse_context *c, double pause) {
@@ -149,8 +150,9 @@ static ssize_t advise(struct collapse_context *c, const struct iovec *ranges, si
   } else {
     done = 0;
     for (size_t i = 0; i < count; i++) {
-      if (madvise(ranges[i].iov_base, ranges[i].iov_len, MADV_COLLAPSE) != 0) {
-        if (done == 0) done = -errno;
+      int rc = os_madvise(ranges[i].iov_base, ranges[i].iov_len, MADV_COLLAPSE);
+      if (rc != 0) {
+        if (done == 0) done = rc;
         break;
       }
       done += (ssize_t)ranges[i].iov_len;

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "os.h"
 #include "safe_file.h"
 
 #define SMALL_PAGE UINT64_C(4096)
@@ -236,8 +237,8 @@ void *elf_map_file(const char *path, size_t *size) {
   void *p = NULL;
   if (fstat(fd, &st) != 0) goto done;
   if (st.st_size == 0) { errno = ENOEXEC; goto done; }
-  p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-  if (p == MAP_FAILED) p = NULL;
+  int rc = os_mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0, &p);
+  if (rc) errno = -rc;
   else *size = (size_t)st.st_size;
 done:;
   int saved = errno;
@@ -258,7 +259,7 @@ int hugify_elf_read(const char *path, struct hugify_elf_info *out) {
     return -err;
   }
   int rc = hugify_elf_parse(data, size, out);
-  munmap(data, size);
+  os_munmap(data, size);
   return rc;
 }
 

@@ -62,7 +62,10 @@ bool options_parse_kinds(const char *text, unsigned *out) {
   return true;
 }
 
-enum option_type { OPT_BOOL, OPT_HEAP, OPT_SIZE, OPT_STRING, OPT_STEP, OPT_KINDS, OPT_PID, OPT_TEXT_PAGES, OPT_MILLISECONDS };
+enum option_type {
+  OPT_BOOL, OPT_HEAP, OPT_SIZE, OPT_STRING, OPT_STEP, OPT_KINDS, OPT_PID, OPT_TEXT, OPT_TEXT_PAGES, OPT_MILLISECONDS,
+  OPT_CPU_MILLISECONDS
+};
 static const struct {
   const char *name;
   enum option_type type;
@@ -72,7 +75,8 @@ static const struct {
 #define OPT(name, type, member, expected) \
   {name, type, offsetof(struct hugify_options, member), sizeof(((struct hugify_options *)0)->member), expected}
     OPT("HUGIFY_VERBOSE", OPT_BOOL, verbose, "0 or 1"),
-    OPT("HUGIFY_TEXT", OPT_BOOL, text, "0 or 1"),
+    OPT("HUGIFY_TEXT", OPT_TEXT, text, "0, 1 or auto"),
+    OPT("HUGIFY_TEXT_AFTER_MS", OPT_CPU_MILLISECONDS, text_after_ms, "milliseconds of CPU time from 0 to 3600000"),
     OPT("HUGIFY_HEAP", OPT_HEAP, heap, "off|auto|thp|hugetlb|mimalloc|jemalloc|tcmalloc"),
     OPT("HUGIFY_REPORT", OPT_STRING, report, "a file path or -"),
     OPT("HUGIFY_REPORT_JSON", OPT_BOOL, report_json, "0 or 1"),
@@ -87,6 +91,7 @@ static const struct {
     OPT("HUGIFY_TEXT_FAIL_STEP", OPT_STEP, text_fail_step, "a step number from 1 to 99"),
     OPT("HUGIFY_BENCH_UNAVAILABLE", OPT_KINDS, bench_unavailable, "page kinds such as 2M,1G"),
     OPT("HUGIFY_TEXT_PAGES", OPT_TEXT_PAGES, text_hugetlb, "thp or 2M"),
+    OPT("HUGIFY_RUNTIME_ARENAS", OPT_BOOL, runtime_arenas, "0 or 1"),
     OPT("HUGIFY_PEAK_INTERVAL_MS", OPT_MILLISECONDS, peak_interval_ms, "milliseconds from 0 to 10000"),
 #undef OPT
 };
@@ -100,6 +105,13 @@ static bool parse_one(enum option_type type, const char *text, void *field, size
   case OPT_SIZE: return parse_size(text, field);
   case OPT_STRING: return copy_string(text, field, cap);
   case OPT_KINDS: return options_parse_kinds(text, field);
+  case OPT_TEXT: {
+    bool on;
+    if (strcasecmp(text, "auto") == 0) *(enum text_mode *)field = TEXT_AUTO;
+    else if (options_parse_bool(text, &on)) *(enum text_mode *)field = on ? TEXT_NOW : TEXT_OFF;
+    else return false;
+    return true;
+  }
   case OPT_TEXT_PAGES:
     if (strcasecmp(text, "thp") != 0 && strcasecmp(text, "2m") != 0 && strcasecmp(text, "2mb") != 0) return false;
     *(bool *)field = strcasecmp(text, "thp") != 0;
@@ -112,6 +124,10 @@ static bool parse_one(enum option_type type, const char *text, void *field, size
     if (!parse_u64(text, &number) || number > 10000) return false;
     *(unsigned *)field = (unsigned)number;
     return true;
+  case OPT_CPU_MILLISECONDS:
+    if (!parse_u64(text, &number) || number > 3600000) return false;
+    *(unsigned *)field = (unsigned)number;
+    return true;
   }
   return false;
 }
@@ -120,6 +136,7 @@ int options_parse(options_lookup lookup, void *context, struct hugify_options *o
   memset(out, 0, sizeof *out);
   out->heap = HEAP_OFF;
   out->peak_interval_ms = 20;
+  out->text_after_ms = OPTIONS_TEXT_AFTER_MS;
   int bad = 0;
   for (size_t i = 0; i < sizeof option_table / sizeof option_table[0]; i++) {
     const char *text = lookup(option_table[i].name, context);

@@ -12,9 +12,16 @@
 enum heap_mode { HEAP_OFF = 0, HEAP_AUTO, HEAP_THP, HEAP_HUGETLB, HEAP_MIMALLOC, HEAP_JEMALLOC, HEAP_TCMALLOC,
                  HEAP_MODE_COUNT };
 
+/* HUGIFY_TEXT: when the preload remaps the code (docs/run.md "When the code moves"). TEXT_AUTO waits until
+ * the process has used HUGIFY_TEXT_AFTER_MS of CPU time, so a short program never pays for the copy. */
+enum text_mode { TEXT_OFF = 0, TEXT_NOW, TEXT_AUTO };
+
 struct hugify_options {
   bool verbose;          /* HUGIFY_VERBOSE=1: one line on stderr per failure inside the host */
-  bool text;             /* HUGIFY_TEXT=1: remap code onto huge pages before main */
+  enum text_mode text;   /* HUGIFY_TEXT=0|1|auto: 1 remaps code onto huge pages before main, auto once the
+                            process has used text_after_ms of CPU (`hugify run`'s default) */
+  unsigned text_after_ms;/* HUGIFY_TEXT_AFTER_MS=N: with HUGIFY_TEXT=auto, the process CPU time (ms) after which
+                            the code is remapped (default 200; 0 = before main) */
   enum heap_mode heap;   /* HUGIFY_HEAP=off|auto|thp|hugetlb|mimalloc|jemalloc|tcmalloc */
   char report[4096];     /* HUGIFY_REPORT=FILE|-: the exit report (JSON to FILE, text to stderr for -) */
   bool report_json;      /* HUGIFY_REPORT_JSON=1: with HUGIFY_REPORT=-, JSON on stderr instead of text */
@@ -33,11 +40,17 @@ struct hugify_options {
   char text_exclude[1024];/* HUGIFY_TEXT_EXCLUDE=PAT[:PAT...]: never these */
   int text_fail_step;    /* HUGIFY_TEXT_FAIL_STEP=K: test-only fault injection, 0 = off */
   bool text_hugetlb;     /* HUGIFY_TEXT_PAGES=thp|2M: 2M = code on hugetlb pages when the pool has them */
+  bool runtime_arenas;   /* HUGIFY_RUNTIME_ARENAS=1: with --heap auto|thp, anonymous read+write mmaps of 64 KiB
+                            to 2 MiB (a runtime's arenas: CPython's 1 MiB, V8's 256 KiB) are carved out of
+                            2 MiB-aligned, advised regions of the preload's (docs/runtimes.md; off by default) */
   unsigned peak_interval_ms; /* HUGIFY_PEAK_INTERVAL_MS=N: with a report, how often the preload samples the
                                 process's memory to catch its peak (default 20; 0 = only before large unmaps) */
   unsigned bench_unavailable; /* HUGIFY_BENCH_UNAVAILABLE=KIND[,KIND]: test-only: hugify bench treats
                                  these page kinds as unavailable (bit 1 << enum hugify_page_kind) */
 };
+
+/* HUGIFY_TEXT_AFTER_MS's default: see docs/run.md "When the code moves" for the figures behind it. */
+#define OPTIONS_TEXT_AFTER_MS 200
 
 /* The lookup returns the value of a variable or NULL (getenv, or a table in tests). */
 typedef const char *(*options_lookup)(const char *name, void *context);

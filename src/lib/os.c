@@ -210,17 +210,42 @@ ssize_t os_process_madvise(int pidfd, const struct iovec *ranges, size_t count, 
   return done < 0 ? -errno : done;
 }
 
+/* ---- memory system calls: syscall(2), never the (possibly interposed) libc names ---- */
+
+int os_mmap(void *address, size_t length, int prot, int flags, int fd, off_t offset, void **out) {
+  long result = syscall(SYS_mmap, address, length, prot, flags, fd, offset);
+  *out = result == -1 ? NULL : (void *)result;
+  return result == -1 ? -errno : 0;
+}
+
+int os_munmap(void *address, size_t length) { return syscall(SYS_munmap, address, length) == 0 ? 0 : -errno; }
+
+int os_mremap(void *old_address, size_t old_length, size_t new_length, int flags, void *new_address, void **out) {
+  long result = syscall(SYS_mremap, old_address, old_length, new_length, flags, new_address);
+  *out = result == -1 ? NULL : (void *)result;
+  return result == -1 ? -errno : 0;
+}
+
+int os_madvise(void *address, size_t length, int advice) {
+  return syscall(SYS_madvise, address, length, advice) == 0 ? 0 : -errno;
+}
+
+int os_mprotect(void *address, size_t length, int prot) {
+  return syscall(SYS_mprotect, address, length, prot) == 0 ? 0 : -errno;
+}
+
 int os_map_aligned(size_t length, size_t alignment, int prot, void **out) {
   *out = NULL;
   size_t page = (size_t)sysconf(_SC_PAGESIZE), slack = alignment > page ? alignment : 0;
   if (length == 0 || length + slack < length) return -EINVAL;
-  char *raw = mmap(NULL, length + slack, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) return -errno;
-  char *aligned = raw;
+  void *mapped;
+  int rc = os_mmap(NULL, length + slack, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0, &mapped);
+  if (rc) return rc;
+  char *raw = mapped, *aligned = raw;
   if (slack) {
     aligned = (char *)(((uintptr_t)raw + slack - 1) & ~(uintptr_t)(slack - 1));
-    if (aligned > raw) munmap(raw, (size_t)(aligned - raw));
-    if (raw + slack > aligned) munmap(aligned + length, (size_t)(raw + slack - aligned));
+    if (aligned > raw) os_munmap(raw, (size_t)(aligned - raw));
+    if (raw + slack > aligned) os_munmap(aligned + length, (size_t)(raw + slack - aligned));
   }
   *out = aligned;
   return 0;

@@ -99,6 +99,20 @@ long os_read_task_times(int pid, struct os_task_times *out, size_t cap);
  * when the kernel does not report the field). */
 int os_read_thp_enabled(int pid);
 
+/* ---- memory system calls ----
+ * The library's own mappings go through these, never through mmap()/munmap()/mremap()/madvise() by name:
+ * inside libhugify-preload.so those names are the preload's interposed wrappers (exported, no
+ * -Bsymbolic), so a call by name from the library would be covered, sampled and timed as if the host had
+ * made it. These are the system calls themselves (syscall(2), as mimalloc's prim layer does), -errno on
+ * failure. */
+/* The new mapping in *out (NULL on failure). Returns 0 or -errno. */
+int os_mmap(void *address, size_t length, int prot, int flags, int fd, off_t offset, void **out);
+int os_munmap(void *address, size_t length);
+/* mremap; new_address is used with MREMAP_FIXED. The mapping's address in *out. Returns 0 or -errno. */
+int os_mremap(void *old_address, size_t old_length, size_t new_length, int flags, void *new_address, void **out);
+int os_madvise(void *address, size_t length, int advice);
+int os_mprotect(void *address, size_t length, int prot);
+
 /* ---- syscalls ---- */
 /* A pidfd, or -errno. */
 int os_pidfd_open(pid_t pid);

@@ -66,18 +66,19 @@ static void probe_madv_collapse_once(void) {
   }
   char *p = scratch;
   p[0] = 1;
-  if (madvise(p, OS_HUGE_2M, MADV_COLLAPSE) == 0) {
+  int collapsed = os_madvise(p, OS_HUGE_2M, MADV_COLLAPSE);
+  if (collapsed == 0) {
     c->state = HUGIFY_FEATURE_YES;
-  } else if (errno == EINVAL) {
+  } else if (collapsed == -EINVAL) {
     c->state = HUGIFY_FEATURE_NO;
     snprintf(c->reason, sizeof c->reason, "MADV_COLLAPSE: not supported by this kernel (needs Linux 6.1+)");
   } else {
     /* EAGAIN/ENOMEM: the kernel knows the advice but could not get a huge page right now. */
     c->state = HUGIFY_FEATURE_YES;
     snprintf(c->reason, sizeof c->reason, "MADV_COLLAPSE: supported, but the probe collapse failed (%s)",
-             strerror(errno));
+             strerror(-collapsed));
   }
-  munmap(p, length);
+  os_munmap(p, length);
 }
 
 static struct feature_cache process_madvise_cache = {PTHREAD_ONCE_INIT, HUGIFY_FEATURE_UNKNOWN, ""};
@@ -118,28 +119,30 @@ static void probe_file_thp_once(void) {
   free(chunk);
   void *where = NULL;
   int rc = ok ? os_map_aligned(OS_HUGE_2M, OS_HUGE_2M, PROT_NONE, &where) : -EIO;
-  char *p = rc ? MAP_FAILED : mmap(where, OS_HUGE_2M, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_FIXED, fd, 0);
-  if (!rc && p == MAP_FAILED) rc = -errno;
+  void *mapped = NULL;
+  if (!rc) rc = os_mmap(where, OS_HUGE_2M, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_FIXED, fd, 0, &mapped);
+  char *p = mapped;
   close(fd); /* no writer may remain for a read-only file THP */
   unlink(path);
-  if (p == MAP_FAILED) {
-    if (where) munmap(where, OS_HUGE_2M);
+  if (!p) {
+    if (where) os_munmap(where, OS_HUGE_2M);
     snprintf(c->reason, sizeof c->reason, "file THP for text: could not set up a probe file (%s)", strerror(-rc));
     return;
   }
-  madvise(p, OS_HUGE_2M, MADV_HUGEPAGE);
+  os_madvise(p, OS_HUGE_2M, MADV_HUGEPAGE);
   volatile char touch = p[0];
   (void)touch;
-  if (madvise(p, OS_HUGE_2M, MADV_COLLAPSE) == 0) {
+  int collapsed = os_madvise(p, OS_HUGE_2M, MADV_COLLAPSE);
+  if (collapsed == 0) {
     c->state = HUGIFY_FEATURE_YES;
   } else {
-    int err = errno;
+    int err = -collapsed;
     c->state = err == EINVAL ? HUGIFY_FEATURE_NO : HUGIFY_FEATURE_UNKNOWN;
     snprintf(c->reason, sizeof c->reason,
              "file THP for text: MADV_COLLAPSE of file-backed text failed (%s)%s", strerror(err),
              err == EINVAL ? "; the kernel lacks CONFIG_READ_ONLY_THP_FOR_FS" : "");
   }
-  munmap(p, OS_HUGE_2M);
+  os_munmap(p, OS_HUGE_2M);
 }
 
 static struct feature_cache pagemap_scan_cache = {PTHREAD_ONCE_INIT, HUGIFY_FEATURE_UNKNOWN, ""};

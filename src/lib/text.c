@@ -220,8 +220,10 @@ static bool try_in_place(struct remap *r, struct hugify_text_segment *s, const s
   void *window = (void *)(uintptr_t)s->window_start;
   size_t length = s->window_end - s->window_start;
   if (injected(r, HUGIFY_TEXT_STEP_IN_PLACE)) { step_failed(s, HUGIFY_TEXT_STEP_IN_PLACE, 0, NULL); return false; }
-  if (madvise(window, length, MADV_HUGEPAGE) != 0 || madvise(window, length, MADV_COLLAPSE) != 0) {
-    step_failed(s, HUGIFY_TEXT_STEP_IN_PLACE, errno, NULL);
+  int rc = os_madvise(window, length, MADV_HUGEPAGE);
+  if (rc == 0) rc = os_madvise(window, length, MADV_COLLAPSE);
+  if (rc != 0) {
+    step_failed(s, HUGIFY_TEXT_STEP_IN_PLACE, -rc, NULL);
     return false;
   }
   struct hugify_backing b;
@@ -237,15 +239,13 @@ static bool try_in_place(struct remap *r, struct hugify_text_segment *s, const s
 
 /* ---- path 2: copy and swap ------------------------------------------------------------------------- */
 
-/* A 2 MiB-aligned anonymous read+write mapping of `length` bytes (THP), or one from the 2 MiB hugetlb pool. */
-static void *reserve_copy(size_t length, bool hugetlb) {
+/* A 2 MiB-aligned anonymous read+write mapping of `length` bytes (THP), or one from the 2 MiB hugetlb pool.
+ * Returns 0 or -errno. */
+static int reserve_copy(size_t length, bool hugetlb, void **copy) {
   if (hugetlb) /* never MAP_NORESERVE: the pool pages are reserved now or the mmap fails */
-    return mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | os_map_hugetlb_flags(OS_HUGE_2M),
-                -1, 0);
-  void *p;
-  int rc = os_map_aligned(length, OS_HUGE_2M, PROT_READ | PROT_WRITE, &p);
-  if (rc) { errno = -rc; return MAP_FAILED; }
-  return p;
+    return os_mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | os_map_hugetlb_flags(OS_HUGE_2M),
+                   -1, 0, copy);
+  return os_map_aligned(length, OS_HUGE_2M, PROT_READ | PROT_WRITE, copy);
 }
 
 /* hugetlb when asked for and the pool has free pages for the whole window; otherwise THP, saying why. */
@@ -285,13 +285,15 @@ static bool copy_and_swap(struct remap *r, const struct hugify_text_object *o, s
   enum hugify_page_kind kind = hugetlb ? HUGIFY_PAGE_2M : HUGIFY_PAGE_THP;
 
   if (injected(r, HUGIFY_TEXT_STEP_RESERVE)) { step_failed(s, HUGIFY_TEXT_STEP_RESERVE, 0, NULL); return false; }
-  char *copy = reserve_copy(length, hugetlb);
-  if (copy == MAP_FAILED) { step_failed(s, HUGIFY_TEXT_STEP_RESERVE, errno, NULL); return false; }
+  void *reserved;
+  int err = -reserve_copy(length, hugetlb, &reserved);
+  if (err) { step_failed(s, HUGIFY_TEXT_STEP_RESERVE, err, NULL); return false; }
+  char *copy = reserved;
 
-  int step = 0, err = 0;
+  int step = 0;
   if (!hugetlb) {
     if (injected(r, HUGIFY_TEXT_STEP_ADVISE)) { step = HUGIFY_TEXT_STEP_ADVISE; goto undo; }
-    if (madvise(copy, length, MADV_HUGEPAGE) != 0) { step = HUGIFY_TEXT_STEP_ADVISE; err = errno; goto undo; }
+    if ((err = -os_madvise(copy, length, MADV_HUGEPAGE)) != 0) { step = HUGIFY_TEXT_STEP_ADVISE; goto undo; }
   }
   if (injected(r, HUGIFY_TEXT_STEP_COPY)) { step = HUGIFY_TEXT_STEP_COPY; goto undo; }
   memcpy(copy, window, length); /* the first write to each 2 MiB faults in a huge page */
@@ -305,13 +307,13 @@ static bool copy_and_swap(struct remap *r, const struct hugify_text_object *o, s
       probe_thp_setting("enabled", mode, sizeof mode);
       step_failed(s, HUGIFY_TEXT_STEP_COLLAPSE, 0, "no huge page could be had for the copy");
       reason_add(s->reason, sizeof s->reason, "THP is '%s'; memory may be fragmented", mode);
-      munmap(copy, length);
+      os_munmap(copy, length);
       return false;
     }
   }
 
   if (injected(r, HUGIFY_TEXT_STEP_PROTECT)) { step = HUGIFY_TEXT_STEP_PROTECT; goto undo; }
-  if (mprotect(copy, length, PROT_READ | PROT_EXEC) != 0) { step = HUGIFY_TEXT_STEP_PROTECT; err = errno; goto undo; }
+  if ((err = -os_mprotect(copy, length, PROT_READ | PROT_EXEC)) != 0) { step = HUGIFY_TEXT_STEP_PROTECT; goto undo; }
 
   /* The name helps people and tools; its absence (older kernel, hugetlb) is not a reason to stop. */
   char name[80];
@@ -325,15 +327,18 @@ static bool copy_and_swap(struct remap *r, const struct hugify_text_object *o, s
   err = 0;
 
   if (injected(r, HUGIFY_TEXT_STEP_SWAP)) { step = HUGIFY_TEXT_STEP_SWAP; goto undo; }
-  void *moved = mremap(copy, length, length, MREMAP_MAYMOVE | MREMAP_FIXED, window);
-  if (moved == MAP_FAILED) { step = HUGIFY_TEXT_STEP_SWAP; err = errno; goto undo; }
+  void *moved;
+  if ((err = -os_mremap(copy, length, length, MREMAP_MAYMOVE | MREMAP_FIXED, window, &moved)) != 0) {
+    step = HUGIFY_TEXT_STEP_SWAP;
+    goto undo;
+  }
   s->path = HUGIFY_TEXT_COPY_SWAP;
   s->kind = kind;
   return true;
 
 undo: /* the copy is not live code yet: dropping it changes nothing the program can see */
   step_failed(s, step, err, NULL);
-  munmap(copy, length);
+  os_munmap(copy, length);
   return false;
 }
 
@@ -513,7 +518,7 @@ static void write_perf_map(struct remap *r) {
       reason_add(report->reason, sizeof report->reason, "perf-map: %s: unreadable section headers", o->path);
     else if (w.written == 0)
       reason_add(report->reason, sizeof report->reason, "perf-map: %s: no function symbols (stripped)", o->path);
-    munmap(image, size);
+    os_munmap(image, size);
   }
   if (out && fclose(out) != 0)
     reason_add(report->reason, sizeof report->reason, "perf-map failed: %s: %s", path, strerror(errno));

@@ -19,6 +19,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <link.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,24 +44,31 @@ static atomic_int cover_active;   /* 1: auto/thp mode and THP usable in this pro
 static atomic_int cover_warned;   /* one fallback line for a failing madvise */
 static atomic_int shared_active;  /* 1: auto/thp mode and THP not disabled by prctl: cover shared memory */
 static atomic_int shared_noted;   /* the one fallback line about shmem_enabled */
-static char shmem_mode[24];       /* shmem_enabled as it applies to 2 MiB pages, read at start */
+static char shmem_mode[24];       /* shmem_enabled as it applies to 2 MiB pages, read at the first use */
+static pthread_once_t shmem_mode_read = PTHREAD_ONCE_INIT;
 static uint64_t pool_free_at_start, pool_total_at_start; /* --heap hugetlb: the 2 MiB pool at start */
 static const char *heap_owner;    /* a sanitizer's or valgrind's allocator owns malloc (NULL: none) */
 static bool under_valgrind;       /* valgrind's core is loaded: the program runs on valgrind's JIT */
 
+/* The program's own mapping goes on to the next mmap (libc's, or a sanitizer's interceptor); the preload's
+ * trimming and advice use os.h's system calls, so they are never sampled or covered again (docs/design.md,
+ * "the preload's own memory calls"). */
 static void *call_next_mmap(void *addr, size_t length, int prot, int flags, int fd, off_t offset) {
   if (next_mmap) return next_mmap(addr, length, prot, flags, fd, offset);
   /* Before our constructor ran (another preloaded library's constructor): the system call itself. */
-  long result = syscall(SYS_mmap, addr, length, prot, flags, fd, offset);
-  return result == -1 ? MAP_FAILED : (void *)result;
+  void *result;
+  int rc = os_mmap(addr, length, prot, flags, fd, offset, &result);
+  if (rc) errno = -rc;
+  return rc ? MAP_FAILED : result;
 }
 
 static bool thp_disabled_by_prctl(void) { return prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0) > 0; }
 
 static void advise(void *start, size_t length) {
   if (thp_disabled_by_prctl()) return; /* the program said no (possibly after we started) */
-  if (madvise(start, length, MADV_HUGEPAGE) != 0 && !atomic_exchange(&cover_warned, 1))
-    preload_fallback("heap mmap cover", "madvise(MADV_HUGEPAGE) failed: %s", strerror(errno));
+  int rc = os_madvise(start, length, MADV_HUGEPAGE);
+  if (rc != 0 && !atomic_exchange(&cover_warned, 1))
+    preload_fallback("heap mmap cover", "madvise(MADV_HUGEPAGE) failed: %s", strerror(-rc));
 }
 
 /* Only fresh anonymous private memory big enough to hold a huge page, and nothing with placement or
@@ -80,10 +88,14 @@ static bool wants_shared_cover(size_t length, int flags) {
   return !(flags & (MAP_STACK | MAP_GROWSDOWN | MAP_32BIT | MAP_HUGETLB));
 }
 
+/* Two sysfs files: read when a program first makes shared memory this large, not in every process. */
+static void read_shmem_mode(void) { inspect_shmem_mode(shmem_mode, sizeof shmem_mode); }
+
 /* Advise shared memory we placed; say once what shmem_enabled does to it. */
 static void advise_shared(void *start, size_t length, const char *how) {
   if (thp_disabled_by_prctl()) return;
-  madvise(start, length, MADV_HUGEPAGE); /* EINVAL on hugetlb segments: those are huge already */
+  pthread_once(&shmem_mode_read, read_shmem_mode);
+  os_madvise(start, length, MADV_HUGEPAGE); /* EINVAL on hugetlb segments: those are huge already */
   bool at_fault = strcmp(shmem_mode, "advise") == 0 || strcmp(shmem_mode, "always") == 0 ||
                   strcmp(shmem_mode, "within_size") == 0 || strcmp(shmem_mode, "force") == 0;
   if (at_fault || atomic_exchange(&shared_noted, 1)) return;
@@ -111,9 +123,9 @@ static char *reserve_aligned(size_t length, char **base, size_t *size) {
 /* Give back the parts of a reservation around [used, used + length). */
 static void release_around(char *base, size_t size, char *used, size_t length) {
   size_t rounded = (length + 4095) & ~(size_t)4095;
-  if (used > base) munmap(base, (size_t)(used - base));
+  if (used > base) os_munmap(base, (size_t)(used - base));
   char *end = used + rounded;
-  if (end < base + size) munmap(end, (size_t)(base + size - end));
+  if (end < base + size) os_munmap(end, (size_t)(base + size - end));
 }
 
 /* A shared anonymous mapping whose offset 0 is 2 MiB-aligned: mapped with MAP_FIXED over our own
@@ -125,9 +137,7 @@ static void *map_shared_aligned(size_t length, int prot, int flags, off_t offset
   if (!aligned) return call_next_mmap(NULL, length, prot, flags, -1, offset);
   void *result = call_next_mmap(aligned, length, prot, flags | MAP_FIXED, -1, offset);
   if (result == MAP_FAILED) {
-    int error = errno;
-    munmap(base, size);
-    errno = error;
+    os_munmap(base, size); /* errno stays the kernel's answer to the program's mmap */
     return MAP_FAILED;
   }
   release_around(base, size, aligned, length);
@@ -154,7 +164,7 @@ __attribute__((visibility("default"))) void *shmat(int id, const void *address, 
   char *aligned = reserve_aligned(segment.shm_segsz, &base, &size);
   void *result = aligned ? next_shmat(id, aligned, flags | SHM_REMAP) : (void *)-1;
   if (result == (void *)-1) {
-    if (aligned) munmap(base, size);
+    if (aligned) os_munmap(base, size);
     result = next_shmat(id, NULL, flags); /* as the program asked, with the kernel's own errno */
   } else {
     release_around(base, size, aligned, segment.shm_segsz);
@@ -163,6 +173,55 @@ __attribute__((visibility("default"))) void *shmat(int id, const void *address, 
   }
   preload_add_ns(preload_now_ns() - started);
   return result;
+}
+
+/* ---- runtimes' small mappings (HUGIFY_RUNTIME_ARENAS=1) --------------------------------------------------
+ * CPython takes its object arenas (1 MiB) and V8 its pages (256 KiB) with mmap, below the 2 MiB a huge page
+ * needs, so each lands wherever the kernel puts it and stays on 4 KiB pages. With this on, an anonymous
+ * private read+write mmap of 64 KiB up to 2 MiB, with no address, no placement flags and no reservation
+ * (PROT_NONE, MAP_NORESERVE: guard pages and reservations are never turned into memory), is carved out of
+ * the current 2 MiB-aligned region: mapped read+write and advised by the preload, handed out from the
+ * bottom up. The program's munmap, mprotect and mremap of its piece act on that piece only (the kernel
+ * splits the region's mapping); a piece is never handed out twice (no reuse of holes). A region's unused
+ * top stays mapped when the next region starts (unmapping it would split the huge page its pieces are on):
+ * at most 2 MiB of address space, and of memory only what a huge page there zero-filled. The first SMALL_AFTER such mappings pass through:
+ * a short program does not pay for a region. The lock is only tried: a thread that finds it held (or a
+ * signal handler, or a forked child of a thread that held it) gets an ordinary mapping. */
+#define SMALL_MIN (64u << 10)
+#define SMALL_AFTER 8
+static bool small_enabled;
+static atomic_uint small_seen;
+static pthread_mutex_t small_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *small_next, *small_end; /* the current region's unused part; guarded by small_lock */
+
+static bool wants_small(void *addr, size_t length, int prot, int flags) {
+  if (!small_enabled || addr || length < SMALL_MIN || length >= COVER_MIN || prot != (PROT_READ | PROT_WRITE)) return false;
+  if (!atomic_load_explicit(&cover_active, memory_order_relaxed)) return false;
+  if (!(flags & MAP_ANONYMOUS) || (flags & MAP_TYPE) != MAP_PRIVATE) return false;
+  if (flags & (MAP_FIXED | MAP_FIXED_NOREPLACE | MAP_STACK | MAP_GROWSDOWN | MAP_32BIT | MAP_HUGETLB | MAP_NORESERVE |
+               MAP_POPULATE))
+    return false;
+  return atomic_fetch_add_explicit(&small_seen, 1, memory_order_relaxed) >= SMALL_AFTER;
+}
+
+/* A piece of `length` bytes from the current region, or NULL (then the caller maps as usual). */
+static void *map_small(size_t length) {
+  size_t rounded = (length + 4095) & ~(size_t)4095;
+  if (pthread_mutex_trylock(&small_lock) != 0) return NULL;
+  if ((size_t)(small_end - small_next) < rounded) {
+    void *region;
+    if (os_map_aligned(COVER_MIN, COVER_MIN, PROT_READ | PROT_WRITE, &region) != 0) {
+      pthread_mutex_unlock(&small_lock);
+      return NULL;
+    }
+    advise(region, COVER_MIN);
+    small_next = region;
+    small_end = small_next + COVER_MIN;
+  }
+  void *piece = small_next;
+  small_next += rounded;
+  pthread_mutex_unlock(&small_lock);
+  return piece;
 }
 
 /* ---- private anonymous memory ------------------------------------------------------------------------- */
@@ -175,11 +234,11 @@ static void *map_aligned(size_t length, int prot, int flags, int fd, off_t offse
   if (raw == MAP_FAILED) return call_next_mmap(NULL, length, prot, flags, fd, offset);
   uintptr_t aligned = ((uintptr_t)raw + COVER_MIN - 1) & ~(uintptr_t)(COVER_MIN - 1);
   size_t head = aligned - (uintptr_t)raw, tail = reserve - head - rounded;
-  if (head) munmap(raw, head);
-  if (tail) munmap((char *)aligned + rounded, tail);
+  if (head) os_munmap(raw, head);
+  if (tail) os_munmap((char *)aligned + rounded, tail);
   advise((void *)aligned, rounded);
   if (flags & MAP_POPULATE)
-    madvise((void *)aligned, rounded, (prot & PROT_WRITE) ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
+    os_madvise((void *)aligned, rounded, (prot & PROT_WRITE) ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
   return (void *)aligned;
 }
 
@@ -258,6 +317,10 @@ __attribute__((visibility("default"))) void *mmap(void *addr, size_t length, int
     preload_add_ns(preload_now_ns() - started);
     return result;
   }
+  if (wants_small(addr, length, prot, flags)) {
+    void *piece = map_small(length);
+    if (piece) return piece;
+  }
   if (!wants_cover(length, flags)) return call_next_mmap(addr, length, prot, flags, fd, offset);
   uint64_t started = preload_now_ns();
   int saved = errno;
@@ -309,17 +372,36 @@ static int find_library_owner(struct dl_phdr_info *info, size_t size, void *cont
   return 0;
 }
 
-/* A sanitizer runtime as a loaded library (gcc's libasan.so, valgrind's vgpreload_memcheck) or linked
- * into the program (clang's static runtimes: their init symbol). */
-static const char *find_heap_owner(void) {
+/* A sanitizer runtime as a loaded library (gcc's libasan.so, valgrind's vgpreload_memcheck): found at
+ * start, from the names of the loaded objects. */
+static const char *find_library_heap_owner(void) {
   const char *owner = NULL;
   dl_iterate_phdr(find_library_owner, &owner);
-  for (size_t i = 0; !owner && elf_heap_owner_symbol(i); i++)
-    if (dlsym(RTLD_DEFAULT, elf_heap_owner_symbol(i))) owner = elf_heap_owner_of_symbol(elf_heap_owner_symbol(i));
   return owner;
 }
 
-const char *preload_heap_owner(void) { return heap_owner; }
+static const char *owner_fallback_detail(const char *allocator) {
+  return under_valgrind ? "valgrind redirects malloc to its core" : allocator[0] ? allocator : "its runtime";
+}
+
+/* A runtime linked into the program (clang's static sanitizer runtimes): their init symbol. Five dlsym
+ * misses cost about 20 us, a tenth of what the preload adds to /bin/true, and only the report and
+ * HUGIFY_VERBOSE need the answer: looked up at the first question (preload_heap_owner), not at start. */
+static pthread_once_t symbol_owner_once = PTHREAD_ONCE_INIT;
+static void find_symbol_heap_owner(void) {
+  if (heap_owner) return;
+  for (size_t i = 0; !heap_owner && elf_heap_owner_symbol(i); i++)
+    if (dlsym(RTLD_DEFAULT, elf_heap_owner_symbol(i))) heap_owner = elf_heap_owner_of_symbol(elf_heap_owner_symbol(i));
+  if (heap_owner && preload_options()->heap != HEAP_OFF)
+    preload_fallback("heap", "malloc is %s's allocator (%s): it maps its memory with its own system calls, which "
+                     "neither glibc's tunables nor the mmap cover reach (the program's own mmaps are still covered)",
+                     heap_owner, owner_fallback_detail(preload_malloc_library()));
+}
+
+const char *preload_heap_owner(void) {
+  pthread_once(&symbol_owner_once, find_symbol_heap_owner);
+  return heap_owner;
+}
 bool preload_under_valgrind(void) { return under_valgrind; }
 
 static void check_thp_usable(const char *mode_name) {
@@ -349,22 +431,23 @@ static void read_pool(uint64_t *free_pages, uint64_t *total_pages) {
 void preload_heap_start(const struct hugify_options *options) {
   next_mmap = (mmap_function)dlsym(RTLD_NEXT, "mmap");
   const char *allocator = preload_malloc_library();
-  heap_owner = find_heap_owner();
-  /* Under valgrind, dlsym still finds libc's malloc: valgrind redirects it below the symbol tables. */
+  heap_owner = find_library_heap_owner();
+  /* Under valgrind, dlsym still finds libc's malloc: valgrind redirects it below the symbol tables. A
+   * static sanitizer runtime (found later) owns malloc itself, so malloc is not libc's then. */
   bool glibc = strstr(allocator, "/libc.so") != NULL && !heap_owner;
   if (heap_owner && options->heap != HEAP_OFF)
     preload_fallback("heap", "malloc is %s's allocator (%s): it maps its memory with its own system calls, which "
                      "neither glibc's tunables nor the mmap cover reach (the program's own mmaps are still covered)",
-                     heap_owner, under_valgrind ? "valgrind redirects malloc to its core" : allocator[0] ? allocator
-                     : "its runtime");
+                     heap_owner, owner_fallback_detail(allocator));
+  if (options->verbose) preload_heap_owner(); /* its line on stderr comes at start, as the others do */
   switch (options->heap) {
   case HEAP_OFF: return;
   case HEAP_AUTO:
   case HEAP_THP:
     /* Shared memory follows shmem_enabled, not enabled: covered whatever the THP mode. */
-    inspect_shmem_mode(shmem_mode, sizeof shmem_mode);
     if (!thp_disabled_by_prctl()) atomic_store(&shared_active, 1);
     check_thp_usable(options_heap_name(options->heap));
+    small_enabled = options->runtime_arenas && !heap_owner; /* a sanitizer's interceptors see every mapping */
     if (glibc && !tunable_is("glibc.malloc.hugetlb", "1"))
       preload_fallback("heap glibc malloc", "GLIBC_TUNABLES lacks glibc.malloc.hugetlb=1 (start the program with "
                        "`hugify run`): malloc's own memory is not advised");

@@ -112,9 +112,6 @@ __attribute__((constructor)) static void hugify_preload_start(void) {
   if (options.text && preload_under_valgrind())
     preload_fallback("text", "the program runs under valgrind, which executes its own translation of the code, "
                      "not the code on huge pages; the text remap is left out");
-  else if (options.text) {
-    uint64_t text_started = preload_now_ns();
-    preload_text_step(&options);
-    preload_add_ns(preload_now_ns() - text_started);
-  }
+  else if (options.text)
+    preload_text_start(&options);
 }

@@ -7,8 +7,20 @@
 
 #include "options.h"
 
-/* text_step.c: hugify_remap_text() with the HUGIFY_TEXT_* options, before main. Never fails the host. */
-void preload_text_step(const struct hugify_options *options);
+/* ---- text_step.c: hugify_remap_text() with the HUGIFY_TEXT_* options. Never fails the host. ---- */
+
+enum preload_text_state {
+  PRELOAD_TEXT_OFF,     /* not asked for (or left out: valgrind) */
+  PRELOAD_TEXT_WAITING, /* HUGIFY_TEXT=auto: the process has not used HUGIFY_TEXT_AFTER_MS of CPU yet */
+  PRELOAD_TEXT_RUNNING,
+  PRELOAD_TEXT_DONE,
+  PRELOAD_TEXT_NO_WINDOW /* auto: the objects loaded at start hold no 2 MiB window of code; no thread */
+};
+/* HUGIFY_TEXT=1 (or HUGIFY_TEXT_AFTER_MS=0): the remap now, before main. auto: start the thread that does
+ * it once the process has used HUGIFY_TEXT_AFTER_MS of CPU time. */
+void preload_text_start(const struct hugify_options *options);
+/* Where the step is; *cpu_seconds: the process's CPU time when the remap began (0 before). */
+enum preload_text_state preload_text_state(double *cpu_seconds);
 
 /* ---- preload.c: state shared by the steps ---- */
 
@@ -48,7 +60,8 @@ bool preload_heap_keeps(void *addr, size_t length);
 /* The file malloc resolves to in this process ("" when unknown). */
 const char *preload_malloc_library(void);
 /* The runtime that owns malloc in this process ("AddressSanitizer", "valgrind memcheck": elf_image.h's
- * heap owners), found at start; NULL for an ordinary allocator. */
+ * heap owners); NULL for an ordinary allocator. A loaded runtime library is found at start, a runtime
+ * linked into the program (its init symbol) at the first call. */
 const char *preload_heap_owner(void);
 /* True when the program runs under valgrind (its vgpreload_core is loaded), found at start. */
 bool preload_under_valgrind(void);

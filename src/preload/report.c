@@ -124,6 +124,24 @@ static struct hugify_usage allocated(const struct measured *m) {
   return sum;
 }
 
+static const char *const text_mode_names[] = {"off", "now", "auto"};
+static const char *const text_state_names[] = {"off", "waiting", "running", "done", "no-window"};
+
+/* When the code moved: "waiting" at exit means the process ended before it had used text_after_ms of CPU,
+ * so the copy was never needed (docs/run.md "When the code moves"). */
+static void put_text_step(struct json_writer *j, const struct hugify_options *options) {
+  double at_cpu;
+  enum preload_text_state state = preload_text_state(&at_cpu);
+  json_open_object(j, "text_step");
+  json_put_string(j, "mode", text_mode_names[options->text]);
+  json_put_string(j, "state", text_state_names[state]);
+  if (options->text == TEXT_AUTO) json_put_double(j, "after_cpu_seconds", options->text_after_ms / 1000.0);
+  else json_put_null(j, "after_cpu_seconds");
+  if (state == PRELOAD_TEXT_DONE) json_put_double(j, "at_cpu_seconds", at_cpu);
+  else json_put_null(j, "at_cpu_seconds");
+  json_close(j);
+}
+
 static void write_json(FILE *out, const struct measured *m, double seconds) {
   const struct hugify_options *options = preload_options();
   struct json_writer j;
@@ -135,6 +153,7 @@ static void write_json(FILE *out, const struct measured *m, double seconds) {
   json_put_string(&j, "command", m->command);
   json_put_string(&j, "heap_mode", options_heap_name(options->heap));
   json_put_bool(&j, "text_remap", options->text);
+  put_text_step(&j, options);
   json_put_string(&j, "glibc_tunables", getenv("GLIBC_TUNABLES"));
   json_put_string(&j, "malloc", preload_malloc_library());
   json_put_string(&j, "heap_owner", preload_heap_owner()); /* null: an ordinary allocator */
@@ -219,6 +238,10 @@ static void write_text(FILE *out, const struct measured *m, double seconds) {
   text_row(&t, "total", &m->total);
   table_print(&t, out, "  ");
   table_free(&t);
+  double at_cpu;
+  if (preload_text_state(&at_cpu) == PRELOAD_TEXT_WAITING)
+    fprintf(out, "  text: not moved: the process used less than %u ms of CPU (HUGIFY_TEXT_AFTER_MS)\n",
+            preload_options()->text_after_ms);
   unsigned count;
   const struct preload_fallback_entry *fallbacks = preload_fallbacks(&count);
   for (unsigned i = 0; i < count; i++) fprintf(out, "  fallback: %s: %s\n", fallbacks[i].what, fallbacks[i].reason);

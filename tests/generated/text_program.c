@@ -3,7 +3,9 @@
  * (text_program_shared), optionally after hugify_remap_text(), and checks the result.
  *
  * usage: text_program [--remap [--remap]] [--kind thp|2m] [--fail-step K] [--main-only] [--exclude PATTERNS]
- *                     [--perf-map] [--hold]
+ *                     [--perf-map] [--busy-ms N] [--hold]
+ * --busy-ms N: run the generated code over and over until the process has used N ms of CPU time (the
+ * preload's HUGIFY_TEXT=auto remaps it meanwhile, from its own thread); every run's checksum must hold.
  * stdout, one fact per line:
  *   remap RC moved_bytes N huge_bytes N window_bytes N moved_segments N nanoseconds N reason TEXT
  *   segment PATH START END WINDOW_START WINDOW_END PATH_USED KIND HUGE_BYTES FAILED_STEP REASON
@@ -21,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "hugify.h"
@@ -71,10 +74,12 @@ int main(int argc, char **argv) {
   struct hugify_text_opts opts = {0};
   int remaps = 0;
   bool hold = false;
+  long busy_ms = 0;
   for (int i = 1; i < argc; i++) {
     const char *next = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(argv[i], "--remap") == 0) remaps++; /* twice: the second call must find nothing left to move */
     else if (strcmp(argv[i], "--hold") == 0) hold = true;
+    else if (strcmp(argv[i], "--busy-ms") == 0 && next) busy_ms = atol(argv[++i]);
     else if (strcmp(argv[i], "--main-only") == 0) opts.flags |= HUGIFY_TEXT_MAIN_ONLY;
     else if (strcmp(argv[i], "--perf-map") == 0) opts.flags |= HUGIFY_TEXT_PERF_MAP;
     else if (strcmp(argv[i], "--kind") == 0 && next) {
@@ -107,6 +112,10 @@ int main(int argc, char **argv) {
     printf("function hugify_generated_%u %" PRIxPTR "\n", picks[i], (uintptr_t)hugify_generated_table[picks[i]]);
   uint64_t x = hugify_generated_run();
   bool ok = x == hugify_generated_expected;
+  for (struct timespec used = {0, 0}; ok && (used.tv_sec * 1000 + used.tv_nsec / 1000000) < busy_ms;) {
+    ok = hugify_generated_run() == hugify_generated_expected;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &used);
+  }
   printf("checksum 0x%016" PRIx64 " %s\n", x, ok ? "ok" : "BAD");
   fflush(stdout);
   if (hold) {

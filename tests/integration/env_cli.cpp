@@ -129,6 +129,13 @@ TEST(Env, NoReportUnsetsAnInheritedOne) {
   EXPECT_EQ(by_env["HUGIFY_HEAP"], "auto");
 }
 
+TEST(Env, TextModeAutoByDefaultOnAndOffAsAsked) {
+  EXPECT_EQ(shell_environment({}, {})["HUGIFY_TEXT"], "auto");
+  EXPECT_EQ(shell_environment({"--text", "on"}, {})["HUGIFY_TEXT"], "1");
+  EXPECT_EQ(shell_environment({"--text", "off"}, {})["HUGIFY_TEXT"], "0");
+  EXPECT_EQ(managed(run_environment({"--text", "auto"}, {})), managed(shell_environment({}, {})));
+}
+
 // A program started from the printed environment reports as the preload does under `hugify run`: the
 // first process that loads the preload is the top level and writes FILE; a forked and exec'd child writes
 // FILE.<pid>. (`hugify run --report` collects the same per-process reports in a directory of its own and sums

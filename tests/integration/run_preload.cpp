@@ -336,6 +336,46 @@ TEST(RunPreload, OtherAllocatorsMmapsAreAlignedAndAdvised) {
   EXPECT_GE(heap_fraction(load_report(report)), 0.90) << test_support::read_file(report);
 }
 
+// HUGIFY_RUNTIME_ARENAS=1: a runtime's 1 MiB and 256 KiB arenas come out of the preload's 2 MiB regions, and
+// each still behaves as its own mapping (the helper checks munmap, mprotect, mremap and fork itself).
+TEST(RunPreload, RuntimeArenasGoOnHugePagesAndKeepTheirOwnSemantics) {
+  std::string plain_path = temp_path("arenas-off.json"), arenas_path = temp_path("arenas-on.json");
+  std::string helper = test_support::helper_path("runtime_arenas");
+  auto plain = test_support::hugify({"run", "--report", plain_path, "--", helper});
+  auto arenas = test_support::hugify({"run", "--report", arenas_path, "--", helper}, {{"HUGIFY_RUNTIME_ARENAS", "1"}});
+  ASSERT_EQ(plain.status, 0) << plain.out << plain.err;
+  ASSERT_EQ(arenas.status, 0) << "a piece did not behave as its own mapping:\n" << arenas.out << arenas.err;
+  EXPECT_NE(arenas.out.find("checks ok"), std::string::npos) << arenas.out;
+  double off = heap_fraction(load_report(plain_path)), on = heap_fraction(load_report(arenas_path));
+  EXPECT_LT(off, 0.5) << "without the option, 1 MiB mappings are not expected on huge pages: " << test_support::read_file(plain_path);
+  // The first 8 mappings pass through (a short program pays nothing) and the helper's munmap, mprotect and
+  // mremap split three regions: about three quarters of its 40 MiB end on huge pages.
+  EXPECT_GE(on, 0.6) << test_support::read_file(arenas_path);
+  EXPECT_GT(on, off + 0.4) << test_support::read_file(plain_path);
+}
+
+TEST(RunPreload, RuntimeArenasLeaveGuardPagesAndReservationsAlone) {
+  // PROT_NONE and MAP_NORESERVE mappings (a runtime's reservations and guards) pass through untouched:
+  // python3 -c with mmap of each kind prints where they went; none may be inside an [anon] region the
+  // preload made, and a PROT_NONE page must still fault.
+  if (test_support::run({"python3", "-c", "import mmap"}).status != 0) GTEST_SKIP() << "python3 is not installed";
+  auto r = test_support::hugify(
+      {"run", "--", "python3", "-c",
+       "import mmap, ctypes, sys\n"
+       "pieces = [mmap.mmap(-1, 1 << 20) for _ in range(16)]\n"
+       "for p in pieces: p[0:1] = b'x'\n"
+       "libc = ctypes.CDLL(None)\n"
+       "libc.mmap.restype = ctypes.c_void_p\n"
+       "libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]\n"
+       "guard = libc.mmap(None, 1 << 20, 0, 0x22, -1, 0)\n"
+       "maps = open('/proc/self/maps').read().splitlines()\n"
+       "line = [l for l in maps if int(l.split('-')[0], 16) <= guard < int(l.split()[0].split('-')[1], 16)][0]\n"
+       "print('guard', line.split()[1])\n"},
+      {{"HUGIFY_RUNTIME_ARENAS", "1"}});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("guard ---p"), std::string::npos) << "a PROT_NONE mapping became memory: " << r.out;
+}
+
 TEST(RunPreload, ChildProcessesAreCoveredAndInTheTreeReport) {
   std::string report = temp_path("child.json");
   // dash forks both commands (and exits with _exit, which the report does not cover: docs/run.md)

@@ -377,6 +377,51 @@ TEST(TextRemapGenerated, PreloadMovesCodeBeforeMain) {
   }
 }
 
+bool has_thread(pid_t pid, const std::string &name) {
+  std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  bool found = false;
+  DIR *d = opendir(tasks.c_str());
+  for (struct dirent *e; d && (e = readdir(d));)
+    if (e->d_name[0] != '.') found |= test_support::read_file(tasks + "/" + e->d_name + "/comm").rfind(name, 0) == 0;
+  if (d) closedir(d);
+  return found;
+}
+
+// HUGIFY_TEXT=auto (hugify run's default): the code moves from the preload's own thread once the process
+// has used HUGIFY_TEXT_AFTER_MS of CPU, while the main thread keeps running the very code being swapped.
+// Nothing here depends on speed: the program is busy for longer than the threshold, then waits, and the
+// test polls until the move is seen, with a limit far above any plausible delay.
+TEST(TextRemapGenerated, AutoModeMovesCodeOnceTheProcessHasUsedTheCpu) {
+  for (std::string variant : {"static", "shared"}) {
+    held_run h;
+    child c({program(variant), "--busy-ms", "300", "--hold"},
+            with(preload_env, {{"HUGIFY_TEXT", "auto"}, {"HUGIFY_TEXT_AFTER_MS", "100"}}));
+    ASSERT_TRUE(c.wait_for_line("ready", 120000)) << variant << ": " << c.finish().err;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    // The waiting thread ends when the step is done.
+    while (has_thread(c.pid(), "hugify-text") && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    h.vmas = read_smaps(c.pid());
+    h.result = c.finish();
+    h.output = parse_program(h.result.out);
+    expect_moved(h, variant + " under HUGIFY_TEXT=auto, moved while its code ran");
+  }
+}
+
+TEST(TextRemapGenerated, AutoModeLeavesAShortProgramsCodeAlone) {
+  // A threshold no test program reaches: the waiting thread exists, the code stays the file's.
+  held_run h;
+  child c({program("static"), "--hold"}, with(preload_env, {{"HUGIFY_TEXT", "auto"}, {"HUGIFY_TEXT_AFTER_MS", "3600000"}}));
+  ASSERT_TRUE(c.wait_for_line("ready"));
+  h.vmas = read_smaps(c.pid());
+  bool waiter = has_thread(c.pid(), "hugify-text");
+  h.result = c.finish();
+  h.output = parse_program(h.result.out);
+  ASSERT_EQ(h.result.status, 0) << h.result.err;
+  EXPECT_TRUE(waiter) << "no hugify-text thread waits for the CPU threshold";
+  expect_untouched(h.vmas, h.output, "HUGIFY_TEXT=auto before the threshold");
+}
+
 TEST(TextRemapGenerated, PreloadVerboseSaysWhatMovedOnStderrOnly) {
   command_result plain = test_support::run({program("shared")});
   command_result r = test_support::run({program("shared")}, with(preload_env, {{"HUGIFY_VERBOSE", "1"}}));

@@ -279,6 +279,27 @@ TEST(Options, GoodValues) {
   EXPECT_STREQ(options.allocator_dirs, "/opt/a/lib:/opt/b/lib");
 }
 
+TEST(Options, TextModeAndItsCpuThreshold) {
+  hugify_options options;
+  char warnings[512] = "";
+  std::map<std::string, std::string> unset;
+  options_parse(lookup_table, &unset, &options, warnings, sizeof warnings);
+  EXPECT_EQ(options.text_after_ms, unsigned(OPTIONS_TEXT_AFTER_MS));
+  for (const auto &[value, mode] : std::map<std::string, text_mode>{{"auto", TEXT_AUTO}, {"AUTO", TEXT_AUTO},
+                                                                     {"1", TEXT_NOW}, {"on", TEXT_NOW}, {"0", TEXT_OFF}}) {
+    std::map<std::string, std::string> env = {{"HUGIFY_TEXT", value}, {"HUGIFY_TEXT_AFTER_MS", "50"}};
+    EXPECT_EQ(options_parse(lookup_table, &env, &options, warnings, sizeof warnings), 0) << value << ": " << warnings;
+    EXPECT_EQ(options.text, mode) << value;
+    EXPECT_EQ(options.text_after_ms, 50u);
+  }
+  std::map<std::string, std::string> bad = {{"HUGIFY_TEXT", "later"}, {"HUGIFY_TEXT_AFTER_MS", "1h"}};
+  warnings[0] = '\0';
+  EXPECT_EQ(options_parse(lookup_table, &bad, &options, warnings, sizeof warnings), 2);
+  EXPECT_EQ(options.text, TEXT_OFF);
+  EXPECT_EQ(options.text_after_ms, unsigned(OPTIONS_TEXT_AFTER_MS));
+  EXPECT_NE(strstr(warnings, "HUGIFY_TEXT=later: expected 0, 1 or auto"), nullptr) << warnings;
+}
+
 TEST(Options, BadValuesKeepDefaultsWithOneWarningEach) {
   std::map<std::string, std::string> env = {{"HUGIFY_TEXT", "maybe"}, {"HUGIFY_HEAP", "banana"},
                                             {"HUGIFY_TEXT_FAIL_STEP", "0"}, {"HUGIFY_VERBOSE", "1"}};

@@ -1,0 +1,60 @@
+/* runtime_arenas.c - maps pieces the way a runtime maps its arenas (1 MiB and 256 KiB anonymous read+write
+ * mmaps), then checks that each behaves as its own mapping: its bytes stay its own, munmap of one piece
+ * leaves its neighbours, mprotect of one piece changes only it, mremap moves it with its bytes, a forked
+ * child reads them. Under `hugify run` with HUGIFY_RUNTIME_ARENAS=1 the pieces come out of the preload's
+ * 2 MiB regions. Prints "piece ADDRESS LENGTH" lines, then "ready" and waits for stdin to close (--hold);
+ * exit status 0 when every check held, 1 otherwise. */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define PIECES 48
+
+static int check(unsigned char *p, size_t length, unsigned char value) {
+  for (size_t i = 0; i < length; i += 4096)
+    if (p[i] != value || p[length - 1] != value) return 0;
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  int hold = argc > 1 && strcmp(argv[1], "--hold") == 0, ok = 1;
+  unsigned char *piece[PIECES];
+  size_t length[PIECES];
+  for (int i = 0; i < PIECES; i++) {
+    length[i] = i % 3 == 2 ? 256u << 10 : 1u << 20;
+    piece[i] = mmap(NULL, length[i], PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (piece[i] == MAP_FAILED) return 1;
+    ok &= check(piece[i], length[i], 0); /* fresh memory is zero */
+    memset(piece[i], i + 1, length[i]);
+  }
+  for (int i = 0; i < PIECES; i++) {
+    ok &= check(piece[i], length[i], (unsigned char)(i + 1));
+    printf("piece %lx %zu\n", (unsigned long)(uintptr_t)piece[i], length[i]);
+  }
+  munmap(piece[20], length[20]); /* a hole: the neighbours stay */
+  ok &= check(piece[19], length[19], 20) && check(piece[21], length[21], 22);
+  ok &= mprotect(piece[22], length[22], PROT_READ) == 0 && check(piece[22], length[22], 23);
+  ok &= check(piece[23], length[23], 24);
+  piece[23][0] = 24; /* still writable */
+  unsigned char *moved = mremap(piece[24], length[24], 2 * length[24], MREMAP_MAYMOVE);
+  ok &= moved != MAP_FAILED && check(moved, length[24], 25) && moved[2 * length[24] - 1] == 0;
+  ok &= check(piece[25], length[25], 26);
+  pid_t child = fork();
+  if (child == 0) _exit(check(piece[30], length[30], 31) && check(piece[31], length[31], 32) ? 0 : 1);
+  int status = 0;
+  waitpid(child, &status, 0);
+  ok &= WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  printf("checks %s\n", ok ? "ok" : "FAILED");
+  if (hold) {
+    printf("ready\n");
+    fflush(stdout);
+    char buf[64];
+    while (read(STDIN_FILENO, buf, sizeof buf) > 0) {
+    }
+  }
+  return ok ? 0 : 1;
+}
