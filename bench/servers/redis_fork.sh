@@ -4,7 +4,8 @@
 #
 # Each round starts a fresh redis-server (Debian's, jemalloc; THP in madvise mode) holding KEYS keys of
 # VALUE bytes, then, for the regime `collapsed`, runs `hugify collapse PID` (COLLAPSE_ARGS) and waits
-# SETTLE seconds. It then measures two GET loads of the same size (GETS random GETs, pipelined, bounded):
+# SETTLE seconds. It then measures two loads of the same size (GETS random requests of TEST, get or set:
+# set writes over the whole key space while the child saves, so copy-on-write shows; pipelined, bounded):
 #   quiet   the load alone;
 #   save    the same load with a BGSAVE started one second into it (the RDB goes to the scratch directory);
 # and from INFO: the fork's duration (latest_fork_usec) and the child's copy-on-write (rdb_last_cow_size,
@@ -13,19 +14,19 @@
 # Regimes alternate over ROUNDS rounds (plain collapsed, collapsed plain, ...).
 #
 # Usage: bench/servers/redis_fork.sh   (root; HUGIFY=path/to/hugify, PORT=6403, KEYS=3000000, VALUE=100,
-#                                       GETS=3000000, ROUNDS=3, SETTLE=2, COLLAPSE_ARGS="")
+#                                       GETS=3000000, TEST=get, ROUNDS=3, SETTLE=2, COLLAPSE_ARGS="")
 # Lines: "regime round rss_bytes huge_fraction fork_ms cow_bytes memavail_drop_bytes
 #         quiet_rps quiet_p99_ms quiet_max_ms save_rps save_p99_ms save_max_ms load1"
 # Starts only its own server on 127.0.0.1 in a temporary directory; leaves none behind.
 set -euo pipefail
 HUGIFY=${HUGIFY:-hugify}; PORT=${PORT:-6403}; KEYS=${KEYS:-3000000}; VALUE=${VALUE:-100}
-GETS=${GETS:-3000000}; ROUNDS=${ROUNDS:-3}; SETTLE=${SETTLE:-2}; COLLAPSE_ARGS=${COLLAPSE_ARGS:-}
+GETS=${GETS:-3000000}; TEST=${TEST:-get}; ROUNDS=${ROUNDS:-3}; SETTLE=${SETTLE:-2}; COLLAPSE_ARGS=${COLLAPSE_ARGS:-}
 source "$(dirname "$0")/lib.sh"
 server_scratch hugify-redis-fork
 
 info() { redis-cli -p "$PORT" info | tr -d '\r' | awk -F: -v k="$1" '$1 == k {print $2}'; }
 memavailable() { awk '/^MemAvailable:/ {printf "%d\n", $2 * 1024}' /proc/meminfo; }
-get_load() { redis-benchmark -p "$PORT" -r "$KEYS" -n "$GETS" -P 16 -t get --csv | redis_csv_figures; }
+get_load() { redis-benchmark -p "$PORT" -r "$KEYS" -n "$GETS" -P 16 -d "$VALUE" -t "$TEST" --csv | redis_csv_figures; }
 
 round() { # REGIME ROUND
   local quiet save before low now rss_huge
@@ -55,7 +56,7 @@ round() { # REGIME ROUND
   rm -f "$DIR/fork.rdb"
 }
 
-echo "# $(date -u +%FT%TZ) load $(cat /proc/loadavg) KEYS=$KEYS VALUE=$VALUE COLLAPSE_ARGS=$COLLAPSE_ARGS"
+echo "# $(date -u +%FT%TZ) load $(cat /proc/loadavg) KEYS=$KEYS VALUE=$VALUE TEST=$TEST COLLAPSE_ARGS=$COLLAPSE_ARGS"
 {
   for r in $(seq 1 "$ROUNDS"); do
     if [ $((r % 2)) = 1 ]; then order="plain collapsed"; else order="collapsed plain"; fi
@@ -74,7 +75,7 @@ M = 2**20
 med = lambda name, i: statistics.median(r[i] for r in rows[name])
 span = lambda name, i: "%s-%s" % (min(r[i] for r in rows[name]), max(r[i] for r in rows[name]))
 print("\nmedian over %d rounds (range)" % max(len(v) for v in rows.values()))
-print("| regime | RSS | huge | fork | child's copy-on-write | MemAvailable drop | GET/s quiet / during save | p99 ms quiet / save | max ms quiet / save |")
+print("| regime | RSS | huge | fork | child's copy-on-write | MemAvailable drop | requests/s quiet / during save | p99 ms quiet / save | max ms quiet / save |")
 print("|---|---|---|---|---|---|---|---|---|")
 for name in sorted(rows):
     print("| %s | %.0f MiB | %.0f %% | %.2f ms (%s) | %.1f MiB | %.1f MiB | %.0f k / %.0f k | %.2f / %.2f | %.1f / %.1f |" % (
