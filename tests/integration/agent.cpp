@@ -268,46 +268,33 @@ TEST(Agent, BloatGuardKeepsSparseRegionsSmall) {
   EXPECT_LE(bloat, expected + 2 * MiB) << "only the sparse region was filled: " << r.out;
 }
 
-// utime + stime of a process, in seconds.
-double cpu_of(pid_t pid) {
-  std::string stat = test_support::read_file("/proc/" + std::to_string(pid) + "/stat");
-  std::istringstream in(stat.substr(stat.rfind(')') + 2));
-  std::string field;
-  double ticks = 0;
-  for (int i = 3; i <= 15 && in >> field; i++)
-    if (i == 14 || i == 15) ticks += std::stod(field);
-  return ticks / (double)sysconf(_SC_CLK_TCK);
-}
-
+// The budget decides, not the clock: the bucket's arithmetic is unit-tested on scripted times
+// (AgentBudget.*). Here the daemon (--once ignores the budget) serves a 512 MiB dense target for three
+// passes with a budget far below any machine's cost of collapsing it (0.01 % of a core, 1 s passes: well
+// under 1 ms in all, while copying 512 MiB takes tens of ms at memory speed), and stops short; with a
+// bucket far above it (100 % for an 8 s interval: 8 s of CPU, several times what 512 MiB costs at 2.4-5 s per GiB) its first pass collapses it. Nothing here compares a CPU
+// time with a wall time; bench/agent_idle_cpu.sh measures the agent's CPU against its budget.
 TEST(Agent, StaysWithinItsCpuBudget) {
   REQUIRE_COLLAPSE();
-  process target;
-  start_target(target, {"--dense", "512M"});
-  std::string dir = temp_dir(), metrics = dir + "/agent.prom";
-  // A 2 s interval: the agent's own scans are charged to the budget too, and in a sanitized build a pass
-  // over this target costs about 75 ms of CPU, more than a 0.5 s interval's 50 ms (nothing was collapsed).
-  const double budget = 0.10, interval = 2;
-  process agent;
-  double started = now();
-  agent.start(agent_argv({"--pid", std::to_string(target.pid), "--min-rss", "0", "--interval", "2",
-                          "--cpu-budget", "10", "--metrics-file", metrics}),
-              dir + "/agent.err");
-  ASSERT_GE(wait_passes(agent, metrics, 4), 4) << test_support::read_file(dir + "/agent.err");
-  for (double passes = 4; passes < 20 && metric(test_support::read_file(metrics), "hugify_agent_collapsed_bytes_total") <= 0;)
-    passes = wait_passes(agent, metrics, passes + 2);
-  double cpu = cpu_of(agent.pid), elapsed = now() - started;
-  std::string text = test_support::read_file(metrics);
-  EXPECT_EQ(agent.stop(SIGTERM), 0);
-  // The bucket starts with one interval's worth and fills at the budget; a call in flight may overshoot by
-  // its length, which the agent reports (its longest call: a slow host makes it longer, and the slack with it).
-  double longest_call = metric(text, "hugify_agent_longest_call_seconds");
-  ASSERT_GE(longest_call, 0) << text;
-  double allowed = budget * (elapsed + interval) + longest_call;
-  std::printf("agent CPU %.3f s over %.2f s (allowed %.3f s), collapsed %.0f MiB\n", cpu, elapsed, allowed,
-              metric(text, "hugify_agent_collapsed_bytes_total") / MiB);
-  EXPECT_LE(cpu, allowed) << "agent CPU " << cpu << " s over " << elapsed << " s; collapsed "
-                          << metric(text, "hugify_agent_collapsed_bytes_total") / MiB << " MiB";
-  EXPECT_GT(metric(text, "hugify_agent_collapsed_bytes_total"), 0) << "the budget allows some work";
+  const double target_bytes = 512 * MiB;
+  for (bool ample : {false, true}) {
+    process target;
+    start_target(target, {"--dense", "512M"});
+    std::string dir = temp_dir(), metrics = dir + "/agent.prom";
+    process agent;
+    agent.start(agent_argv({"--pid", std::to_string(target.pid), "--min-rss", "0", "--interval", ample ? "8" : "1",
+                            "--cpu-budget", ample ? "100" : "0.01", "--metrics-file", metrics}),
+                dir + "/agent.err");
+    double passes = ample ? 1 : 3;
+    ASSERT_GE(wait_passes(agent, metrics, passes), passes) << test_support::read_file(dir + "/agent.err");
+    EXPECT_EQ(agent.stop(SIGTERM), 0);
+    std::string text = test_support::read_file(metrics);
+    double collapsed = metric(text, "hugify_agent_collapsed_bytes_total");
+    std::printf("budget %s: collapsed %.0f MiB, agent CPU %.3f s\n", ample ? "100 %/8 s" : "0.01 %/1 s",
+                collapsed / MiB, metric(text, "hugify_agent_cpu_seconds_total"));
+    if (ample) EXPECT_GE(collapsed, 0.9 * target_bytes) << text;
+    else EXPECT_LT(collapsed, 0.5 * target_bytes) << text;
+  }
 }
 
 TEST(Agent, MetricsParseAndMatchInspect) {
