@@ -273,7 +273,8 @@ TEST(Agent, BloatGuardKeepsSparseRegionsSmall) {
 // passes with a budget far below any machine's cost of collapsing it (0.01 % of a core, 1 s passes: well
 // under 1 ms in all, while copying 512 MiB takes tens of ms at memory speed), and stops short; with a
 // bucket far above it (100 % for an 8 s interval: 8 s of CPU, several times what 512 MiB costs at 2.4-5 s per GiB) its first pass collapses it. Nothing here compares a CPU
-// time with a wall time; bench/agent_idle_cpu.sh measures the agent's CPU against its budget.
+// time with a wall time: the agent's CPU is a benchmark figure (bench/servers/collapse_pause.sh, lever agent;
+// bench/agent_idle_cpu.sh at rest).
 TEST(Agent, StaysWithinItsCpuBudget) {
   REQUIRE_COLLAPSE();
   const double target_bytes = 512 * MiB;
