@@ -340,7 +340,7 @@ TEST(RunPreload, OtherAllocatorsMmapsAreAlignedAndAdvised) {
 // each still behaves as its own mapping (the helper checks munmap, mprotect, mremap and fork itself).
 TEST(RunPreload, RuntimeArenasGoOnHugePagesAndKeepTheirOwnSemantics) {
   std::string plain_path = temp_path("arenas-off.json"), arenas_path = temp_path("arenas-on.json");
-  std::string helper = test_support::helper_path("runtime_arenas");
+  std::string helper = test_support::helper_path("run_runtime_arenas");
   auto plain = test_support::hugify({"run", "--report", plain_path, "--", helper});
   auto arenas = test_support::hugify({"run", "--report", arenas_path, "--", helper}, {{"HUGIFY_RUNTIME_ARENAS", "1"}});
   ASSERT_EQ(plain.status, 0) << plain.out << plain.err;
