@@ -34,9 +34,9 @@ int run_settings_set_report(void *settings, const char *value);
                      "auto, thp, hugetlb, off, mimalloc, jemalloc or tcmalloc",                                    \
                      "where the heap goes (default auto; the modes are below)"),                                   \
       OPT_ENUM("text", type, settings.text, "auto|on|off", run_text_words,                                         \
-               "copy the program's code and its shared objects' onto huge pages: auto (the default) once the\n"    \
-               "process has used 200 ms of CPU (HUGIFY_TEXT_AFTER_MS), so a short program never pays for it;\n"  \
-               "on: before main"),                                                                             \
+               "copy the program's code and its shared objects' onto huge pages: auto (the\n"                 \
+               "default) once the process has used 200 ms of CPU (HUGIFY_TEXT_AFTER_MS), so a\n"               \
+               "short program never pays for it; on: before main"),                                             \
       OPT_CALLBACK("report", "FILE|-", run_settings_set_report, "a file name or -", 0,                               \
                    "at exit, write a JSON report (schema hugify.report/2, docs/run.md) to FILE;\n"                  \
                    "child processes write FILE.<pid>; -: the report as text on stderr (stdout is CMD's)"),          \
