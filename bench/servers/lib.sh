@@ -44,3 +44,14 @@ redis_populate() {
 redis_csv_figures() { python3 -c 'import csv, sys
 row = list(csv.DictReader(sys.stdin))[-1]
 print(row["rps"], row["p99_latency_ms"], row["max_latency_ms"])'; }
+
+# alternate_rounds ROUNDS "A B C" FUNCTION: FUNCTION NAME ROUND for every name, ROUNDS times, in the given
+# order on odd rounds and the reverse on even ones, so that what drifts during a run weighs on each alike.
+alternate_rounds() {
+  local round name order
+  for round in $(seq 1 "$1"); do
+    order=$2
+    if [ $((round % 2)) = 0 ]; then order=$(echo "$2" | tr ' ' '\n' | tac | tr '\n' ' '); fi
+    for name in $order; do "$3" "$name" "$round"; done
+  done
+}

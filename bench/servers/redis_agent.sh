@@ -56,12 +56,7 @@ regime() { # NAME ROUND
   kill "$SERVER"; wait "$SERVER" || true; SERVER=
 }
 
-{
-  for round in $(seq 1 "$ROUNDS"); do
-    if [ $((round % 2)) = 1 ]; then order="nothing once agent"; else order="agent once nothing"; fi
-    for name in $order; do regime "$name" "$round"; done
-  done
-} | tee "$DIR/lines"
+alternate_rounds "$ROUNDS" "nothing once agent" regime | tee "$DIR/lines"
 
 python3 - "$DIR/lines" <<'EOF'
 import statistics, sys

@@ -91,13 +91,7 @@ if [ "${1:-}" = --summary ]; then
   grep -h -E '^[a-z+]+ [0-9]+ [0-9]+ [0-9]+ ' "$@" >"$DIR/lines" || true
 else
 echo "# $(date -u +%FT%TZ) load $(cat /proc/loadavg) MALLOC_CONF=${MALLOC_CONF:-} AGENT_ARGS=$AGENT_ARGS"
-{
-  for rep in $(seq 1 "$REPS"); do
-    order=$REGIMES
-    if [ $((rep % 2)) = 0 ]; then order=$(echo "$REGIMES" | tr ' ' '\n' | tac | tr '\n' ' '); fi
-    for name in $order; do regime "$name" "$rep"; done
-  done
-} | tee "$DIR/lines"
+alternate_rounds "$REPS" "$REGIMES" regime | tee "$DIR/lines"
 fi
 
 python3 - "$DIR/lines" <<'EOF'

@@ -57,12 +57,7 @@ round() { # REGIME ROUND
 }
 
 echo "# $(date -u +%FT%TZ) load $(cat /proc/loadavg) KEYS=$KEYS VALUE=$VALUE TEST=$TEST COLLAPSE_ARGS=$COLLAPSE_ARGS"
-{
-  for r in $(seq 1 "$ROUNDS"); do
-    if [ $((r % 2)) = 1 ]; then order="plain collapsed"; else order="collapsed plain"; fi
-    for regime in $order; do round "$regime" "$r"; done
-  done
-} | tee "$DIR/lines"
+alternate_rounds "$ROUNDS" "plain collapsed" round | tee "$DIR/lines"
 
 python3 - "$DIR/lines" <<'PY'
 import statistics, sys
