@@ -13,14 +13,17 @@ server_cleanup() {
   rm -rf "$DIR"
 }
 
-# heap_anon_of PID: "resident_bytes huge_fraction" of its heap + anon, from hugify inspect.
+# heap_anon_of PID [CLASS...]: "resident_bytes huge_fraction" of its heap + anon (or of the CLASSes of
+# hugify inspect: code heap anon stack shm file).
 heap_anon_of() {
-  "$HUGIFY" inspect "$1" --json | python3 -c '
+  local pid=$1; shift
+  "$HUGIFY" inspect "$pid" --json | python3 -c '
 import json, sys
 p = json.load(sys.stdin)["processes"][0]["classes"]
-resident = p["heap"]["resident_bytes"] + p["anon"]["resident_bytes"]
-huge = p["heap"]["huge_bytes"] + p["anon"]["huge_bytes"]
-print(resident, "%.3f" % (huge / resident if resident else 0))'
+classes = sys.argv[1:] or ["heap", "anon"]
+resident = sum(p[c]["resident_bytes"] for c in classes)
+huge = sum(p[c]["huge_bytes"] for c in classes)
+print(resident, "%.3f" % (huge / resident if resident else 0))' "$@"
 }
 
 # redis_start PORT [SERVER OPTIONS...]: a redis-server on 127.0.0.1 in $DIR, as $SERVER, answering PING.
