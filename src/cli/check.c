@@ -47,9 +47,11 @@ static const struct option_spec check_options_table[] = {
     OPT_GROUP("Options"),
     OPT_STRING("configs", struct check_args, configs, "LIST",
                "comma-separated, from: heap (--heap auto, --text off), heap+text (--heap auto\n"
-               "--text on), text (--text on --heap off), hugetlb (--heap hugetlb), mimalloc,\n"
-               "jemalloc, tcmalloc (--heap ENGINE). Default: heap, heap+text, hugetlb when the 2 MiB pool has\n"
-               "free pages, and the engines that are installed. Plain always runs."),
+               "--text on), text (--text on --heap off), pymalloc-off (heap with PYTHONMALLOC=malloc:\n"
+               "CPython's objects from malloc), hugetlb (--heap hugetlb), mimalloc, jemalloc, tcmalloc\n"
+               "(--heap ENGINE). Default: heap, heap+text, pymalloc-off when CMD is CPython (python3,\n"
+               "or a script run by it), hugetlb when the 2 MiB pool has free pages, and the engines that\n"
+               "are installed. Plain always runs."),
     OPT_DECIMAL("budget", struct check_args, budget, "SECONDS", 0.1, 604800,
                 "adaptive (default, 45): rounds until every interval is within +-2 % or the time is\n"
                 "spent; at least 6 rounds (the fewest for a 95 % interval) whatever the budget"),
@@ -144,6 +146,9 @@ const struct config_kind config_kinds[CONFIG_COUNT] = {
     [CONFIG_HEAP] = {"heap", {"--text", "off", "--heap", "auto", NULL}, "heap on transparent huge pages"},
     [CONFIG_HEAP_TEXT] = {"heap+text", {"--text", "on", "--heap", "auto", NULL}, "heap and code on huge pages"},
     [CONFIG_TEXT] = {"text", {"--text", "on", "--heap", "off", NULL}, "code on huge pages"},
+    /* CPython's objects go to glibc's malloc, whose heap `run` covers, instead of obmalloc's 1 MiB arenas */
+    [CONFIG_PYMALLOC_OFF] = {"pymalloc-off", {"--text", "off", "--heap", "auto", NULL},
+                             "heap, CPython's objects from malloc", "PYTHONMALLOC=malloc", ALLOCATOR_PYMALLOC},
     [CONFIG_HUGETLB] = {"hugetlb", {"--text", "off", "--heap", "hugetlb", NULL}, "heap from the hugetlb pool"},
     [CONFIG_MIMALLOC] = {"mimalloc", {"--text", "off", "--heap", "mimalloc", NULL}, "mimalloc, large OS pages"},
     [CONFIG_JEMALLOC] = {"jemalloc", {"--text", "off", "--heap", "jemalloc", NULL}, "jemalloc, thp:always"},
@@ -201,6 +206,7 @@ static void append_quoted(char *out, size_t cap, const char *word) {
 /* "hugify run --text off --heap auto -- CMD ARGS" (or just "CMD ARGS" for plain), ready to paste. */
 void check_command_line(const struct check *c, const struct config *config, char *out, size_t cap) {
   out[0] = '\0';
+  if (config->kind->environment) append(out, cap, "%s ", config->kind->environment);
   if (config->id != CONFIG_PLAIN) {
     append_quoted(out, cap, c->hugify_word);
     append(out, cap, " run");
@@ -248,6 +254,9 @@ static void read_report(const char *path, struct coverage *out) {
       out->present = true;
   report_number(report, "", "hugify_seconds", &out->hugify_seconds);
   json_doc_string(report, "heap_owner", out->heap_owner, sizeof out->heap_owner);
+  json_doc_string(report, "allocator", out->allocator, sizeof out->allocator);
+  json_doc_string(report, "allocator_data", out->allocator_data, sizeof out->allocator_data);
+  json_doc_bool(report, "allocator_is_runtime", &out->allocator_is_runtime);
   out->data_at_peak = json_doc_number(report, "peak.allocated.resident_bytes", &out->data_resident) &&
                       json_doc_number(report, "peak.allocated.huge_bytes", &out->data_huge);
   if (!out->data_at_peak) {
@@ -428,6 +437,31 @@ static int run_one_server(struct check *c, struct config *config, const char *co
   return 0;
 }
 
+/* A configuration's runtime setting ("PYTHONMALLOC=malloc") in check's own environment while one run starts
+ * (check is single-threaded; the child inherits it at fork), and the value it replaced. */
+struct saved_variable {
+  char name[64];
+  char *value; /* malloc'd copy of the value before, NULL when unset */
+  bool set;
+};
+
+static void set_environment(const char *assignment, struct saved_variable *saved) {
+  memset(saved, 0, sizeof *saved);
+  const char *equals = assignment ? strchr(assignment, '=') : NULL;
+  if (!equals || (size_t)(equals - assignment) >= sizeof saved->name) return;
+  snprintf(saved->name, sizeof saved->name, "%.*s", (int)(equals - assignment), assignment);
+  const char *before = getenv(saved->name);
+  saved->value = before ? strdup(before) : NULL;
+  saved->set = setenv(saved->name, equals + 1, 1) == 0;
+}
+
+static void restore_environment(struct saved_variable *saved) {
+  if (!saved->set) return;
+  if (saved->value) setenv(saved->name, saved->value, 1);
+  else unsetenv(saved->name);
+  free(saved->value);
+}
+
 /* measure_run_fn: one run of configs[index]. Non-zero when CMD failed (c->failure says how). */
 static int run_one(void *context, int index, size_t round, bool warmup, double *seconds, double *system) {
   struct check *c = context;
@@ -443,14 +477,18 @@ static int run_one(void *context, int index, size_t round, bool warmup, double *
   dprintf(c->log_fd, "==== %s round %zu, %s: %s\n", warmup ? "warm-up" : "measured", round + 1, config->kind->name, line);
   off_t offset = lseek(c->log_fd, 0, SEEK_END);
   unlink(c->report_path);
+  struct saved_variable saved;
+  set_environment(config->kind->environment, &saved); /* the child inherits it; ours again after the run */
   if (c->load.load_command) {
     int rc = run_one_server(c, config, argv, round, warmup, seconds, system);
     free(argv);
+    restore_environment(&saved);
     return rc;
   }
   struct run_result r;
   int rc = run_measured(c, argv, c->log_fd, !warmup, &r);
   free(argv);
+  restore_environment(&saved);
   if (rc < 0 || r.run.status != 0) {
     c->failure = (struct failure){.failed = true, .config = (int)config->id, .round = (int)round + 1,
                                   .status = rc < 0 ? -1 : r.run.status, .signal = r.run.signal, .warmup = warmup};
@@ -650,8 +688,8 @@ static int parse_configs(const char *list, bool *wanted) {
     for (int k = 0; k < CONFIG_COUNT; k++)
       if (strcmp(name, config_kinds[k].name) == 0) id = k;
     if (id < 0)
-      return usage_error("check", "--configs: unknown configuration '%s' (heap, heap+text, text, hugetlb, "
-                                  "mimalloc, jemalloc, tcmalloc)", name);
+      return usage_error("check", "--configs: unknown configuration '%s' (heap, heap+text, text, pymalloc-off, "
+                                  "hugetlb, mimalloc, jemalloc, tcmalloc)", name);
     if (id != CONFIG_PLAIN) {
       wanted[id] = true;
       any = true;
@@ -793,6 +831,9 @@ static int choose_configs(struct check *c, struct check_options *o) {
   bool not_executable;
   run_find_command(c->command[0], path, sizeof path, &not_executable);
   const char *owner = path[0] ? run_program_heap_owner(path) : NULL;
+  enum allocator_kind runtime = path[0] ? run_program_runtime(path) : ALLOCATOR_UNKNOWN;
+  for (int id = 1; id < CONFIG_COUNT && !o->explicit_configs; id++) /* a runtime's setting: for that runtime */
+    if (config_kinds[id].runtime != ALLOCATOR_UNKNOWN) wanted[id] = config_kinds[id].runtime == runtime;
   for (int id = 1; id < CONFIG_COUNT; id++) {
     if (!wanted[id]) continue;
     struct config *config = new_config((enum config_id)id);
