@@ -185,8 +185,12 @@ bool run_script_interpreter(const char *path, bool through_env, char *out, size_
 }
 
 enum allocator_kind run_program_runtime(const char *path) {
+  /* the file's own name first: a wrapper script named python3 (pyenv's shims) runs CPython in the end */
+  enum allocator_kind runtime = allocator_of_program(path);
   char program[PATH_MAX];
-  return allocator_of_program(run_script_interpreter(path, true, program, sizeof program) ? program : path);
+  if (runtime == ALLOCATOR_UNKNOWN && run_script_interpreter(path, true, program, sizeof program))
+    runtime = allocator_of_program(program);
+  return runtime;
 }
 
 /* ---- the heap mode on this machine -------------------------------------------------------------- */

@@ -76,8 +76,9 @@ const char *run_program_heap_owner(const char *binary);
  * `through_env` the program "#!/usr/bin/env python3" looks up ("python3"). False when the file is not a
  * script (or cannot be read). */
 bool run_script_interpreter(const char *path, bool through_env, char *out, size_t cap);
-/* The runtime whose own allocator will hold the program's data, by its name or its script's program's
- * ("python3.11", "#!/usr/bin/env python3" -> ALLOCATOR_PYMALLOC); UNKNOWN when the name says none. */
+/* The runtime whose own allocator will hold the program's data, by its file's name or else its script's
+ * program's ("python3.11", a pyenv shim named python3, "#!/usr/bin/env python3" -> ALLOCATOR_PYMALLOC);
+ * UNKNOWN when the names say none. */
 enum allocator_kind run_program_runtime(const char *path);
 
 /* Build the environment from the settings and the current environment (what the user set in
