@@ -58,7 +58,7 @@ one() {
   "${command[@]}" -entries "$entries" -lookups "$lookups" -wait <"$DIR/in" >"$DIR/out" 2>"$DIR/err" &
   PROGRAM=$!
   exec 3>"$DIR/in"
-  until grep -q '^ready ' "$DIR/out"; do
+  until grep -qs "^ready " "$DIR/out"; do
     kill -0 "$PROGRAM" 2>/dev/null || { cat "$DIR/err" >&2; exit 1; }
     sleep 0.1
   done
