@@ -148,7 +148,7 @@ const struct config_kind config_kinds[CONFIG_COUNT] = {
     [CONFIG_TEXT] = {"text", {"--text", "on", "--heap", "off", NULL}, "code on huge pages"},
     /* CPython's objects go to glibc's malloc, whose heap `run` covers, instead of obmalloc's 1 MiB arenas */
     [CONFIG_PYMALLOC_OFF] = {"pymalloc-off", {"--text", "off", "--heap", "auto", NULL},
-                             "heap, CPython's objects from malloc", "PYTHONMALLOC=malloc", ALLOCATOR_PYMALLOC},
+                             "heap, CPython's objects from malloc", {"PYTHONMALLOC=malloc", NULL}, ALLOCATOR_PYMALLOC},
     [CONFIG_HUGETLB] = {"hugetlb", {"--text", "off", "--heap", "hugetlb", NULL}, "heap from the hugetlb pool"},
     [CONFIG_MIMALLOC] = {"mimalloc", {"--text", "off", "--heap", "mimalloc", NULL}, "mimalloc, large OS pages"},
     [CONFIG_JEMALLOC] = {"jemalloc", {"--text", "off", "--heap", "jemalloc", NULL}, "jemalloc, thp:always"},
@@ -206,7 +206,7 @@ static void append_quoted(char *out, size_t cap, const char *word) {
 /* "hugify run --text off --heap auto -- CMD ARGS" (or just "CMD ARGS" for plain), ready to paste. */
 void check_command_line(const struct check *c, const struct config *config, char *out, size_t cap) {
   out[0] = '\0';
-  if (config->kind->environment) append(out, cap, "%s ", config->kind->environment);
+  if (config->kind->environment[0]) append(out, cap, "%s ", config->kind->environment[0]);
   if (config->id != CONFIG_PLAIN) {
     append_quoted(out, cap, c->hugify_word);
     append(out, cap, " run");
@@ -290,11 +290,17 @@ static bool open_counters(struct check *c, pid_t pid, struct hugify_counter_set 
   return false;
 }
 
-/* Run argv with stdout and stderr on out_fd, counters attached before it execs when `count`. Returns 0, or
- * -errno when it could not be started. */
-static int run_measured(struct check *c, const char *const *argv, int out_fd, bool count, struct run_result *r) {
+/* The configuration's runtime setting for the environment of its runs ({"PYTHONMALLOC=malloc", NULL}), or NULL. */
+static const char *const *config_environment(const struct config *config) {
+  return config->kind->environment[0] ? config->kind->environment : NULL;
+}
+
+/* Run argv with stdout and stderr on out_fd, "NAME=VALUE" of `set` (or NULL) in its environment, counters
+ * attached before it execs when `count`. Returns 0, or -errno when it could not be started. */
+static int run_measured(struct check *c, const char *const *argv, const char *const *set, int out_fd, bool count,
+                        struct run_result *r) {
   memset(r, 0, sizeof *r);
-  struct measure_command command = {.argv = argv, .stdout_fd = out_fd, .stderr_fd = out_fd};
+  struct measure_command command = {.argv = argv, .stdout_fd = out_fd, .stderr_fd = out_fd, .set = set};
   struct measure_child child;
   int rc = measure_start(&command, &child);
   if (rc != 0) return rc;
@@ -345,7 +351,7 @@ static void preflight(struct check *c, struct config *config, char *reason, size
   argv[n++] = access("/bin/true", X_OK) == 0 ? "/bin/true" : "true";
   argv[n] = NULL;
   struct run_result r;
-  int rc = run_measured(c, argv, fd, false, &r);
+  int rc = run_measured(c, argv, NULL, fd, false, &r);
   if (rc < 0) snprintf(reason, cap, "cannot start hugify run: %s", strerror(-rc));
   else if (r.run.status != 0) {
     char *text = output_tail(fd, 0, 2048);
@@ -413,7 +419,7 @@ static int run_one_server(struct check *c, struct config *config, const char *co
                           double *seconds, double *system) {
   struct load_result load;
   char failure[8192];
-  int status = load_round(&c->load, argv, c->log_fd, c->log_fd, &load, failure, sizeof failure);
+  int status = load_round(&c->load, argv, config_environment(config), c->log_fd, c->log_fd, &load, failure, sizeof failure);
   if (status != EXIT_DONE) {
     c->failure = (struct failure){.failed = true, .config = (int)config->id, .round = (int)round + 1,
                                   .status = status, .warmup = warmup, .output = strdup(failure)};
@@ -437,31 +443,6 @@ static int run_one_server(struct check *c, struct config *config, const char *co
   return 0;
 }
 
-/* A configuration's runtime setting ("PYTHONMALLOC=malloc") in check's own environment while one run starts
- * (check is single-threaded; the child inherits it at fork), and the value it replaced. */
-struct saved_variable {
-  char name[64];
-  char *value; /* malloc'd copy of the value before, NULL when unset */
-  bool set;
-};
-
-static void set_environment(const char *assignment, struct saved_variable *saved) {
-  memset(saved, 0, sizeof *saved);
-  const char *equals = assignment ? strchr(assignment, '=') : NULL;
-  if (!equals || (size_t)(equals - assignment) >= sizeof saved->name) return;
-  snprintf(saved->name, sizeof saved->name, "%.*s", (int)(equals - assignment), assignment);
-  const char *before = getenv(saved->name);
-  saved->value = before ? strdup(before) : NULL;
-  saved->set = setenv(saved->name, equals + 1, 1) == 0;
-}
-
-static void restore_environment(struct saved_variable *saved) {
-  if (!saved->set) return;
-  if (saved->value) setenv(saved->name, saved->value, 1);
-  else unsetenv(saved->name);
-  free(saved->value);
-}
-
 /* measure_run_fn: one run of configs[index]. Non-zero when CMD failed (c->failure says how). */
 static int run_one(void *context, int index, size_t round, bool warmup, double *seconds, double *system) {
   struct check *c = context;
@@ -477,18 +458,14 @@ static int run_one(void *context, int index, size_t round, bool warmup, double *
   dprintf(c->log_fd, "==== %s round %zu, %s: %s\n", warmup ? "warm-up" : "measured", round + 1, config->kind->name, line);
   off_t offset = lseek(c->log_fd, 0, SEEK_END);
   unlink(c->report_path);
-  struct saved_variable saved;
-  set_environment(config->kind->environment, &saved); /* the child inherits it; ours again after the run */
   if (c->load.load_command) {
     int rc = run_one_server(c, config, argv, round, warmup, seconds, system);
     free(argv);
-    restore_environment(&saved);
     return rc;
   }
   struct run_result r;
-  int rc = run_measured(c, argv, c->log_fd, !warmup, &r);
+  int rc = run_measured(c, argv, config_environment(config), c->log_fd, !warmup, &r);
   free(argv);
-  restore_environment(&saved);
   if (rc < 0 || r.run.status != 0) {
     c->failure = (struct failure){.failed = true, .config = (int)config->id, .round = (int)round + 1,
                                   .status = rc < 0 ? -1 : r.run.status, .signal = r.run.signal, .warmup = warmup};

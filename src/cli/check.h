@@ -32,7 +32,7 @@ struct config_kind {
   const char *name;
   const char *run_args[5]; /* the options of `hugify run`, NULL-terminated; none for plain */
   const char *what;
-  const char *environment; /* "NAME=VALUE" set for `hugify run` and CMD (a runtime's setting), or NULL */
+  const char *environment[2]; /* "NAME=VALUE" set for `hugify run` and CMD (a runtime's setting), NULL-ended */
   enum allocator_kind runtime; /* offered by default only for a CMD that runs this runtime; UNKNOWN: for any */
 };
 extern const struct config_kind config_kinds[CONFIG_COUNT];

@@ -472,7 +472,7 @@ static void json_config(struct json_writer *j, const struct check *c, int i) {
   json_put_string(j, "name", config->kind->name);
   check_command_line(c, config, line, sizeof line);
   json_put_string(j, "command_line", line);
-  json_put_string(j, "environment", config->kind->environment); /* null: none besides hugify run's */
+  json_put_string(j, "environment", config->kind->environment[0]); /* null: none besides hugify run's */
   json_put_u64(j, "runs", config->runs);
   json_put_double(j, "wall_seconds", stats_median(config->wall, config->runs));
   json_put_double(j, "cpu_seconds", stats_median(config->cpu, config->runs));

@@ -572,7 +572,7 @@ static const struct allocator_row {
     [ALLOCATOR_JVM] = {"jvm", true, {"libjvm.so"}, NULL, "the JVM's Java heap (one reservation)",
                        "-XX:+UseTransparentHugePages (the JVM advises its Java heap) with -Xms equal to -Xmx (the "
                        "heap is not shrunk)"},
-    [ALLOCATOR_GO] = {"go", true, {NULL}, NULL, "the Go runtime's heap (its own mmaps; LD_PRELOAD does not reach it)",
+    [ALLOCATOR_GO] = {"go", true, {NULL}, NULL, "the Go runtime's heap (arenas it reserves and commits itself)",
                       "none known: the Go runtime returns idle heap to the kernel itself (its scavenger); the agent "
                       "collapses what stays (docs/runtimes.md, Go)"},
 };
