@@ -1,5 +1,5 @@
 /* ELF images (`hugify elf FILE`, the preload's text step on every loaded object, the perf map):
- * hugify_elf_parse, elf_functions and elf_needed (`hugify run` reading a program's DT_NEEDED) over
+ * hugify_elf_parse, elf_functions, elf_needed (`hugify run` reading a program's DT_NEEDED) and elf_is_go over
  * arbitrary bytes. */
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t names = 0;
   elf_functions(image, size, count_function, &names);
   elf_needed(image, size, count_needed, &names);
+  names += elf_is_go(image, size);
   fuzz_keep(names);
   free(image);
   return 0;

@@ -1,6 +1,6 @@
 /* Values people type (command-line options, config-file settings) and the "#!" line of a program hugify
  * is asked to run: parse_count, parse_decimal and parse_size over the first line (at the bounds the CLI
- * uses), elf_script_interpreter over the raw bytes. Each accepted value must lie within its bounds, and
+ * uses), elf_script_interpreter and elf_script_program over the raw bytes. Each accepted value must lie within its bounds, and
  * an interpreter must be a non-empty name without blanks that fits its buffer. */
 #include <math.h>
 #include <stdint.h>
@@ -34,6 +34,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (size_t cap = 1; cap <= sizeof interpreter; cap += 5) {
     memset(interpreter, 'x', sizeof interpreter);
     if (elf_script_interpreter((const char *)data, size, interpreter, cap)) {
+      size_t length = strnlen(interpreter, cap);
+      if (length == 0 || length >= cap || strpbrk(interpreter, " \t\n")) abort();
+    }
+    memset(interpreter, 'x', sizeof interpreter);
+    if (elf_script_program((const char *)data, size, interpreter, cap)) {
       size_t length = strnlen(interpreter, cap);
       if (length == 0 || length >= cap || strpbrk(interpreter, " \t\n")) abort();
     }

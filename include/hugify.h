@@ -408,9 +408,11 @@ struct hugify_inspect_report {
   enum hugify_thp_stance thp_stance;   /* the process's own THP decision (see enum hugify_thp_stance) */
   int thp_stance_visible;              /* 1: some THP size is "always", so "disabled except advised" would show */
   uint64_t reserved[2];           /* zero: room to grow without an ABI break */
-  /* The malloc the process uses, from the libraries it maps: "glibc", "jemalloc", "mimalloc", "tcmalloc", or ""
-   * (not identified: statically linked, or a runtime's own). Added in 0.3 in the place of reserved[2] and
-   * reserved[3]: the layout and size are unchanged. */
+  /* What backs the process's data: the malloc it uses, from the libraries it maps ("glibc", "jemalloc",
+   * "mimalloc", "tcmalloc"), or a runtime whose own allocator maps the data, bypassing malloc: "pymalloc"
+   * (CPython's obmalloc arenas; not with PYTHONMALLOC=malloc in its environment), "v8" (node), "jvm" (its Java
+   * heap), "go" (a Go program, from its executable's ELF); "" when not identified (statically linked). At most
+   * 15 bytes. Added in 0.3 in the place of reserved[2] and reserved[3]: the layout and size are unchanged. */
   char allocator[16];
 };
 

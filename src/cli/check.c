@@ -47,9 +47,11 @@ static const struct option_spec check_options_table[] = {
     OPT_GROUP("Options"),
     OPT_STRING("configs", struct check_args, configs, "LIST",
                "comma-separated, from: heap (--heap auto, --text off), heap+text (--heap auto\n"
-               "--text on), text (--text on --heap off), hugetlb (--heap hugetlb), mimalloc,\n"
-               "jemalloc, tcmalloc (--heap ENGINE). Default: heap, heap+text, hugetlb when the 2 MiB pool has\n"
-               "free pages, and the engines that are installed. Plain always runs."),
+               "--text on), text (--text on --heap off), pymalloc-off (heap with PYTHONMALLOC=malloc:\n"
+               "CPython's objects from malloc), hugetlb (--heap hugetlb), mimalloc, jemalloc, tcmalloc\n"
+               "(--heap ENGINE). Default: heap, heap+text, pymalloc-off when CMD is CPython (python3,\n"
+               "or a script run by it), hugetlb when the 2 MiB pool has free pages, and the engines that\n"
+               "are installed. Plain always runs."),
     OPT_DECIMAL("budget", struct check_args, budget, "SECONDS", 0.1, 604800,
                 "adaptive (default, 45): rounds until every interval is within +-2 % or the time is\n"
                 "spent; at least 6 rounds (the fewest for a 95 % interval) whatever the budget"),
@@ -144,6 +146,9 @@ const struct config_kind config_kinds[CONFIG_COUNT] = {
     [CONFIG_HEAP] = {"heap", {"--text", "off", "--heap", "auto", NULL}, "heap on transparent huge pages"},
     [CONFIG_HEAP_TEXT] = {"heap+text", {"--text", "on", "--heap", "auto", NULL}, "heap and code on huge pages"},
     [CONFIG_TEXT] = {"text", {"--text", "on", "--heap", "off", NULL}, "code on huge pages"},
+    /* CPython's objects go to glibc's malloc, whose heap `run` covers, instead of obmalloc's 1 MiB arenas */
+    [CONFIG_PYMALLOC_OFF] = {"pymalloc-off", {"--text", "off", "--heap", "auto", NULL},
+                             "heap, CPython's objects from malloc", {"PYTHONMALLOC=malloc", NULL}, ALLOCATOR_PYMALLOC},
     [CONFIG_HUGETLB] = {"hugetlb", {"--text", "off", "--heap", "hugetlb", NULL}, "heap from the hugetlb pool"},
     [CONFIG_MIMALLOC] = {"mimalloc", {"--text", "off", "--heap", "mimalloc", NULL}, "mimalloc, large OS pages"},
     [CONFIG_JEMALLOC] = {"jemalloc", {"--text", "off", "--heap", "jemalloc", NULL}, "jemalloc, thp:always"},
@@ -201,6 +206,7 @@ static void append_quoted(char *out, size_t cap, const char *word) {
 /* "hugify run --text off --heap auto -- CMD ARGS" (or just "CMD ARGS" for plain), ready to paste. */
 void check_command_line(const struct check *c, const struct config *config, char *out, size_t cap) {
   out[0] = '\0';
+  if (config->kind->environment[0]) append(out, cap, "%s ", config->kind->environment[0]);
   if (config->id != CONFIG_PLAIN) {
     append_quoted(out, cap, c->hugify_word);
     append(out, cap, " run");
@@ -248,6 +254,9 @@ static void read_report(const char *path, struct coverage *out) {
       out->present = true;
   report_number(report, "", "hugify_seconds", &out->hugify_seconds);
   json_doc_string(report, "heap_owner", out->heap_owner, sizeof out->heap_owner);
+  json_doc_string(report, "allocator", out->allocator, sizeof out->allocator);
+  json_doc_string(report, "allocator_data", out->allocator_data, sizeof out->allocator_data);
+  json_doc_bool(report, "allocator_is_runtime", &out->allocator_is_runtime);
   out->data_at_peak = json_doc_number(report, "peak.allocated.resident_bytes", &out->data_resident) &&
                       json_doc_number(report, "peak.allocated.huge_bytes", &out->data_huge);
   if (!out->data_at_peak) {
@@ -281,11 +290,17 @@ static bool open_counters(struct check *c, pid_t pid, struct hugify_counter_set 
   return false;
 }
 
-/* Run argv with stdout and stderr on out_fd, counters attached before it execs when `count`. Returns 0, or
- * -errno when it could not be started. */
-static int run_measured(struct check *c, const char *const *argv, int out_fd, bool count, struct run_result *r) {
+/* The configuration's runtime setting for the environment of its runs ({"PYTHONMALLOC=malloc", NULL}), or NULL. */
+static const char *const *config_environment(const struct config *config) {
+  return config->kind->environment[0] ? config->kind->environment : NULL;
+}
+
+/* Run argv with stdout and stderr on out_fd, "NAME=VALUE" of `set` (or NULL) in its environment, counters
+ * attached before it execs when `count`. Returns 0, or -errno when it could not be started. */
+static int run_measured(struct check *c, const char *const *argv, const char *const *set, int out_fd, bool count,
+                        struct run_result *r) {
   memset(r, 0, sizeof *r);
-  struct measure_command command = {.argv = argv, .stdout_fd = out_fd, .stderr_fd = out_fd};
+  struct measure_command command = {.argv = argv, .stdout_fd = out_fd, .stderr_fd = out_fd, .set = set};
   struct measure_child child;
   int rc = measure_start(&command, &child);
   if (rc != 0) return rc;
@@ -336,7 +351,7 @@ static void preflight(struct check *c, struct config *config, char *reason, size
   argv[n++] = access("/bin/true", X_OK) == 0 ? "/bin/true" : "true";
   argv[n] = NULL;
   struct run_result r;
-  int rc = run_measured(c, argv, fd, false, &r);
+  int rc = run_measured(c, argv, NULL, fd, false, &r);
   if (rc < 0) snprintf(reason, cap, "cannot start hugify run: %s", strerror(-rc));
   else if (r.run.status != 0) {
     char *text = output_tail(fd, 0, 2048);
@@ -404,7 +419,7 @@ static int run_one_server(struct check *c, struct config *config, const char *co
                           double *seconds, double *system) {
   struct load_result load;
   char failure[8192];
-  int status = load_round(&c->load, argv, c->log_fd, c->log_fd, &load, failure, sizeof failure);
+  int status = load_round(&c->load, argv, config_environment(config), c->log_fd, c->log_fd, &load, failure, sizeof failure);
   if (status != EXIT_DONE) {
     c->failure = (struct failure){.failed = true, .config = (int)config->id, .round = (int)round + 1,
                                   .status = status, .warmup = warmup, .output = strdup(failure)};
@@ -449,7 +464,7 @@ static int run_one(void *context, int index, size_t round, bool warmup, double *
     return rc;
   }
   struct run_result r;
-  int rc = run_measured(c, argv, c->log_fd, !warmup, &r);
+  int rc = run_measured(c, argv, config_environment(config), c->log_fd, !warmup, &r);
   free(argv);
   if (rc < 0 || r.run.status != 0) {
     c->failure = (struct failure){.failed = true, .config = (int)config->id, .round = (int)round + 1,
@@ -650,8 +665,8 @@ static int parse_configs(const char *list, bool *wanted) {
     for (int k = 0; k < CONFIG_COUNT; k++)
       if (strcmp(name, config_kinds[k].name) == 0) id = k;
     if (id < 0)
-      return usage_error("check", "--configs: unknown configuration '%s' (heap, heap+text, text, hugetlb, "
-                                  "mimalloc, jemalloc, tcmalloc)", name);
+      return usage_error("check", "--configs: unknown configuration '%s' (heap, heap+text, text, pymalloc-off, "
+                                  "hugetlb, mimalloc, jemalloc, tcmalloc)", name);
     if (id != CONFIG_PLAIN) {
       wanted[id] = true;
       any = true;
@@ -793,6 +808,9 @@ static int choose_configs(struct check *c, struct check_options *o) {
   bool not_executable;
   run_find_command(c->command[0], path, sizeof path, &not_executable);
   const char *owner = path[0] ? run_program_heap_owner(path) : NULL;
+  enum allocator_kind runtime = path[0] ? run_program_runtime(path) : ALLOCATOR_UNKNOWN;
+  for (int id = 1; id < CONFIG_COUNT && !o->explicit_configs; id++) /* a runtime's setting: for that runtime */
+    if (config_kinds[id].runtime != ALLOCATOR_UNKNOWN) wanted[id] = config_kinds[id].runtime == runtime;
   for (int id = 1; id < CONFIG_COUNT; id++) {
     if (!wanted[id]) continue;
     struct config *config = new_config((enum config_id)id);

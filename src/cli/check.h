@@ -10,6 +10,7 @@
 #include "check_load.h"
 #include "cli.h"
 #include "hugify.h"
+#include "inspect.h"
 #include "measure.h"
 #include "stats.h"
 
@@ -23,14 +24,16 @@
 
 /* ---- configurations ------------------------------------------------------------------------------ */
 
-enum config_id { CONFIG_PLAIN, CONFIG_HEAP, CONFIG_HEAP_TEXT, CONFIG_TEXT, CONFIG_HUGETLB, CONFIG_MIMALLOC,
-                 CONFIG_JEMALLOC, CONFIG_TCMALLOC, CONFIG_COUNT };
+enum config_id { CONFIG_PLAIN, CONFIG_HEAP, CONFIG_HEAP_TEXT, CONFIG_TEXT, CONFIG_PYMALLOC_OFF, CONFIG_HUGETLB,
+                 CONFIG_MIMALLOC, CONFIG_JEMALLOC, CONFIG_TCMALLOC, CONFIG_COUNT };
 
 /* In order of simplicity: the verdict prefers an earlier one unless a later one is measurably better. */
 struct config_kind {
   const char *name;
   const char *run_args[5]; /* the options of `hugify run`, NULL-terminated; none for plain */
   const char *what;
+  const char *environment[2]; /* "NAME=VALUE" set for `hugify run` and CMD (a runtime's setting), NULL-ended */
+  enum allocator_kind runtime; /* offered by default only for a CMD that runs this runtime; UNKNOWN: for any */
 };
 extern const struct config_kind config_kinds[CONFIG_COUNT];
 
@@ -43,6 +46,9 @@ struct coverage {
   bool data_at_peak;
   double peak_memory; /* RSS + hugetlb of the process of the tree that held the most (0: not reported) */
   char heap_owner[128]; /* the tree report's heap_owner: a sanitizer's (or valgrind's) allocator owns malloc; "" */
+  /* what backs the data of the tree's largest process (the report's allocator, allocator_data): "" unknown */
+  char allocator[16], allocator_data[128];
+  bool allocator_is_runtime;
 };
 
 /* The latency figures a load reports, per round. */

@@ -212,10 +212,11 @@ static void describe_failure(const struct round_logs *logs, const char *what, bo
 }
 
 /* Start the server and wait until it is ready. 0, EXIT_SHORT (failure says why) or 130. */
-static int start_server(const struct load_options *options, const char *const *server_argv, const struct round_logs *logs,
-                        struct group_process *server, struct load_result *result, char *failure, size_t cap) {
+static int start_server(const struct load_options *options, const char *const *server_argv, const char *const *server_set,
+                        const struct round_logs *logs, struct group_process *server, struct load_result *result,
+                        char *failure, size_t cap) {
   char reason[512], server_tail[LOAD_LOG_TAIL];
-  int rc = group_start(server_argv, logs->server_fd, server);
+  int rc = group_start(server_argv, server_set, logs->server_fd, server);
   if (rc != 0) {
     snprintf(failure, cap, "cannot start the server %s: %s", server_argv[0], strerror(-rc));
     return EXIT_SHORT;
@@ -294,8 +295,8 @@ static int take_figures(const struct load_options *options, const struct round_l
   return EXIT_SHORT;
 }
 
-int load_round(const struct load_options *options, const char *const *server_argv, int server_log_fd,
-               int load_log_fd, struct load_result *result, char *failure, size_t cap) {
+int load_round(const struct load_options *options, const char *const *server_argv, const char *const *server_set,
+               int server_log_fd, int load_log_fd, struct load_result *result, char *failure, size_t cap) {
   memset(result, 0, sizeof *result);
   result->score = NAN;
   load_latency_clear(&result->latency);
@@ -305,7 +306,7 @@ int load_round(const struct load_options *options, const char *const *server_arg
   logs.server_offset = fstat(server_log_fd, &st) == 0 ? st.st_size : 0;
   logs.load_offset = fstat(load_log_fd, &st) == 0 ? st.st_size : 0;
   struct group_process server;
-  int status = start_server(options, server_argv, &logs, &server, result, failure, cap);
+  int status = start_server(options, server_argv, server_set, &logs, &server, result, failure, cap);
   if (status == 0) status = run_load(options, &logs, &server, result, failure, cap);
   if (status == 0) status = take_figures(options, &logs, result, failure, cap);
   return status;

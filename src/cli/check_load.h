@@ -55,12 +55,13 @@ struct load_result {
 };
 
 /* One run: server_argv (NULL-terminated, the whole command line, `hugify run ... --` included for a
- * configuration) with its output appended to server_log_fd; the load's output to load_log_fd. 0 done, or
+ * configuration), with the "NAME=VALUE" of server_set (NULL-terminated, or NULL) in its environment and its
+ * output appended to server_log_fd; the load's output to load_log_fd. 0 done, or
  * EXIT_SHORT with `failure` saying what happened and the end of the server's log (server not ready, died
  * during the load, load failed, no score, no latency where a tool or patterns were named), or 130 when hugify was interrupted. The server is stopped in
  * every case. */
-int load_round(const struct load_options *options, const char *const *server_argv, int server_log_fd,
-               int load_log_fd, struct load_result *result, char *failure, size_t cap);
+int load_round(const struct load_options *options, const char *const *server_argv, const char *const *server_set,
+               int server_log_fd, int load_log_fd, struct load_result *result, char *failure, size_t cap);
 
 /* SIGINT, SIGTERM and SIGHUP stop every server and load first (then hugify exits 130). */
 void load_install_signal_handlers(void);

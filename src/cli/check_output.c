@@ -123,6 +123,28 @@ static void add_config_row(const struct check *c, int i, struct table *t, const 
   table_row(t, config->kind->name, wall, cpu, ratio, ci, other_ratio, rss, faults, data, text);
 }
 
+/* When a runtime's own allocator held the data in some configuration (what the heap modes do not reach), what
+ * held it in each: "data: CPython obmalloc arenas (1 MiB mmaps): heap, heap+text; glibc's malloc: pymalloc-off". */
+static void print_data_allocators(const struct check *c, FILE *out) {
+  bool runtime = false;
+  for (int i = 1; i < c->config_count; i++) runtime |= c->configs[i]->coverage.allocator_is_runtime;
+  if (!runtime) return;
+  fprintf(out, "  data:");
+  bool shown[CONFIG_COUNT] = {false}, first = true;
+  for (int i = 1; i < c->config_count; i++) {
+    const struct coverage *group = &c->configs[i]->coverage;
+    if (shown[i] || !group->allocator[0]) continue;
+    fprintf(out, "%s %s:", first ? "" : ";", group->allocator_data[0] ? group->allocator_data : group->allocator);
+    first = false;
+    for (int k = i, comma = 0; k < c->config_count; k++)
+      if (strcmp(c->configs[k]->coverage.allocator, group->allocator) == 0) {
+        fprintf(out, "%s %s", comma++ ? "," : "", c->configs[k]->kind->name);
+        shown[k] = true;
+      }
+  }
+  fprintf(out, " (docs/runtimes.md)\n");
+}
+
 static void print_config_table(const struct check *c, FILE *out) {
   bool load = c->load.load_command != NULL, scored = c->load.score_pattern != NULL;
   const char *metric, *other;
@@ -145,6 +167,7 @@ static void print_config_table(const struct check *c, FILE *out) {
   if (heap_owner)
     fprintf(out, "  * malloc is %s's allocator in CMD's tree: the heap configurations measure its mappings, which "
                  "glibc's tunables and the mmap cover do not reach (docs/check.md)\n", heap_owner);
+  print_data_allocators(c, out);
 }
 
 /* The unit that suits a duration: its scale and name. */
@@ -392,6 +415,9 @@ static void json_coverage(struct json_writer *j, const struct config *config) {
   json_put_fraction(j, "data_huge_fraction", (uint64_t)config->coverage.data_huge, (uint64_t)config->coverage.data_resident);
   json_put_string(j, "data_measured_at", config->coverage.data_at_peak ? "peak" : "exit");
   json_put_string(j, "heap_owner", config->coverage.heap_owner[0] ? config->coverage.heap_owner : NULL);
+  json_put_string(j, "allocator", config->coverage.allocator[0] ? config->coverage.allocator : NULL);
+  json_put_string(j, "allocator_data", config->coverage.allocator_data[0] ? config->coverage.allocator_data : NULL);
+  json_put_bool(j, "allocator_is_runtime", config->coverage.allocator_is_runtime);
   json_put_double(j, "hugify_seconds", config->coverage.hugify_seconds);
   json_close(j);
 }
@@ -446,6 +472,7 @@ static void json_config(struct json_writer *j, const struct check *c, int i) {
   json_put_string(j, "name", config->kind->name);
   check_command_line(c, config, line, sizeof line);
   json_put_string(j, "command_line", line);
+  json_put_string(j, "environment", config->kind->environment[0]); /* null: none besides hugify run's */
   json_put_u64(j, "runs", config->runs);
   json_put_double(j, "wall_seconds", stats_median(config->wall, config->runs));
   json_put_double(j, "cpu_seconds", stats_median(config->cpu, config->runs));

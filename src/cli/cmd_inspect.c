@@ -91,7 +91,11 @@ static void print_text(const struct hugify_inspect_report *r, bool maps) {
   printf("  THP: system mode %s; %s; mTHP enabled: %s\n", r->thp_mode[0] ? r->thp_mode : "absent",
          thp_stance_text(r), r->mthp_sizes[0] ? r->mthp_sizes : "none");
   if (r->mthp_sizes[0]) printf("  (smaps does not report mTHP per process: PTE-mapped mTHP is counted as 4K)\n");
-  printf("  allocator: %s\n", r->allocator[0] ? r->allocator : "not identified (no known malloc library mapped)");
+  enum allocator_kind allocator = allocator_of_name(r->allocator);
+  if (allocator_is_runtime(allocator)) /* the data bypasses malloc: say what holds it */
+    printf("  allocator: %s: data in %s, not malloc's\n", r->allocator, allocator_description(allocator));
+  else
+    printf("  allocator: %s\n", r->allocator[0] ? r->allocator : allocator_description(ALLOCATOR_UNKNOWN));
   const char *advice = inspect_churn_advice(r);
   if (advice)
     printf("  its heap is partly split (freed memory given back inside huge pages); what keeps them through churn:\n"
@@ -170,6 +174,8 @@ static void print_json_process(struct json_writer *j, const struct hugify_inspec
   json_put_string(j, "thp_mode", r->thp_mode);
   json_put_string(j, "shmem_mode", r->shmem_mode);
   json_put_string(j, "allocator", r->allocator[0] ? r->allocator : NULL);
+  json_put_string(j, "allocator_data", r->allocator[0] ? allocator_description(allocator_of_name(r->allocator)) : NULL);
+  json_put_bool(j, "allocator_is_runtime", allocator_is_runtime(allocator_of_name(r->allocator)));
   json_put_string(j, "allocator_advice", inspect_churn_advice(r));
   json_open_array(j, "mthp_sizes");
   char sizes[sizeof r->mthp_sizes];

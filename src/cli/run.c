@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -96,17 +97,6 @@ static int parse_args(int argc, char **argv, struct run_args *args) {
 
 /* ---- what the dynamic loader will do with the program --------------------------------------------- */
 
-/* "#!/bin/sh -e" -> "/bin/sh" (the library's parser, over the file's first 256 bytes). False when the file
- * is not a script. */
-static bool script_interpreter(const char *path, char *out, size_t cap) {
-  char line[256];
-  int fd = safe_file_open_read(path, true); /* a FIFO named as CMD must not hang hugify */
-  if (fd < 0) return false;
-  ssize_t n = read(fd, line, sizeof line);
-  close(fd);
-  return n > 0 && elf_script_interpreter(line, (size_t)n, out, cap);
-}
-
 /* Why the loader would run the file in secure mode (AT_SECURE), dropping LD_PRELOAD and GLIBC_TUNABLES;
  * NULL when it would not. */
 static const char *secure_execution(const char *path) {
@@ -118,12 +108,47 @@ static const char *secure_execution(const char *path) {
   return NULL;
 }
 
+/* A statically linked program, and a Go program: what reaches their memory. */
+static int check_static_and_go(const char *shown, const char *binary) {
+  size_t size = 0;
+  void *image = elf_map_file(binary, &size);
+  bool go = image && elf_is_go(image, size);
+  if (image) munmap(image, size);
+  struct hugify_elf_info elf;
+  bool is_static = hugify_elf_read(binary, &elf) == 0 && !elf.interpreter[0];
+  /* Go's runtime takes its heap with its own system calls and reads no malloc tunables: nothing run sets
+   * reaches a static Go program, so running it would only pretend. */
+  if (go && is_static)
+    return usage_error("run", "%s is a statically linked Go program: the Go runtime maps its heap with its own "
+                       "system calls and ignores LD_PRELOAD and GLIBC_TUNABLES, so hugify run can do nothing for it. "
+                       "Put its heap on huge pages while it runs: hugify collapse PID, or hugify agent --comm NAME "
+                       "(docs/runtimes.md, Go)", shown);
+  /* A static glibc program still runs its own malloc, which reads GLIBC_TUNABLES at start without a loader:
+   * --heap's tunables apply, so it runs, with the warning. */
+  if (is_static)
+    fail(EXIT_SHORT, "run",
+         "%s is statically linked (no program interpreter): LD_PRELOAD is ignored, so there is no text remap, "
+         "no mmap cover and no report; glibc's malloc tunables still apply. Use libhugify in the program "
+         "(hugify_alloc, hugify_remap_text; link with -lhugify) or relink it dynamically", shown);
+  else if (go)
+    /* Measured (docs/runtimes.md, Go): with cgo the runtime commits its arenas through the C library's mmap
+     * (runtime/cgo routes mmap there on linux amd64, arm64 and loong64), which the cover advises; it exits
+     * by exit_group, never through libc's exit, so the preload's report is never written. */
+    fail(EXIT_SHORT, "run",
+         "%s is a Go program: its heap is the Go runtime's own (malloc's tunables do not reach it; built with cgo "
+         "on amd64 or arm64 it maps its arenas through the C library, which the mmap cover advises), and it ends "
+         "without the C library's exit, so it writes no report: see its memory with hugify inspect PID while it "
+         "runs. For a Go program's heap whatever its build: hugify collapse PID, or hugify agent --comm NAME "
+         "(docs/runtimes.md, Go)", shown);
+  return EXIT_DONE;
+}
+
 /* Say what cannot work for this program (it still runs: the user asked for it); EXIT_USAGE (printed) for
  * what would break it. */
 static int check_program(const char *command, const char *path, enum heap_mode heap) {
   char interpreter[PATH_MAX];
   const char *binary = path;
-  if (script_interpreter(path, interpreter, sizeof interpreter)) binary = interpreter;
+  if (run_script_interpreter(path, false, interpreter, sizeof interpreter)) binary = interpreter;
   const char *secure = secure_execution(binary);
   if (secure) {
     fail(EXIT_SHORT, "run",
@@ -149,15 +174,7 @@ static int check_program(const char *command, const char *path, enum heap_mode h
                        "would replace it and crash the program (or, linked statically, go unused). Use --heap auto "
                        "(the sanitizer's heap stays its own; the report says so)", options_heap_name(heap),
                        binary, owner, options_heap_name(heap));
-  struct hugify_elf_info elf;
-  if (hugify_elf_read(binary, &elf) == 0 && !elf.interpreter[0]) {
-    fail(EXIT_SHORT, "run",
-         "%s is statically linked (no program interpreter): LD_PRELOAD is ignored, so there is no text remap, "
-         "no mmap cover and no report; glibc's malloc tunables still apply. Use libhugify in the program "
-         "(hugify_alloc, hugify_remap_text; link with -lhugify) or relink it dynamically",
-         binary == path ? command : binary);
-  }
-  return EXIT_DONE;
+  return check_static_and_go(binary == path ? command : binary, binary);
 }
 
 int cmd_run(int argc, char **argv) {

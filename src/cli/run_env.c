@@ -174,6 +174,25 @@ const char *run_program_heap_owner(const char *binary) {
   return owner;
 }
 
+bool run_script_interpreter(const char *path, bool through_env, char *out, size_t cap) {
+  char line[256];
+  int fd = safe_file_open_read(path, true); /* a FIFO named as CMD must not hang hugify */
+  if (fd < 0) return false;
+  ssize_t n = read(fd, line, sizeof line);
+  close(fd);
+  if (n <= 0) return false;
+  return through_env ? elf_script_program(line, (size_t)n, out, cap) : elf_script_interpreter(line, (size_t)n, out, cap);
+}
+
+enum allocator_kind run_program_runtime(const char *path) {
+  /* the file's own name first: a wrapper script named python3 (pyenv's shims) runs CPython in the end */
+  enum allocator_kind runtime = allocator_of_program(path);
+  char program[PATH_MAX];
+  if (runtime == ALLOCATOR_UNKNOWN && run_script_interpreter(path, true, program, sizeof program))
+    runtime = allocator_of_program(program);
+  return runtime;
+}
+
 /* ---- the heap mode on this machine -------------------------------------------------------------- */
 
 static uint64_t free_2m_pages(void) {

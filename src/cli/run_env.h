@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <stdbool.h>
 
+#include "inspect.h"
 #include "options.h"
 #include "parse_options.h"
 #include "safe_file.h"
@@ -70,6 +71,15 @@ void run_find_command(const char *name, char *out, size_t cap, bool *not_executa
  * DT_NEEDED libasan.so.8, or links in, __asan_init); NULL when none or unreadable. --heap mimalloc|jemalloc
  * cannot work with one: `run` refuses, `check` skips those configurations. */
 const char *run_program_heap_owner(const char *binary);
+
+/* What a script runs, from its first 256 bytes: its interpreter ("#!/bin/sh -e" -> "/bin/sh"), or with
+ * `through_env` the program "#!/usr/bin/env python3" looks up ("python3"). False when the file is not a
+ * script (or cannot be read). */
+bool run_script_interpreter(const char *path, bool through_env, char *out, size_t cap);
+/* The runtime whose own allocator will hold the program's data, by its file's name or else its script's
+ * program's ("python3.11", a pyenv shim named python3, "#!/usr/bin/env python3" -> ALLOCATOR_PYMALLOC);
+ * UNKNOWN when the names say none. */
+enum allocator_kind run_program_runtime(const char *path);
 
 /* Build the environment from the settings and the current environment (what the user set in
  * GLIBC_TUNABLES, MALLOC_CONF, LD_PRELOAD... wins); HUGIFY_REPORT is left to the caller (unset by default):

@@ -187,6 +187,9 @@ void run_tree_write_json(FILE *out, const struct run_tree *tree, const char *com
   char owners[256];
   heap_owners(tree, owners, sizeof owners);
   json_put_string(&j, "heap_owner", owners[0] ? owners : NULL);
+  /* what backs the data of the process that held the most: the tree's data is mostly its */
+  for (const char *key = "allocator\0allocator_data\0allocator_is_runtime\0"; *key; key += strlen(key) + 1)
+    put_value(&j, key, largest ? json_object_get(largest, key) : NULL);
   json_t *sums = tree_sums(tree);
   const char *key;
   json_t *member;
@@ -263,6 +266,11 @@ void run_tree_write_text(FILE *out, const struct run_tree *tree, const char *com
   table_print(&t, out, "  ");
   table_free(&t);
   json_decref(sums);
+  json_array_foreach(tree->processes, index, report) /* what --heap does not reach: a runtime's own allocator */
+    if (json_is_true(json_object_get(report, "allocator_is_runtime")))
+      fprintf(out, "  data (pid %lld): %s (%s), not malloc's (docs/runtimes.md)\n", (long long)number_at(report, "pid", NULL),
+              json_string_value(json_object_get(report, "allocator_data")) ?: "?",
+              json_string_value(json_object_get(report, "allocator")) ?: "?");
   json_t *fallback;
   size_t k;
   json_array_foreach(tree->processes, index, report) json_array_foreach(json_object_get(report, "fallbacks"), k, fallback)

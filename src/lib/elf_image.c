@@ -367,14 +367,91 @@ const char *elf_heap_owner_symbol(size_t index) {
   return NULL;
 }
 
+/* A note of the Go linker in [offset, offset + length): owner "Go", type 4 (NT_GO_BUILDID). */
+static bool holds_go_note(const unsigned char *bytes, size_t size, uint64_t offset, uint64_t length) {
+  if (!in_bounds(offset, length, size)) return false;
+  for (uint64_t at = 0; at + sizeof(Elf64_Nhdr) <= length;) {
+    Elf64_Nhdr note;
+    memcpy(&note, bytes + offset + at, sizeof note);
+    uint64_t name_at = at + sizeof note, name_size = (note.n_namesz + UINT64_C(3)) & ~UINT64_C(3);
+    uint64_t desc_size = (note.n_descsz + UINT64_C(3)) & ~UINT64_C(3);
+    if (name_at + name_size > length || name_at + name_size + desc_size > length) return false;
+    /* the Go linker writes the name padded: "Go\0\0", n_namesz 4 */
+    if (note.n_type == 4 && note.n_namesz >= 3 && note.n_namesz <= 4 && memcmp(bytes + offset + name_at, "Go", 3) == 0)
+      return true;
+    at = name_at + name_size + desc_size;
+  }
+  return false;
+}
+
+bool elf_is_go(const void *data, size_t size) {
+  const unsigned char *bytes = data;
+  if (!data || size < sizeof(Elf64_Ehdr) || memcmp(bytes, ELFMAG, SELFMAG) != 0 || bytes[EI_CLASS] != ELFCLASS64)
+    return false;
+  Elf64_Ehdr eh;
+  memcpy(&eh, bytes, sizeof eh);
+  if (eh.e_shnum > 0 && eh.e_shentsize == sizeof(Elf64_Shdr) && eh.e_shstrndx < eh.e_shnum &&
+      in_bounds(eh.e_shoff, (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr), size)) {
+    Elf64_Shdr names;
+    memcpy(&names, bytes + eh.e_shoff + (uint64_t)eh.e_shstrndx * sizeof names, sizeof names);
+    if (!in_bounds(names.sh_offset, names.sh_size, size)) return false;
+    static const char *const go_sections[] = {".go.buildinfo", ".gopclntab", ".note.go.buildid"};
+    for (unsigned i = 0; i < eh.e_shnum; i++) {
+      Elf64_Shdr sh;
+      memcpy(&sh, bytes + eh.e_shoff + (uint64_t)i * sizeof sh, sizeof sh);
+      if (sh.sh_name >= names.sh_size) continue;
+      const char *name = (const char *)bytes + names.sh_offset + sh.sh_name;
+      size_t room = names.sh_size - sh.sh_name;
+      for (size_t k = 0; k < sizeof go_sections / sizeof go_sections[0]; k++)
+        if (room > strlen(go_sections[k]) && memcmp(name, go_sections[k], strlen(go_sections[k]) + 1) == 0) return true;
+    }
+    return false;
+  }
+  if (eh.e_phentsize != sizeof(Elf64_Phdr) || !in_bounds(eh.e_phoff, (uint64_t)eh.e_phnum * sizeof(Elf64_Phdr), size))
+    return false;
+  for (unsigned i = 0; i < eh.e_phnum; i++) {
+    Elf64_Phdr ph;
+    memcpy(&ph, bytes + eh.e_phoff + (uint64_t)i * sizeof ph, sizeof ph);
+    if (ph.p_type == PT_NOTE && holds_go_note(bytes, size, ph.p_offset, ph.p_filesz)) return true;
+  }
+  return false;
+}
+
+/* The end of the word of the "#!" line that starts at `at`: a blank, newline or NUL, or the end. */
+static size_t word_end(const char *data, size_t length, size_t at) {
+  while (at < length && data[at] != ' ' && data[at] != '\t' && data[at] != '\n' && data[at] != '\0') at++;
+  return at;
+}
+
 bool elf_script_interpreter(const char *data, size_t length, char *out, size_t cap) {
   if (length < 3 || data[0] != '#' || data[1] != '!') return false;
   size_t at = 2;
   while (at < length && (data[at] == ' ' || data[at] == '\t')) at++;
-  size_t end = at;
-  while (end < length && data[end] != ' ' && data[end] != '\t' && data[end] != '\n' && data[end] != '\0') end++;
+  size_t end = word_end(data, length, at);
   if (end == at || end - at >= cap) return false;
   memcpy(out, data + at, end - at);
   out[end - at] = '\0';
+  return true;
+}
+
+bool elf_script_program(const char *data, size_t length, char *out, size_t cap) {
+  if (!elf_script_interpreter(data, length, out, cap)) return false;
+  const char *slash = strrchr(out, '/');
+  if (strcmp(slash ? slash + 1 : out, "env") != 0) return true;
+  size_t at = 2;
+  while (at < length && (data[at] == ' ' || data[at] == '\t')) at++;
+  at = word_end(data, length, at); /* env itself */
+  while (at < length && (data[at] == ' ' || data[at] == '\t')) {
+    while (at < length && (data[at] == ' ' || data[at] == '\t')) at++;
+    size_t end = word_end(data, length, at);
+    if (end == at) break;
+    if (data[at] != '-' && !memchr(data + at, '=', end - at)) {
+      if (end - at >= cap) return false;
+      memcpy(out, data + at, end - at);
+      out[end - at] = '\0';
+      return true;
+    }
+    at = end;
+  }
   return true;
 }

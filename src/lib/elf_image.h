@@ -34,6 +34,11 @@ long elf_functions(const void *data, size_t size, elf_function_fn fn, void *cont
  * kernel's binfmt_script reads it. */
 bool elf_script_interpreter(const char *data, size_t length, char *out, size_t cap);
 
+/* The program a script runs: its interpreter (elf_script_interpreter), or for "#!/usr/bin/env [-S] NAME ..."
+ * the NAME env looks up ("python3"), the first word after env that is neither an option nor NAME=VALUE. False
+ * as elf_script_interpreter, and when NAME has `cap` bytes or more. */
+bool elf_script_program(const char *data, size_t length, char *out, size_t cap);
+
 /* Called once per DT_NEEDED entry, with the library's name as written ("libasan.so.8"). */
 typedef void (*elf_name_fn)(void *context, const char *name);
 
@@ -51,6 +56,12 @@ const char *elf_heap_owner_of_library(const char *path);
 const char *elf_heap_owner_of_symbol(const char *name);
 /* The symbols of elf_heap_owner_of_symbol, one by index (NULL past the last), in the order to try them. */
 const char *elf_heap_owner_symbol(size_t index);
+
+/* Whether an ELF64 image is a Go program (its runtime maps the heap with its own system calls, bypassing libc):
+ * a section the Go linker writes (".go.buildinfo", ".gopclntab", ".note.go.buildid"), or, without section
+ * headers, a PT_NOTE holding the "Go" build-ID note. False for anything else, and for bytes that are not
+ * ELF64. */
+bool elf_is_go(const void *data, size_t size);
 
 /* Map a regular file read-only (never blocks: a FIFO or device is EINVAL, safe_file_open_read). Returns the
  * address (and *size) or NULL with errno. Unmap with munmap. */

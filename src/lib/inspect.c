@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "elf_image.h"
 #include "internal.h"
 #include "os.h"
 #include "probe.h"
@@ -168,6 +169,9 @@ static void usage_add(struct hugify_usage *sum, const struct hugify_usage *u) {
 }
 
 static bool holds_stack_pointer(const struct smaps_vma *vma, const struct inspect_context *context) {
+  /* Go runs goroutines (and their system calls) on stacks it allocates in its heap arenas: a stack pointer
+   * there does not make the arena a stack (seen: a 190 MiB map's arena classed as a stack) */
+  if (context->allocator.go_program) return false;
   for (size_t i = 0; i < context->stack_pointer_count; i++)
     if (context->stack_pointers[i] >= vma->start && context->stack_pointers[i] < vma->end) return true;
   return false;
@@ -295,7 +299,7 @@ int inspect_classify(const struct smaps_vma *vmas, size_t count, const struct in
   report->collapsible = 0;
   report->stacks_by_pointer = report->stacks_by_guard = 0;
   report->thp_stance = inspect_thp_stance(context->thp_disabled, context->thp_stance_visible, vmas, count, pmd);
-  enum allocator_kind allocator = allocator_of_mappings(vmas, count);
+  enum allocator_kind allocator = allocator_of_mappings(vmas, count, &context->allocator);
   snprintf(report->allocator, sizeof report->allocator, "%s", allocator == ALLOCATOR_UNKNOWN ? "" : allocator_name(allocator));
 
   for (size_t i = 0; i < count; i++) {
@@ -371,6 +375,30 @@ bool inspect_thp_stance_visible(const char *thp_mode) {
   return false;
 }
 
+/* What the mappings do not show of the allocator, read only where it can change the answer: CPython's
+ * PYTHONMALLOC (the environment it started with), and for a program that shows no runtime, whether its
+ * executable is a Go program (its ELF's sections: a few pages of the file). Unreadable: not known. */
+static void read_allocator_facts(pid_t pid, const struct smaps_vma *vmas, size_t count, struct allocator_facts *facts) {
+  enum allocator_kind seen = allocator_of_mappings(vmas, count, NULL);
+  char path[64];
+  if (seen == ALLOCATOR_PYMALLOC) {
+    snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
+    char *text = NULL, value[32];
+    size_t length = 0;
+    /* "malloc" and "malloc_debug" give the objects to malloc; "pymalloc", "debug", "default"... keep obmalloc */
+    if (os_read_file(path, &text, &length) == 0 && parse_environ_value(text, length, "PYTHONMALLOC", value, sizeof value))
+      facts->python_malloc = strncmp(value, "malloc", 6) == 0;
+    free(text);
+  }
+  if (allocator_is_runtime(seen)) return;
+  snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
+  size_t size = 0;
+  void *image = elf_map_file(path, &size);
+  if (!image) return;
+  facts->go_program = elf_is_go(image, size);
+  os_munmap(image, size);
+}
+
 int hugify_inspect(pid_t pid, struct hugify_inspect_report *report) {
   if (!report) return -EINVAL;
   memset(report, 0, sizeof *report);
@@ -432,6 +460,7 @@ int hugify_inspect(pid_t pid, struct hugify_inspect_report *report) {
       .stack_pointers = stack_pointers,
       .stack_pointer_count = (size_t)pointers,
   };
+  read_allocator_facts(report->pid, vmas, (size_t)count, &context.allocator);
   int rc = inspect_classify(vmas, (size_t)count, &context, report);
   free(stack_pointers);
   free(vmas);
@@ -503,67 +532,123 @@ void inspect_ranking_free(struct inspect_ranking *ranking) {
 
 /* ---- which allocator ---------------------------------------------------------------------------- */
 
-enum allocator_kind allocator_of_path(const char *path) {
-  const char *name = strrchr(path, '/');
-  name = name ? name + 1 : path;
-  static const struct { const char *prefix; enum allocator_kind allocator; } libraries[] = {
-      {"libjemalloc.so", ALLOCATOR_JEMALLOC}, {"libmimalloc.so", ALLOCATOR_MIMALLOC},
-      {"libmimalloc-", ALLOCATOR_MIMALLOC},   {"libtcmalloc", ALLOCATOR_TCMALLOC},
-      {"libc.so.6", ALLOCATOR_GLIBC},         {"libc-2.", ALLOCATOR_GLIBC},
-  };
-  for (size_t i = 0; i < sizeof libraries / sizeof libraries[0]; i++)
-    if (strncmp(name, libraries[i].prefix, strlen(libraries[i].prefix)) == 0) return libraries[i].allocator;
+/* What backs a process's data, one row per enum allocator_kind: a malloc library the process maps, or a
+ * runtime whose own allocator maps the data itself, bypassing malloc (so glibc's tunables and a preloaded
+ * allocator do not reach it). A runtime is found by a library it maps or by its executable's name, Go by its
+ * executable's ELF (struct allocator_facts). */
+static const struct allocator_row {
+  const char *name;          /* allocator_name: at most 15 bytes (the report's allocator[16]) */
+  bool runtime;              /* the data bypasses malloc */
+  const char *libraries[3];  /* file-name prefixes of a library that brings it */
+  const char *program;       /* an executable's name, alone or followed by a version ("python3.11") */
+  const char *data;          /* allocator_description */
+  const char *advice;        /* allocator_advice */
+} allocator_rows[ALLOCATOR_COUNT] = {
+    [ALLOCATOR_UNKNOWN] = {"unknown", false, {NULL}, NULL, "not identified (no known malloc library mapped)",
+                           "the allocator's setting that stops returning freed memory to the kernel inside huge "
+                           "pages (its decay, trim or purge)"},
+    /* jemalloc's advice is measured on a churning Redis (docs/servers.md); the other mallocs' are their
+     * documented settings for the same effect, not measured here */
+    [ALLOCATOR_GLIBC] = {"glibc", false, {"libc.so.6", "libc-2."}, NULL, "glibc's malloc",
+                         "GLIBC_TUNABLES=glibc.malloc.hugetlb=1:glibc.malloc.trim_threshold=4294967295 (glibc "
+                         "advises its heap for huge pages and stops trimming it), or hugify run --heap thp"},
+    [ALLOCATOR_JEMALLOC] = {"jemalloc", false, {"libjemalloc.so"}, NULL, "jemalloc",
+                            "MALLOC_CONF=hpa:true in the program's environment (jemalloc 5.3 purges whole huge "
+                            "pages; with the agent a churning Redis stayed 99 % huge), or "
+                            "MALLOC_CONF=thp:always,dirty_decay_ms:-1 (99 % huge without the agent, but freed "
+                            "memory is kept)"},
+    [ALLOCATOR_MIMALLOC] = {"mimalloc", false, {"libmimalloc.so", "libmimalloc-"}, NULL, "mimalloc",
+                            "MIMALLOC_ALLOW_LARGE_OS_PAGES=1 and MIMALLOC_PURGE_DELAY=-1 (mimalloc keeps its 2 MiB "
+                            "pages), or hugify run --heap mimalloc"},
+    [ALLOCATOR_TCMALLOC] = {"tcmalloc", false, {"libtcmalloc"}, NULL, "TCMalloc",
+                            "TCMALLOC_RELEASE_RATE=0 (gperftools: freed spans are not released to the kernel)"},
+    /* the runtimes: docs/runtimes.md says what each does and what was measured */
+    [ALLOCATOR_PYMALLOC] = {"pymalloc", true, {"libpython"}, "python", "CPython obmalloc arenas (1 MiB mmaps)",
+                            "PYTHONMALLOC=malloc under hugify run (CPython's objects then come from glibc's malloc, "
+                            "whose heap hugify run keeps on huge pages; docs/runtimes.md)"},
+    [ALLOCATOR_V8] = {"v8", true, {"libnode.so"}, "node", "V8's heap (256 KiB pages committed inside reservations)",
+                      "none known: V8 commits and releases its 256 KiB pages itself; the agent collapses them "
+                      "again as they fill (docs/runtimes.md)"},
+    [ALLOCATOR_JVM] = {"jvm", true, {"libjvm.so"}, NULL, "the JVM's Java heap (one reservation)",
+                       "-XX:+UseTransparentHugePages (the JVM advises its Java heap) with -Xms equal to -Xmx (the "
+                       "heap is not shrunk)"},
+    [ALLOCATOR_GO] = {"go", true, {NULL}, NULL, "the Go runtime's heap (arenas it reserves and commits itself)",
+                      "none known: the Go runtime returns idle heap to the kernel itself (its scavenger); the agent "
+                      "collapses what stays (docs/runtimes.md, Go)"},
+};
+
+static const char *file_name(const char *path) {
+  const char *slash = strrchr(path, '/');
+  return slash ? slash + 1 : path;
+}
+
+/* "python3.11" is the program "python"; "python-config" or "pythonista" are not. */
+static bool names_program(const char *name, const char *program) {
+  size_t length = strlen(program);
+  if (strncmp(name, program, length) != 0) return false;
+  for (const char *p = name + length; *p; p++)
+    if (!isdigit((unsigned char)*p) && *p != '.') return false;
+  return true;
+}
+
+enum allocator_kind allocator_of_program(const char *name) {
+  name = file_name(name);
+  for (int k = 0; k < ALLOCATOR_COUNT; k++)
+    if (allocator_rows[k].program && names_program(name, allocator_rows[k].program)) return (enum allocator_kind)k;
+  if (strcmp(name, "nodejs") == 0) return ALLOCATOR_V8; /* Debian's older name of node */
   return ALLOCATOR_UNKNOWN;
+}
+
+enum allocator_kind allocator_of_path(const char *path) {
+  const char *name = file_name(path);
+  for (int k = 0; k < ALLOCATOR_COUNT; k++)
+    for (const char *const *prefix = allocator_rows[k].libraries; *prefix; prefix++)
+      if (strncmp(name, *prefix, strlen(*prefix)) == 0) return (enum allocator_kind)k;
+  return path[0] == '/' ? allocator_of_program(name) : ALLOCATOR_UNKNOWN;
+}
+
+bool allocator_is_runtime(enum allocator_kind allocator) {
+  return (unsigned)allocator < ALLOCATOR_COUNT && allocator_rows[allocator].runtime;
+}
+
+/* A runtime's own allocator holds the data even where a malloc library is loaded (CPython's arenas are
+ * mmapped whatever malloc is); a malloc library loaded beside glibc is the one malloc resolves to (it is
+ * linked or preloaded for it). */
+static int allocator_rank(enum allocator_kind allocator) {
+  return allocator == ALLOCATOR_UNKNOWN ? 0 : allocator == ALLOCATOR_GLIBC ? 1 : allocator_is_runtime(allocator) ? 3 : 2;
 }
 
 enum allocator_kind allocator_prefer(enum allocator_kind a, enum allocator_kind b) {
-  /* a malloc library loaded beside glibc is the one malloc resolves to (it is linked or preloaded for it) */
-  if (a == ALLOCATOR_UNKNOWN || a == ALLOCATOR_GLIBC) return b == ALLOCATOR_UNKNOWN ? a : b;
-  return a;
+  return allocator_rank(b) > allocator_rank(a) ? b : a;
 }
 
 const char *allocator_name(enum allocator_kind allocator) {
-  switch (allocator) {
-  case ALLOCATOR_GLIBC: return "glibc";
-  case ALLOCATOR_JEMALLOC: return "jemalloc";
-  case ALLOCATOR_MIMALLOC: return "mimalloc";
-  case ALLOCATOR_TCMALLOC: return "tcmalloc";
-  case ALLOCATOR_UNKNOWN: break;
-  }
-  return "unknown";
+  return (unsigned)allocator < ALLOCATOR_COUNT ? allocator_rows[allocator].name : "unknown";
+}
+
+const char *allocator_description(enum allocator_kind allocator) {
+  return allocator_rows[(unsigned)allocator < ALLOCATOR_COUNT ? allocator : ALLOCATOR_UNKNOWN].data;
 }
 
 const char *allocator_advice(enum allocator_kind allocator) {
-  /* jemalloc's is measured on a churning Redis (docs/servers.md); the others are their allocators'
-   * documented settings for the same effect, not measured here */
-  switch (allocator) {
-  case ALLOCATOR_JEMALLOC:
-    return "MALLOC_CONF=hpa:true in the program's environment (jemalloc 5.3 purges whole huge pages; with the "
-           "agent a churning Redis stayed 99 % huge), or MALLOC_CONF=thp:always,dirty_decay_ms:-1 (99 % huge "
-           "without the agent, but freed memory is kept)";
-  case ALLOCATOR_GLIBC:
-    return "GLIBC_TUNABLES=glibc.malloc.hugetlb=1:glibc.malloc.trim_threshold=4294967295 (glibc advises its "
-           "heap for huge pages and stops trimming it), or hugify run --heap thp";
-  case ALLOCATOR_MIMALLOC:
-    return "MIMALLOC_ALLOW_LARGE_OS_PAGES=1 and MIMALLOC_PURGE_DELAY=-1 (mimalloc keeps its 2 MiB pages), or "
-           "hugify run --heap mimalloc";
-  case ALLOCATOR_TCMALLOC:
-    return "TCMALLOC_RELEASE_RATE=0 (gperftools: freed spans are not released to the kernel)";
-  case ALLOCATOR_UNKNOWN: break;
-  }
-  return "the allocator's setting that stops returning freed memory to the kernel inside huge pages (its "
-         "decay, trim or purge)";
+  return allocator_rows[(unsigned)allocator < ALLOCATOR_COUNT ? allocator : ALLOCATOR_UNKNOWN].advice;
 }
 
 enum allocator_kind allocator_of_name(const char *name) {
-  for (int k = ALLOCATOR_GLIBC; k <= ALLOCATOR_TCMALLOC; k++)
-    if (strcmp(name, allocator_name((enum allocator_kind)k)) == 0) return (enum allocator_kind)k;
+  for (int k = ALLOCATOR_UNKNOWN + 1; k < ALLOCATOR_COUNT; k++)
+    if (strcmp(name, allocator_rows[k].name) == 0) return (enum allocator_kind)k;
   return ALLOCATOR_UNKNOWN;
 }
 
-enum allocator_kind allocator_of_mappings(const struct smaps_vma *vmas, size_t count) {
-  enum allocator_kind allocator = ALLOCATOR_UNKNOWN;
-  for (size_t i = 0; i < count; i++) allocator = allocator_prefer(allocator, allocator_of_path(vmas[i].path));
+enum allocator_kind allocator_of_mappings(const struct smaps_vma *vmas, size_t count,
+                                          const struct allocator_facts *facts) {
+  enum allocator_kind allocator = facts && facts->go_program ? ALLOCATOR_GO : ALLOCATOR_UNKNOWN;
+  for (size_t i = 0; i < count; i++) {
+    enum allocator_kind found = allocator_of_path(vmas[i].path);
+    /* PYTHONMALLOC=malloc: CPython's objects are malloc's; the malloc library found beside it says whose */
+    if (found == ALLOCATOR_PYMALLOC && facts && facts->python_malloc) continue;
+    allocator = allocator_prefer(allocator, found);
+  }
   return allocator;
 }
 

@@ -11,6 +11,13 @@
 #include "hugify.h"
 #include "procfs.h"
 
+/* What a process's mappings do not show, for allocator_of_mappings: its executable is a Go program (its ELF),
+ * and PYTHONMALLOC in its environment gives CPython's objects to malloc. */
+struct allocator_facts {
+  bool go_program;
+  bool python_malloc;
+};
+
 /* What inspect_classify needs besides smaps, read by hugify_inspect (or written by a test). */
 struct inspect_context {
   int thp_disabled;               /* 1: THP_enabled: 0 in /proc/PID/status; 0; -1 unknown */
@@ -20,6 +27,7 @@ struct inspect_context {
   uint64_t pmd_size;              /* THP size (0: 2 MiB) */
   const uint64_t *stack_pointers; /* of threads blocked in the kernel (os_read_stack_pointers) */
   size_t stack_pointer_count;
+  struct allocator_facts allocator; /* what the mappings do not show of the allocator (allocator_of_mappings) */
 };
 
 /* Largest PROT_NONE mapping taken for a thread stack's guard page (glibc/musl use one page by default;
@@ -93,28 +101,45 @@ void inspect_ranking_free(struct inspect_ranking *ranking);
 
 /* ---- which allocator ---- */
 
-/* The malloc a process uses, identified by a library it maps (inspect reports it; the agent names its
- * setting that keeps huge pages through churn). */
+/* What backs a process's data: the malloc it uses, identified by a library it maps, or a runtime whose own
+ * allocator takes the data with mmap, bypassing malloc (inspect reports it; the agent names its setting that
+ * keeps huge pages through churn). One table in inspect.c, a row per kind. */
 enum allocator_kind {
   ALLOCATOR_UNKNOWN = 0, /* statically linked or not identified */
   ALLOCATOR_GLIBC,
   ALLOCATOR_JEMALLOC,
   ALLOCATOR_MIMALLOC,
   ALLOCATOR_TCMALLOC,
+  ALLOCATOR_PYMALLOC,    /* CPython's obmalloc (not with PYTHONMALLOC=malloc) */
+  ALLOCATOR_V8,          /* node's V8 heap */
+  ALLOCATOR_JVM,         /* the JVM's Java heap */
+  ALLOCATOR_GO,          /* the Go runtime's heap */
+  ALLOCATOR_COUNT
 };
-/* The allocator a mapping's path names (".../libjemalloc.so.2" -> jemalloc), or UNKNOWN. */
+/* The allocator a mapping's path names (".../libjemalloc.so.2" -> jemalloc, "/usr/bin/python3.11" ->
+ * pymalloc), or UNKNOWN. */
 enum allocator_kind allocator_of_path(const char *path);
-/* Of two identifications, the one that tells more (a malloc library over glibc over unknown). */
+/* The allocator a program's name says it runs ("python3.11" -> pymalloc, "node" -> v8), or UNKNOWN: for a
+ * program about to run (check offers PYTHONMALLOC=malloc for CPython). */
+enum allocator_kind allocator_of_program(const char *name);
+/* Of two identifications, the one that tells more (a runtime over a malloc library over glibc over unknown). */
 enum allocator_kind allocator_prefer(enum allocator_kind a, enum allocator_kind b);
-/* "glibc", "jemalloc", "mimalloc", "tcmalloc", "unknown". */
+/* Whether the data bypasses malloc: a runtime's own allocator (pymalloc, v8, jvm, go). */
+bool allocator_is_runtime(enum allocator_kind allocator);
+/* "glibc", "jemalloc", "mimalloc", "tcmalloc", "pymalloc", "v8", "jvm", "go", "unknown" (at most 15 bytes: the
+ * report's allocator[16]). */
 const char *allocator_name(enum allocator_kind allocator);
+/* What holds the data, for people: "CPython obmalloc arenas (1 MiB mmaps)". */
+const char *allocator_description(enum allocator_kind allocator);
 /* The setting that keeps this allocator's huge pages through churn (docs/servers.md, measured on Redis). */
 const char *allocator_advice(enum allocator_kind allocator);
 
 /* The allocator of allocator_name's name ("jemalloc" -> ALLOCATOR_JEMALLOC); UNKNOWN for any other. */
 enum allocator_kind allocator_of_name(const char *name);
-/* The allocator of a process from its mappings' paths (the most telling one, allocator_prefer). */
-enum allocator_kind allocator_of_mappings(const struct smaps_vma *vmas, size_t count);
+/* The allocator of a process from its mappings' paths (the most telling one, allocator_prefer) and what they do
+ * not show (facts: NULL when not known). */
+enum allocator_kind allocator_of_mappings(const struct smaps_vma *vmas, size_t count,
+                                          const struct allocator_facts *facts);
 
 /* The setting of the report's allocator that keeps huge pages through churn, when its heap shows memory given
  * back inside huge pages: heap and anonymous memory partly huge while eligible windows of it are on 4 KiB

@@ -49,11 +49,11 @@ void group_signal_all(int signal_number) {
 
 bool group_interrupted(void) { return atomic_load(&interrupted) != 0; }
 
-int group_start(const char *const *argv, int output_fd, struct group_process *out) {
+int group_start(const char *const *argv, const char *const *set, int output_fd, struct group_process *out) {
   memset(out, 0, sizeof *out);
   /* The measurement module's start: stdin on /dev/null, output as asked, the child waiting at a gate
    * before it execs; while it waits, it is put in a group of its own (a parent may do that before exec). */
-  struct measure_command command = {.argv = argv, .stdout_fd = output_fd, .stderr_fd = output_fd};
+  struct measure_command command = {.argv = argv, .stdout_fd = output_fd, .stderr_fd = output_fd, .set = set};
   struct measure_child child;
   int rc = measure_start(&command, &child);
   if (rc != 0) return rc;
@@ -67,7 +67,7 @@ int group_start(const char *const *argv, int output_fd, struct group_process *ou
 
 int group_start_shell(const char *command, int output_fd, struct group_process *out) {
   const char *argv[] = {"/bin/sh", "-c", command, NULL};
-  return group_start(argv, output_fd, out);
+  return group_start(argv, NULL, output_fd, out);
 }
 
 static double timeval_seconds(struct timeval t) { return (double)t.tv_sec + (double)t.tv_usec * 1e-6; }

@@ -20,9 +20,9 @@ struct group_process {
 };
 
 /* Start argv (argv[0] looked up in PATH) in a new process group: stdin /dev/null, stdout and stderr to
- * output_fd (or inherited when -1). 0 or -errno (fork failed; a program that cannot be executed exits
- * 127/126 and is seen as an early exit). */
-int group_start(const char *const *argv, int output_fd, struct group_process *out);
+ * output_fd (or inherited when -1), "NAME=VALUE" of `set` (NULL-terminated, or NULL) in its environment. 0 or
+ * -errno (fork failed; a program that cannot be executed exits 127/126 and is seen as an early exit). */
+int group_start(const char *const *argv, const char *const *set, int output_fd, struct group_process *out);
 /* Start `/bin/sh -c command` the same way. */
 int group_start_shell(const char *command, int output_fd, struct group_process *out);
 

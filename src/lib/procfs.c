@@ -672,3 +672,21 @@ bool parse_capabilities(const char *status, uint64_t *effective) {
   *effective = strtoull(value, NULL, 16);
   return true;
 }
+
+bool parse_environ_value(const char *data, size_t length, const char *name, char *out, size_t cap) {
+  size_t name_length = strlen(name);
+  for (size_t at = 0; at < length;) {
+    const char *entry = data + at;
+    const char *end = memchr(entry, '\0', length - at);
+    size_t entry_length = end ? (size_t)(end - entry) : length - at;
+    if (entry_length > name_length && memcmp(entry, name, name_length) == 0 && entry[name_length] == '=') {
+      size_t value_length = entry_length - name_length - 1;
+      if (value_length >= cap) return false;
+      memcpy(out, entry + name_length + 1, value_length);
+      out[value_length] = '\0';
+      return true;
+    }
+    at += entry_length + 1;
+  }
+  return false;
+}

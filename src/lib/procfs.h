@@ -205,4 +205,8 @@ bool parse_cpuinfo_hypervisor(const char *text);
  * "Microsoft Hv" -> "Hyper-V", ...), or NULL when the signature is not one we know. */
 const char *hypervisor_name(const char signature[12]);
 
+/* /proc/PID/environ ("NAME=VALUE" entries, each ended by a NUL; the last may be cut): the value of `name`,
+ * copied to out. False when it is not there or its value has `cap` bytes or more. */
+bool parse_environ_value(const char *data, size_t length, const char *name, char *out, size_t cap);
+
 #endif

@@ -15,6 +15,7 @@
 
 #include "format.h"
 #include "hugify.h"
+#include "inspect.h"
 #include "os.h"
 #include "preload.h"
 #include "safe_file.h"
@@ -114,6 +115,7 @@ struct measured {
   struct text_objects objects;
   uint64_t not_huge[HUGIFY_WHY_COUNT];
   char command[1024];
+  char allocator[16];          /* what backs the data (hugify_inspect's allocator): "" not identified */
   uint64_t max_rss;
   uint64_t peak_memory;        /* max(sampled RSS + hugetlb, ru_maxrss + hugetlb at exit) */
 };
@@ -157,6 +159,10 @@ static void write_json(FILE *out, const struct measured *m, double seconds) {
   json_put_string(&j, "glibc_tunables", getenv("GLIBC_TUNABLES"));
   json_put_string(&j, "malloc", preload_malloc_library());
   json_put_string(&j, "heap_owner", preload_heap_owner()); /* null: an ordinary allocator */
+  enum allocator_kind allocator = allocator_of_name(m->allocator);
+  json_put_string(&j, "allocator", m->allocator[0] ? m->allocator : NULL);
+  json_put_string(&j, "allocator_data", m->allocator[0] ? allocator_description(allocator) : NULL);
+  json_put_bool(&j, "allocator_is_runtime", allocator_is_runtime(allocator));
   json_put_usage(&j, "total", &m->total);
   json_open_object(&j, "classes");
   for (int k = 0; k < HUGIFY_CLASS_COUNT; k++) json_put_usage(&j, hugify_memory_class_name(k), &m->classes[k]);
@@ -238,6 +244,9 @@ static void write_text(FILE *out, const struct measured *m, double seconds) {
   text_row(&t, "total", &m->total);
   table_print(&t, out, "  ");
   table_free(&t);
+  enum allocator_kind allocator = allocator_of_name(m->allocator);
+  if (allocator_is_runtime(allocator)) /* the heap modes act on malloc and large mmaps: say who holds the data */
+    fprintf(out, "  data: %s (%s), not malloc's (docs/runtimes.md)\n", allocator_description(allocator), m->allocator);
   double at_cpu;
   if (preload_text_state(&at_cpu) == PRELOAD_TEXT_WAITING)
     fprintf(out, "  text: not moved: the process used less than %u ms of CPU (HUGIFY_TEXT_AFTER_MS)\n",
@@ -257,6 +266,7 @@ static bool measure(struct measured *m) {
   memcpy(m->classes, inspect.classes, sizeof m->classes);
   m->total = inspect.total;
   memcpy(m->not_huge, inspect.not_huge, sizeof m->not_huge);
+  memcpy(m->allocator, inspect.allocator, sizeof m->allocator);
   enum heap_mode mode = preload_options()->heap;
   for (size_t i = 0; i < inspect.mapping_count && (mode == HEAP_AUTO || mode == HEAP_THP); i++) {
     const struct hugify_inspect_mapping *mapping = &inspect.mappings[i];

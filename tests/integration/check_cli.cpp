@@ -95,8 +95,8 @@ check_summary read_check_json(const std::string &path) {
   s.counters_reason = d["counters"]["reason"].text();
 
   std::vector<std::string> names;
-  const std::set<std::string> known = {"plain", "heap", "heap+text", "text", "hugetlb", "mimalloc", "jemalloc",
-                                       "tcmalloc"};
+  const std::set<std::string> known = {"plain", "heap", "heap+text", "text", "pymalloc-off", "hugetlb", "mimalloc",
+                                       "jemalloc", "tcmalloc"};
   auto configs = d["configs"].items();
   for (size_t i = 0; i < configs.size(); i++) {
     const auto &c = configs[i];
@@ -262,6 +262,61 @@ TEST(CheckCli, TinyWorkingSetRunsEveryRoundIntoTheLog) {
   EXPECT_NE(text.find("==== measured round 8, heap: "), std::string::npos) << text;
   remove_check_dirs(r.out);
   unlink(json.c_str());
+}
+
+// CPython: check offers pymalloc-off (PYTHONMALLOC=malloc for `hugify run` and CMD) by default, and only for
+// CPython. What is asserted is what ran: each configuration's command line and the variable the child saw,
+// counted per run in a file the script appends to, and what the reports say held the data.
+TEST(CheckCli, CpythonGetsThePymallocOffConfiguration) {
+  if (test_support::run({"python3", "-c", "pass"}).status != 0) GTEST_SKIP() << "python3 is not installed";
+  test_support::scratch_dir dir("hugify-check-python");
+  std::string script = dir.path + "/seen.py", seen = dir.path + "/seen.txt", json = dir.path + "/check.json";
+  test_support::run({"sh", "-c", "printf '%s\n' '#!/usr/bin/env python3' 'import os, sys' "
+                     "'open(sys.argv[1], \"a\").write(os.environ.get(\"PYTHONMALLOC\", \"-\") + \"\\n\")' > " + script +
+                     " && chmod +x " + script});
+  auto r = test_support::hugify({"check", "--runs", "6", "--json=" + json, "--", script, seen},
+                                {{"PYTHONMALLOC", "\x01unset"}});
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  read_check_json(json);
+  auto d = test_support::load_json(json);
+  size_t runs_with = 0, runs_without = 0;
+  bool offered = false;
+  for (const auto &c : d["configs"].items()) {
+    std::string name = c["name"].text(), line = c["command_line"].text();
+    size_t runs = c["runs"].u64() + 1; // and the warm-up round
+    if (name == "pymalloc-off") {
+      offered = true;
+      runs_with += runs;
+      EXPECT_EQ(line.rfind("PYTHONMALLOC=malloc ", 0), 0u) << line;
+      EXPECT_NE(line.find(" run --text off --heap auto -- " + script + " " + seen), std::string::npos) << line;
+      EXPECT_EQ(c["environment"].text(), "PYTHONMALLOC=malloc");
+      EXPECT_EQ(c["coverage"]["allocator"].text(), "glibc") << "the objects are malloc's";
+      EXPECT_FALSE(c["coverage"]["allocator_is_runtime"].flag());
+    } else {
+      runs_without += runs;
+      EXPECT_TRUE(c["environment"].is_null()) << name;
+      EXPECT_EQ(line.find("PYTHONMALLOC"), std::string::npos) << line;
+      if (name == "heap") {
+        EXPECT_EQ(c["coverage"]["allocator"].text(), "pymalloc") << "obmalloc's arenas";
+        EXPECT_TRUE(c["coverage"]["allocator_is_runtime"].flag());
+      }
+    }
+  }
+  EXPECT_TRUE(offered) << "pymalloc-off is a default configuration for CPython\n" << r.out;
+  std::string text = test_support::read_file(seen);
+  EXPECT_EQ(count(text, "malloc\n"), runs_with) << text;
+  EXPECT_EQ(count(text, "-\n"), runs_without) << text;
+  EXPECT_NE(r.out.find("  data: CPython obmalloc arenas (1 MiB mmaps): heap"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("glibc's malloc: pymalloc-off"), std::string::npos) << r.out;
+
+  // Not CPython: not offered by default, but asked for by name it runs.
+  auto other = test_support::hugify({"check", "--runs", "6", "--json", "--", "true"});
+  ASSERT_EQ(other.status, 0) << other.out << other.err;
+  for (const auto &c : test_support::parse_json(other.out)["configs"].items()) EXPECT_NE(c["name"].text(), "pymalloc-off");
+  auto asked = test_support::hugify({"check", "--runs", "6", "--configs", "pymalloc-off", "--json", "--", "true"});
+  ASSERT_EQ(asked.status, 0) << asked.out << asked.err;
+  EXPECT_EQ(test_support::parse_json(asked.out)["configs"][1]["name"].text(), "pymalloc-off") << asked.out;
+  remove_check_dirs(r.out + other.out + asked.out);
 }
 
 TEST(CheckCli, FailingCommandStopsWithItsOutput) {

@@ -334,10 +334,46 @@ TEST(AgentAllocator, IdentifiedFromMappedLibraries) {
   EXPECT_EQ(allocator_prefer(ALLOCATOR_GLIBC, ALLOCATOR_JEMALLOC), ALLOCATOR_JEMALLOC);
   EXPECT_EQ(allocator_prefer(ALLOCATOR_JEMALLOC, ALLOCATOR_GLIBC), ALLOCATOR_JEMALLOC);
   EXPECT_EQ(allocator_prefer(ALLOCATOR_UNKNOWN, ALLOCATOR_GLIBC), ALLOCATOR_GLIBC);
-  for (int a = ALLOCATOR_UNKNOWN; a <= ALLOCATOR_TCMALLOC; a++)
+  for (int a = ALLOCATOR_UNKNOWN; a < ALLOCATOR_COUNT; a++) {
     EXPECT_GT(std::strlen(allocator_advice((allocator_kind)a)), 10u);
-  for (int a = ALLOCATOR_UNKNOWN; a <= ALLOCATOR_TCMALLOC; a++) // the report's name maps back
+    EXPECT_GT(std::strlen(allocator_description((allocator_kind)a)), 3u);
+    // the report's name maps back, and fits the public report's allocator[16]
     EXPECT_EQ(allocator_of_name(allocator_name((allocator_kind)a)), (allocator_kind)a);
+    EXPECT_LT(std::strlen(allocator_name((allocator_kind)a)), sizeof(hugify_inspect_report{}.allocator));
+  }
+}
+
+TEST(AgentAllocator, RuntimesOwnTheirDataOverAnyMalloc) {
+  // CPython: a libpython it maps, or its executable's name (Debian's python3.11 links libpython in)
+  EXPECT_EQ(allocator_of_path("/usr/bin/python3.11"), ALLOCATOR_PYMALLOC);
+  EXPECT_EQ(allocator_of_path("/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0"), ALLOCATOR_PYMALLOC);
+  EXPECT_EQ(allocator_of_path("/usr/bin/python3-config"), ALLOCATOR_UNKNOWN) << "a name, then a version only";
+  EXPECT_EQ(allocator_of_path("/usr/lib/x86_64-linux-gnu/libnode.so.108"), ALLOCATOR_V8);
+  EXPECT_EQ(allocator_of_path("/usr/bin/node"), ALLOCATOR_V8);
+  EXPECT_EQ(allocator_of_path("/usr/bin/node_exporter"), ALLOCATOR_UNKNOWN);
+  EXPECT_EQ(allocator_of_path("/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so"), ALLOCATOR_JVM);
+  EXPECT_EQ(allocator_of_path("python3"), ALLOCATOR_UNKNOWN) << "not a mapped file";
+  EXPECT_EQ(allocator_of_program("python3"), ALLOCATOR_PYMALLOC);
+  EXPECT_EQ(allocator_of_program("/usr/local/bin/python3.13"), ALLOCATOR_PYMALLOC);
+  EXPECT_EQ(allocator_of_program("nodejs"), ALLOCATOR_V8);
+  EXPECT_EQ(allocator_of_program("ls"), ALLOCATOR_UNKNOWN);
+  for (int a = ALLOCATOR_UNKNOWN; a < ALLOCATOR_COUNT; a++)
+    EXPECT_EQ(allocator_is_runtime((allocator_kind)a), a >= ALLOCATOR_PYMALLOC) << allocator_name((allocator_kind)a);
+  // a runtime's arenas are mapped whatever malloc is: it wins over glibc and over a preloaded malloc
+  EXPECT_EQ(allocator_prefer(ALLOCATOR_JEMALLOC, ALLOCATOR_PYMALLOC), ALLOCATOR_PYMALLOC);
+  EXPECT_EQ(allocator_prefer(ALLOCATOR_PYMALLOC, ALLOCATOR_GLIBC), ALLOCATOR_PYMALLOC);
+
+  std::vector<smaps_vma> vmas(3);
+  std::snprintf(vmas[0].path, sizeof vmas[0].path, "/usr/bin/python3.11");
+  std::snprintf(vmas[1].path, sizeof vmas[1].path, "/usr/lib/x86_64-linux-gnu/libc.so.6");
+  std::snprintf(vmas[2].path, sizeof vmas[2].path, "[heap]");
+  EXPECT_EQ(allocator_of_mappings(vmas.data(), vmas.size(), nullptr), ALLOCATOR_PYMALLOC);
+  allocator_facts python_malloc = {.go_program = false, .python_malloc = true};
+  EXPECT_EQ(allocator_of_mappings(vmas.data(), vmas.size(), &python_malloc), ALLOCATOR_GLIBC)
+      << "PYTHONMALLOC=malloc: the objects are glibc's";
+  allocator_facts go = {.go_program = true, .python_malloc = false};
+  EXPECT_EQ(allocator_of_mappings(vmas.data() + 1, 2, &go), ALLOCATOR_GO) << "a cgo program maps libc, its heap is Go's";
+  EXPECT_EQ(allocator_of_mappings(vmas.data() + 2, 1, &go), ALLOCATOR_GO) << "a static Go program maps no library";
 }
 
 TEST(Bloat, IsTheWindowMinusWhatWasPresent) {

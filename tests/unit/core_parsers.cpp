@@ -315,3 +315,23 @@ TEST(Options, BadValuesKeepDefaultsWithOneWarningEach) {
 }
 
 }  // namespace
+
+// inspect reads a CPython process's PYTHONMALLOC from the environment it started with.
+TEST(Environ, ValueOfANameInProcEnviron) {
+  std::string text = test_support::fixture("environ/python3-malloc.environ");
+  char value[32];
+  ASSERT_TRUE(parse_environ_value(text.data(), text.size(), "PYTHONMALLOC", value, sizeof value));
+  EXPECT_STREQ(value, "malloc");
+  ASSERT_TRUE(parse_environ_value(text.data(), text.size(), "HOME", value, sizeof value));
+  EXPECT_STREQ(value, "/root");
+  EXPECT_FALSE(parse_environ_value(text.data(), text.size(), "PYTHON", value, sizeof value)) << "a whole name only";
+  EXPECT_FALSE(parse_environ_value(text.data(), text.size(), "PYTHONPATH", value, 4)) << "too long for the buffer";
+  EXPECT_FALSE(parse_environ_value(text.data(), text.size(), "TERM", value, sizeof value));
+  const std::string cut("A=1\0PYTHONMALLOC=mall", 21); // the last entry without its NUL
+  ASSERT_TRUE(parse_environ_value(cut.data(), cut.size(), "PYTHONMALLOC", value, sizeof value));
+  EXPECT_STREQ(value, "mall");
+  const std::string empty("PYTHONMALLOC=\0", 14);
+  ASSERT_TRUE(parse_environ_value(empty.data(), empty.size(), "PYTHONMALLOC", value, sizeof value));
+  EXPECT_STREQ(value, "");
+  EXPECT_FALSE(parse_environ_value("", 0, "PYTHONMALLOC", value, sizeof value));
+}

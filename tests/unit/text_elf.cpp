@@ -403,3 +403,40 @@ TEST(ElfScript, InterpreterOfAHashBangLine) {
   EXPECT_EQ(interpreter("#!/bin/sh\n", 8), "/bin/sh") << "exactly fits with its NUL";
 }
 
+
+// check's question "is CMD CPython?": the program a script runs, through env too.
+TEST(ElfScript, ProgramOfAScriptThroughEnv) {
+  char out[32];
+  auto program = [&](const std::string &bytes, size_t cap = sizeof out) -> std::string {
+    return elf_script_program(bytes.data(), bytes.size(), out, cap) ? out : "(none)";
+  };
+  EXPECT_EQ(program("#!/usr/bin/python3.11 -u\n"), "/usr/bin/python3.11");
+  EXPECT_EQ(program("#! \t/usr/bin/env python3\n"), "python3");
+  EXPECT_EQ(program("#!/usr/bin/env -S PYTHONHASHSEED=0 python3 -u\n"), "python3") << "options and assignments skipped";
+  EXPECT_EQ(program("#!/usr/bin/env\n"), "/usr/bin/env") << "env alone: env itself";
+  EXPECT_EQ(program("#!/bin/sh\n"), "/bin/sh");
+  EXPECT_EQ(program("#!/usr/bin/env a-name-longer-than-the-buffer\n", 16), "(none)");
+  EXPECT_EQ(program("not a script"), "(none)");
+}
+
+// run refuses a static Go program and inspect names its heap: the Go linker's sections, or its note.
+TEST(ElfFixtures, GoProgramIsRecognisedBySectionsOrNote) {
+  sparse_image image("go");
+  ASSERT_NE(image.data, MAP_FAILED);
+  EXPECT_TRUE(elf_is_go(image.data, image.size)) << ".go.buildinfo, .gopclntab, .note.go.buildid";
+  // without section headers (sstrip): the PT_NOTE's "Go" build-ID note
+  auto *header = static_cast<Elf64_Ehdr *>(image.data);
+  header->e_shnum = 0;
+  EXPECT_TRUE(elf_is_go(image.data, image.size));
+  // without either: not Go
+  auto *phdrs = reinterpret_cast<Elf64_Phdr *>(static_cast<char *>(image.data) + header->e_phoff);
+  for (unsigned i = 0; i < header->e_phnum; i++)
+    if (phdrs[i].p_type == PT_NOTE) phdrs[i].p_type = PT_NULL;
+  EXPECT_FALSE(elf_is_go(image.data, image.size));
+  for (const char *name : {"ls", "node", "libc"}) {
+    sparse_image other(name);
+    EXPECT_FALSE(elf_is_go(other.data, other.size)) << name;
+  }
+  EXPECT_FALSE(elf_is_go("not an ELF image", 16));
+  EXPECT_FALSE(elf_is_go(image.data, 40)) << "cut inside the header";
+}
