@@ -55,7 +55,7 @@ bool preload_is_top_level(void);
  * allocators, runtimes, the program itself) are placed 2 MiB-aligned and advised MADV_HUGEPAGE. */
 void preload_heap_start(const struct hugify_options *options);
 /* --heap tcmalloc: whether an munmap of [addr, addr + length) is TCMalloc's alignment slack inside one of the
- * cover's arenas, to be left mapped (heap_cover.c, "TCMalloc's chunks"). */
+ * carver's regions, to be left mapped (heap_cover.c, "TCMalloc's chunks"). */
 bool preload_heap_keeps(void *addr, size_t length);
 /* The file malloc resolves to in this process ("" when unknown). */
 const char *preload_malloc_library(void);
