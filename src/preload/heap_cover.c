@@ -190,14 +190,21 @@ __attribute__((visibility("default"))) void *shmat(int id, const void *address, 
  *   holder, or a forked child of a thread that held it, gets an ordinary mapping (the caller maps as
  *   usual). Nothing ever waits on it, so nothing can deadlock on it. A forked child shares the regions
  *   copy-on-write, as any mapping.
- * A carver that lists its regions (TCMalloc's) stops carving when the list is full. */
+ * - A carver that gives pieces back whole (the runtimes'): when the program unmaps (or MADV_DONTNEEDs) a
+ *   piece that shares a huge page with a piece still in use, the kernel splits the page's mapping but keeps
+ *   the whole 2 MiB resident until its deferred split runs, under memory pressure: CPython freeing every
+ *   other arena kept all of it (bench/runtimes/arena_free.py). So the huge page is split first
+ *   (MADV_COLD of the part, which splits a huge page it covers in part) and the part is freed at once; the
+ *   rest was already on 4 KiB mappings (docs/runtimes.md, "Bloat").
+ * A carver lists its regions (for those checks); it stops carving when the list is full. */
 struct carver {
   size_t region_size;          /* a multiple of 2 MiB */
   atomic_flag lock;            /* tried, never waited for */
   char *next, *end;            /* the current region's unused part; guarded by lock */
-  char **regions;              /* NULL, or every region carved so far (read without the lock) */
+  char **regions;              /* every region carved so far (read without the lock) */
   int region_max;
   atomic_int region_count;
+  bool split_on_release;       /* split a huge page a released part of a piece shares with the rest */
 };
 
 /* A piece of `length` bytes from the carver's current region, or NULL (then the caller maps as usual). */
@@ -207,13 +214,13 @@ static void *carve(struct carver *carver, size_t length) {
   if ((size_t)(carver->end - carver->next) < rounded) {
     int count = atomic_load_explicit(&carver->region_count, memory_order_relaxed);
     void *region;
-    if ((carver->regions && count >= carver->region_max) ||
+    if (count >= carver->region_max ||
         os_map_aligned(carver->region_size, COVER_MIN, PROT_READ | PROT_WRITE, &region) != 0) {
       atomic_flag_clear_explicit(&carver->lock, memory_order_release);
       return NULL;
     }
     advise(region, carver->region_size);
-    if (carver->regions) carver->regions[count] = region;
+    carver->regions[count] = region;
     atomic_store_explicit(&carver->region_count, count + 1, memory_order_release);
     carver->next = region;
     carver->end = carver->next + carver->region_size;
@@ -224,13 +231,26 @@ static void *carve(struct carver *carver, size_t length) {
   return piece;
 }
 
-/* Whether [addr, addr + length) lies inside one of a listing carver's regions. */
+/* Whether [addr, addr + length) lies inside one of the carver's regions. */
 static bool carver_holds(struct carver *carver, void *addr, size_t length) {
   int count = atomic_load_explicit(&carver->region_count, memory_order_acquire);
   for (int i = 0; i < count; i++)
     if ((char *)addr >= carver->regions[i] && (char *)addr + length <= carver->regions[i] + carver->region_size)
       return true;
   return false;
+}
+
+/* Before [addr, addr + length) is unmapped or dropped: the part of it in a 2 MiB window it does not cover
+ * whole (its head and its tail), when that window is one of the carver's, has its huge page split. */
+static void split_before_release(struct carver *carver, void *addr, size_t length) {
+  uintptr_t start = (uintptr_t)addr, end = start + length;
+  uintptr_t head_end = (start + COVER_MIN - 1) & ~(uintptr_t)(COVER_MIN - 1), tail_start = end & ~(uintptr_t)(COVER_MIN - 1);
+  if (end <= start) return;
+  if (head_end > end) head_end = end;
+  if (head_end > start && carver_holds(carver, addr, head_end - start)) os_madvise(addr, head_end - start, MADV_COLD);
+  if (tail_start < start) tail_start = start;
+  if (tail_start >= head_end && end > tail_start && carver_holds(carver, (void *)tail_start, end - tail_start))
+    os_madvise((void *)tail_start, end - tail_start, MADV_COLD);
 }
 
 /* Runtimes' arenas (HUGIFY_RUNTIME_ARENAS=1): an anonymous private read+write mmap of 64 KiB up to 2 MiB,
@@ -241,7 +261,10 @@ static bool carver_holds(struct carver *carver, void *addr, size_t length) {
 #define RUNTIME_AFTER 8
 static bool runtime_enabled;
 static atomic_uint runtime_seen;
-static struct carver runtime_carver = {.region_size = COVER_MIN, .lock = ATOMIC_FLAG_INIT};
+#define RUNTIME_REGION_MAX 65536 /* 128 GiB of arenas; then they are left to the kernel */
+static char *runtime_regions[RUNTIME_REGION_MAX];
+static struct carver runtime_carver = {.region_size = COVER_MIN, .lock = ATOMIC_FLAG_INIT, .regions = runtime_regions,
+                                       .region_max = RUNTIME_REGION_MAX, .split_on_release = true};
 
 static bool wants_runtime_piece(void *addr, size_t length, int prot, int flags) {
   if (!runtime_enabled || addr || length < RUNTIME_PIECE_MIN || length >= COVER_MIN || prot != (PROT_READ | PROT_WRITE))
@@ -277,6 +300,10 @@ static bool wants_tcmalloc_piece(void *addr, size_t length, int prot, int flags)
 bool preload_heap_keeps(void *addr, size_t length) {
   if (!atomic_load_explicit(&tcmalloc_active, memory_order_relaxed) || length > TCMALLOC_SLACK_MAX) return false;
   return carver_holds(&tcmalloc_carver, addr, length);
+}
+
+void preload_heap_releasing(void *addr, size_t length) {
+  if (runtime_enabled && runtime_carver.split_on_release) split_before_release(&runtime_carver, addr, length);
 }
 
 /* The carver that serves this request, or NULL. */
