@@ -177,8 +177,8 @@ __attribute__((visibility("default"))) void *shmat(int id, const void *address, 
 
 /* ---- carving small mappings out of 2 MiB-aligned regions -----------------------------------------------
  * Two kinds of request are too small for the cover yet make up most of some programs' memory: runtimes'
- * arenas (CPython's 1 MiB object arenas, HUGIFY_RUNTIME_ARENAS=1) and gperftools' TCMalloc's 1 MiB chunks
- * (--heap tcmalloc). Each lands wherever the kernel puts it and is touched before its neighbour exists, so
+ * arenas (CPython's 1 MiB object arenas; HUGIFY_RUNTIME_ARENAS, on by default) and gperftools' TCMalloc's
+ * 1 MiB chunks (--heap tcmalloc). Each lands wherever the kernel puts it and is touched before its neighbour exists, so
  * it stays on 4 KiB pages. One carver serves both: a request is handed the next piece of the carver's
  * current region, a 2 MiB-aligned read+write mapping of the preload's, advised MADV_HUGEPAGE, handed out
  * from the bottom up, so neighbouring pieces fill whole huge pages. What it keeps exact:
@@ -190,7 +190,7 @@ __attribute__((visibility("default"))) void *shmat(int id, const void *address, 
  *   holder, or a forked child of a thread that held it, gets an ordinary mapping (the caller maps as
  *   usual). Nothing ever waits on it, so nothing can deadlock on it. A forked child shares the regions
  *   copy-on-write, as any mapping.
- * - A carver that gives pieces back whole (the runtimes'): when the program unmaps (or MADV_DONTNEEDs) a
+ * - Runtimes give pieces back whole: when the program unmaps (or MADV_DONTNEEDs) a
  *   piece that shares a huge page with a piece still in use, the kernel splits the page's mapping but keeps
  *   the whole 2 MiB resident until its deferred split runs, under memory pressure: CPython freeing every
  *   other arena kept all of it (bench/runtimes/arena_free.py). So the huge page is split first
@@ -204,7 +204,6 @@ struct carver {
   char **regions;              /* every region carved so far (read without the lock) */
   int region_max;
   atomic_int region_count;
-  bool split_on_release;       /* split a huge page a released part of a piece shares with the rest */
 };
 
 /* A piece of `length` bytes from the carver's current region, or NULL (then the caller maps as usual). */
@@ -244,7 +243,8 @@ static bool carver_holds(struct carver *carver, void *addr, size_t length) {
  * whole (its head and its tail), when that window is one of the carver's, has its huge page split. */
 static void split_before_release(struct carver *carver, void *addr, size_t length) {
   uintptr_t start = (uintptr_t)addr, end = start + length;
-  uintptr_t head_end = (start + COVER_MIN - 1) & ~(uintptr_t)(COVER_MIN - 1), tail_start = end & ~(uintptr_t)(COVER_MIN - 1);
+  uintptr_t head_end = (start + COVER_MIN - 1) & ~(uintptr_t)(COVER_MIN - 1);
+  uintptr_t tail_start = end & ~(uintptr_t)(COVER_MIN - 1);
   if (end <= start) return;
   if (head_end > end) head_end = end;
   if (head_end > start && carver_holds(carver, addr, head_end - start)) os_madvise(addr, head_end - start, MADV_COLD);
@@ -253,9 +253,9 @@ static void split_before_release(struct carver *carver, void *addr, size_t lengt
     os_madvise((void *)tail_start, end - tail_start, MADV_COLD);
 }
 
-/* Runtimes' arenas (HUGIFY_RUNTIME_ARENAS=1): an anonymous private read+write mmap of 64 KiB up to 2 MiB,
- * with no address, no placement flags and no reservation (PROT_NONE, MAP_NORESERVE: guard pages and
- * reservations are never turned into memory), from 2 MiB regions. The first RUNTIME_AFTER such mappings
+/* Runtimes' arenas (HUGIFY_RUNTIME_ARENAS, on by default): an anonymous private read+write mmap of 64 KiB
+ * up to 2 MiB, with no address, no placement flags and no reservation (PROT_NONE, MAP_NORESERVE: guard pages
+ * and reservations are never turned into memory), from 2 MiB regions. The first RUNTIME_AFTER such mappings
  * pass through: a short program does not pay for a region. */
 #define RUNTIME_PIECE_MIN (64u << 10)
 #define RUNTIME_AFTER 8
@@ -264,7 +264,7 @@ static atomic_uint runtime_seen;
 #define RUNTIME_REGION_MAX 65536 /* 128 GiB of arenas; then they are left to the kernel */
 static char *runtime_regions[RUNTIME_REGION_MAX];
 static struct carver runtime_carver = {.region_size = COVER_MIN, .lock = ATOMIC_FLAG_INIT, .regions = runtime_regions,
-                                       .region_max = RUNTIME_REGION_MAX, .split_on_release = true};
+                                       .region_max = RUNTIME_REGION_MAX};
 
 static bool wants_runtime_piece(void *addr, size_t length, int prot, int flags) {
   if (!runtime_enabled || addr || length < RUNTIME_PIECE_MIN || length >= COVER_MIN || prot != (PROT_READ | PROT_WRITE))
@@ -303,7 +303,7 @@ bool preload_heap_keeps(void *addr, size_t length) {
 }
 
 void preload_heap_releasing(void *addr, size_t length) {
-  if (runtime_enabled && runtime_carver.split_on_release) split_before_release(&runtime_carver, addr, length);
+  if (runtime_enabled) split_before_release(&runtime_carver, addr, length);
 }
 
 /* The carver that serves this request, or NULL. */

@@ -1,7 +1,7 @@
 /* run_runtime_arenas.c - maps pieces the way a runtime maps its arenas (1 MiB and 256 KiB anonymous read+write
  * mmaps), then checks that each behaves as its own mapping: its bytes stay its own, munmap of one piece
  * leaves its neighbours, mprotect of one piece changes only it, mremap moves it with its bytes, a forked
- * child reads them. Under `hugify run` with HUGIFY_RUNTIME_ARENAS=1 the pieces come out of the preload's
+ * child reads them. Under `hugify run` (HUGIFY_RUNTIME_ARENAS, on by default) the pieces come out of the preload's
  * 2 MiB regions. Then, if the unmapped piece was on a huge page it shared with a neighbour, whether that
  * page was split (so the unmapped part was freed at once: "split yes", else "split no"; "split n/a" when it
  * was not huge or the page flags cannot be read). Prints "piece ADDRESS LENGTH" lines, then "ready" and
