@@ -8,8 +8,11 @@ arenas become empty and CPython unmaps them; waits --settle seconds; then prints
 
   rss_built, rss_freed          VmRSS after building and after the free
   thp_built, thp_freed          this process's AnonHugePages (smaps_rollup)
-  returned_system               MemTotal - MemAvailable before the free minus after: what the machine got
-                                back (other processes' memory moves it too: read it as a median)
+  returned_system               memory in use system-wide before the free minus after: what the machine got
+                                back (other processes' memory moves it too: read it as a median). In use is
+                                MemTotal - MemAvailable - the pages on the per-CPU free lists (/proc/zoneinfo
+                                pagesets' count): freed pages land there first, up to hundreds of MiB on
+                                Linux 6.18, and MemFree does not count them
   kept_system                   freed_arenas minus returned_system: freed memory still held somewhere
   partial_thp                   2 MiB folios partially mapped, system-wide, after the free minus before
                                 (.../hugepages-2048kB/stats/nr_anon_partially_mapped: a freed half of a huge
@@ -36,6 +39,17 @@ def kib_fields(path, names):
     return values
 
 
+def per_cpu_free_mib():
+    """Pages on the per-CPU free lists (/proc/zoneinfo, each pageset's count), in MiB."""
+    pages = 0
+    with open("/proc/zoneinfo") as f:
+        for line in f:
+            words = line.split()
+            if len(words) == 2 and words[0] == "count:":
+                pages += int(words[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / (1 << 20)
+
+
 def snapshot():
     status = kib_fields("/proc/self/status", {"VmRSS"})
     rollup = kib_fields("/proc/self/smaps_rollup", {"AnonHugePages"})
@@ -46,7 +60,7 @@ def snapshot():
     except OSError:
         partial = 0
     return {"rss": status["VmRSS"] / 1024, "thp": rollup.get("AnonHugePages", 0) / 1024,
-            "used": (meminfo["MemTotal"] - meminfo["MemAvailable"]) / 1024, "partial": partial}
+            "used": (meminfo["MemTotal"] - meminfo["MemAvailable"]) / 1024 - per_cpu_free_mib(), "partial": partial}
 
 
 def arena_groups(objects):
