@@ -5,13 +5,18 @@
  * 2 MiB regions. Then, if the unmapped piece was on a huge page it shared with a neighbour, whether that
  * page was split (so the unmapped part was freed at once: "split yes", else "split no"; "split n/a" when it
  * was not huge or the page flags cannot be read). Prints "piece ADDRESS LENGTH" lines, then "ready" and
- * waits for stdin to close (--hold); exit status 0 when every check held, 1 otherwise. */
+ * waits for stdin to close (--hold); exit status 0 when every check held, 1 otherwise.
+ * --signals: maps and unmaps 1 MiB pieces in a loop while a timer's signal handler does the same, so the
+ * handler often interrupts the carver's lock holder (its own thread): the handler must get an ordinary
+ * mapping, not wait for a lock that cannot be released. Prints "signals N" and exits 0 (a hang is the bug). */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -47,7 +52,39 @@ static unsigned char *window_neighbour(unsigned char *piece, size_t length) {
   return NULL;
 }
 
+static volatile sig_atomic_t handled, handler_failed;
+
+static void map_in_handler(int signal_number) {
+  (void)signal_number;
+  unsigned char *p = mmap(NULL, 1u << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    handler_failed = 1;
+    return;
+  }
+  p[0] = 1;
+  munmap(p, 1u << 20);
+  handled++;
+}
+
+static int signals(void) {
+  struct sigaction action = {.sa_handler = map_in_handler, .sa_flags = SA_RESTART};
+  sigaction(SIGALRM, &action, NULL);
+  struct itimerval every = {.it_interval = {0, 50}, .it_value = {0, 50}};
+  setitimer(ITIMER_REAL, &every, NULL);
+  for (int i = 0; i < 20000 && handled < 2000; i++) {
+    unsigned char *p = mmap(NULL, 1u << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return 1;
+    p[0] = 1;
+    munmap(p, 1u << 20);
+  }
+  struct itimerval stop = {{0, 0}, {0, 0}};
+  setitimer(ITIMER_REAL, &stop, NULL);
+  printf("signals %d\n", (int)handled);
+  return handler_failed ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "--signals") == 0) return signals();
   int hold = argc > 1 && strcmp(argv[1], "--hold") == 0, ok = 1;
   unsigned char *piece[PIECES];
   size_t length[PIECES];

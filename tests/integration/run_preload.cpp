@@ -357,6 +357,25 @@ TEST(RunPreload, RuntimeArenasGoOnHugePagesAndKeepTheirOwnSemantics) {
   EXPECT_GT(on, off + 0.4) << test_support::read_file(plain_path);
 }
 
+// The carver's lock is only tried: a signal handler that maps while its own thread holds the lock gets an
+// ordinary mapping. (A lock that is waited for deadlocks here: --heap tcmalloc's spin lock did, 20 s of
+// spinning until `timeout` ended it.) Both carvers: the runtimes' and TCMalloc's, whose requests the
+// helper's 1 MiB mmaps also are.
+TEST(RunPreload, CarverServesASignalHandlerThatInterruptsTheLockHolder) {
+  std::string helper = test_support::helper_path("run_runtime_arenas");
+  std::vector<std::vector<std::string>> modes = {{"--heap", "auto"}};
+  if (test_support::allocator_missing("tcmalloc").empty()) modes.push_back({"--heap", "tcmalloc"});
+  for (const auto &mode : modes) {
+    std::vector<std::string> command = {"timeout", "120", HUGIFY_CLI_PATH, "run"};
+    command.insert(command.end(), mode.begin(), mode.end());
+    command.insert(command.end(), {"--", helper, "--signals"});
+    auto r = test_support::run(command);
+    EXPECT_EQ(r.status, 0) << mode[1] << ": status 124 is a hang (a handler waiting for its own thread's lock)\n"
+                           << r.out << r.err;
+    EXPECT_NE(r.out.find("signals "), std::string::npos) << r.out;
+  }
+}
+
 TEST(RunPreload, RuntimeArenasLeaveGuardPagesAndReservationsAlone) {
   // PROT_NONE and MAP_NORESERVE mappings (a runtime's reservations and guards) pass through untouched:
   // python3 -c with mmap of each kind prints where they went; none may be inside an [anon] region the
