@@ -18,13 +18,19 @@ Configurations:
 
 Workloads: true (/bin/true), gcc (g++ -O2 -c small.c, a two-line file), or --command 'CMD ARGS'.
 
+With --printed, the figures compared are the ones the command prints on stdout instead: every NAME=NUMBER
+word, or else the first number it prints (as `printed`), e.g. bench/runtimes/dict_lookup.py's lookup
+seconds; each is summarised as the CPU time is (median, paired per-round ratio to plain).
+
   bench/run_overhead.py [--rounds 15] [--hugify build/bin/hugify] [--workloads true,gcc]
-                        [--configs plain,env,preload,run] [--command 'CMD ...'] [--json]
+                        [--configs plain,env,preload,run] [--command 'CMD ...'] [--json] [--printed]
                         [--variant 'NAME:VAR=VALUE;VAR=VALUE' ...]   (env with changes; VAR= unsets)
+                        [--run-variant 'NAME:VAR=VALUE;...' ...]     (hugify run -- CMD with these set)
 """
 import argparse
 import json
 import os
+import re
 import shlex
 import shutil
 import statistics
@@ -35,14 +41,36 @@ import tempfile
 CONFIGS = ["plain", "env", "preload", "env-heap", "env-text", "env-now", "run"]
 
 
-def run_once(argv, env):
+NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+
+
+def printed_figures(text):
+    """The NAME=NUMBER words of a command's output, or else its first number as `printed`."""
+    named = {name: float(value) for name, value in re.findall(r"(\w+)=(" + NUMBER + r")\b", text)}
+    if named:
+        return named
+    first = re.search(NUMBER, text)
+    return {"printed": float(first.group())} if first else {}
+
+
+def run_once(argv, env, printed=False):
+    """{"cpu_seconds": user + system of the child}, or with `printed` the figures its stdout names."""
     # posix_spawn (vfork + exec): the child's CPU time is the exec'd program's, not a copy of this Python's
     path = argv[0] if "/" in argv[0] else shutil.which(argv[0], path=env.get("PATH"))
-    pid = os.posix_spawn(path, argv, env, file_actions=[(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0)])
+    output = tempfile.TemporaryFile() if printed else None
+    stdout = [(os.POSIX_SPAWN_DUP2, output.fileno(), 1)] if printed else \
+        [(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0)]
+    pid = os.posix_spawn(path, argv, env, file_actions=stdout)
     _, status, usage = os.wait4(pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit(f"run_overhead: {' '.join(argv)} failed with status {status}")
-    return usage.ru_utime + usage.ru_stime
+    if not printed:
+        return {"cpu_seconds": usage.ru_utime + usage.ru_stime}
+    output.seek(0)
+    figures = printed_figures(output.read().decode(errors="replace"))
+    if not figures:
+        sys.exit(f"run_overhead: {' '.join(argv)} printed no figure")
+    return figures
 
 
 def hugify_environment(hugify):
@@ -61,6 +89,13 @@ def config_command(name, argv, hugify, variables, unset, variants):
     if name == "plain":
         return argv, env
     if name == "run":
+        return [hugify, "run", "--"] + argv, env
+    if name in variants.get("run-variants", {}):
+        for key, value in variants["run-variants"][name].items():
+            if value:
+                env[key] = value
+            else:
+                env.pop(key, None)
         return [hugify, "run", "--"] + argv, env
     if name == "run-before":
         return [variants["run-before-hugify"], "run", "--"] + argv, env
@@ -84,24 +119,39 @@ def config_command(name, argv, hugify, variables, unset, variants):
     return argv, env
 
 
-def measure(workload, argv, configs, rounds, hugify, variables, unset, variants):
+def summarise(values, plain):
+    """Median, and against plain's values of the same rounds the median paired ratio and the ratio of medians."""
+    entry = {"median": statistics.median(values), "values": values}
+    if plain and all(p != 0 for p in plain):
+        entry["ratio"] = statistics.median(v / p for v, p in zip(values, plain))
+        entry["ratio_of_medians"] = entry["median"] / statistics.median(plain) if statistics.median(plain) else None
+    return entry
+
+
+def measure(workload, argv, configs, rounds, hugify, variables, unset, variants, printed=False):
     commands = {name: config_command(name, argv, hugify, variables, unset, variants) for name in configs}
     for name in configs:  # warm the page cache and the dynamic loader's files
-        run_once(*commands[name])
-    cpu = {name: [] for name in configs}
+        run_once(*commands[name], printed)
+    runs = {name: [] for name in configs}
     for r in range(rounds):
         order = configs[r % len(configs):] + configs[:r % len(configs)]
         if (r // len(configs)) % 2:
             order.reverse()
         for name in order:
-            cpu[name].append(run_once(*commands[name]))
-    plain = cpu.get("plain")
+            runs[name].append(run_once(*commands[name], printed))
     result = {"workload": workload, "command": argv, "rounds": rounds, "configs": []}
     for name in configs:
-        entry = {"name": name, "cpu_seconds": statistics.median(cpu[name])}
-        if plain:
-            entry["ratio"] = statistics.median(c / p for c, p in zip(cpu[name], plain))
-            entry["ratio_of_medians"] = entry["cpu_seconds"] / statistics.median(plain)
+        figures = {}
+        for figure in runs[name][0]:
+            values = [run.get(figure, float("nan")) for run in runs[name]]
+            plain = [run.get(figure, float("nan")) for run in runs["plain"]] if "plain" in runs else None
+            figures[figure] = summarise(values, plain)
+        entry = {"name": name}
+        if "cpu_seconds" in figures:  # the original shape: cpu_seconds, ratio, ratio_of_medians
+            entry.update({"cpu_seconds": figures["cpu_seconds"]["median"]},
+                         **{k: figures["cpu_seconds"][k] for k in ("ratio", "ratio_of_medians") if k in figures["cpu_seconds"]})
+        else:
+            entry["figures"] = figures
         result["configs"].append(entry)
     return result
 
@@ -117,6 +167,10 @@ def main():
                         help="also measure env-before and run-before: another hugify build (e.g. main's) in the same rounds")
     parser.add_argument("--variant", action="append", default=[],
                         help="NAME:VAR=VALUE[;VAR=VALUE...]: env with these changes (VAR= removes VAR)")
+    parser.add_argument("--run-variant", action="append", default=[],
+                        help="NAME:VAR=VALUE[;VAR=VALUE...]: hugify run -- CMD with these variables set")
+    parser.add_argument("--printed", action="store_true",
+                        help="compare the NAME=NUMBER figures (else the first number) the command prints, not CPU time")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     configs = args.configs.split(",")
@@ -125,8 +179,13 @@ def main():
         name, _, settings = text.partition(":")
         variants[name] = dict(item.partition("=")[::2] for item in settings.split(";") if item)
         configs.append(name)
+    variants["run-variants"] = {}
+    for text in args.run_variant:
+        name, _, settings = text.partition(":")
+        variants["run-variants"][name] = dict(item.partition("=")[::2] for item in settings.split(";") if item)
+        configs.append(name)
     for name in configs:
-        if name not in CONFIGS and name not in variants:
+        if name not in CONFIGS and name not in variants and name not in variants["run-variants"]:
             sys.exit(f"run_overhead: unknown configuration {name}; expected one of {', '.join(CONFIGS)}")
     variables, unset = hugify_environment(args.hugify)
     if args.before:
@@ -144,7 +203,8 @@ def main():
         [(w, workloads[w]) for w in args.workloads.split(",")]
     results = []
     for workload, argv in chosen:
-        results.append(measure(workload, argv, configs, args.rounds, args.hugify, variables, unset, variants))
+        results.append(measure(workload, argv, configs, args.rounds, args.hugify, variables, unset, variants,
+                               args.printed))
     with open("/proc/loadavg") as f:
         loadavg = f.read().split()[:3]
     if args.json:
@@ -153,6 +213,13 @@ def main():
         for result in results:
             print(f"{result['workload']}: {' '.join(result['command'])}  ({result['rounds']} alternated rounds)")
             for entry in result["configs"]:
+                if "figures" in entry:
+                    for figure, summary in entry["figures"].items():
+                        ratio = f"  {summary['ratio']:.3f}x plain (paired), {summary['ratio_of_medians']:.3f}x (medians)" \
+                            if summary.get("ratio_of_medians") is not None and "ratio" in summary else ""
+                        values = " ".join(f"{v:g}" for v in summary["values"])
+                        print(f"  {entry['name']:9} {figure:16} {summary['median']:10.4g}{ratio}  [{values}]")
+                    continue
                 ratio = f"  {entry['ratio']:.3f}x plain (paired), {entry['ratio_of_medians']:.3f}x (medians)" \
                     if "ratio" in entry else ""
                 print(f"  {entry['name']:9} {entry['cpu_seconds'] * 1e3:8.2f} ms CPU{ratio}")

@@ -137,6 +137,7 @@ int options_parse(options_lookup lookup, void *context, struct hugify_options *o
   out->heap = HEAP_OFF;
   out->peak_interval_ms = 20;
   out->text_after_ms = OPTIONS_TEXT_AFTER_MS;
+  out->runtime_arenas = true;
   int bad = 0;
   for (size_t i = 0; i < sizeof option_table / sizeof option_table[0]; i++) {
     const char *text = lookup(option_table[i].name, context);

@@ -40,9 +40,10 @@ struct hugify_options {
   char text_exclude[1024];/* HUGIFY_TEXT_EXCLUDE=PAT[:PAT...]: never these */
   int text_fail_step;    /* HUGIFY_TEXT_FAIL_STEP=K: test-only fault injection, 0 = off */
   bool text_hugetlb;     /* HUGIFY_TEXT_PAGES=thp|2M: 2M = code on hugetlb pages when the pool has them */
-  bool runtime_arenas;   /* HUGIFY_RUNTIME_ARENAS=1: with --heap auto|thp, anonymous read+write mmaps of 64 KiB
-                            to 2 MiB (a runtime's arenas: CPython's 1 MiB, V8's 256 KiB) are carved out of
-                            2 MiB-aligned, advised regions of the preload's (docs/runtimes.md; off by default) */
+  bool runtime_arenas;   /* HUGIFY_RUNTIME_ARENAS (default 1; 0 turns it off): with --heap auto|thp, anonymous
+                            read+write mmaps of 64 KiB to 2 MiB after a process's first 8 (a runtime's arenas:
+                            CPython's 1 MiB) are carved out of 2 MiB-aligned, advised regions of the preload's
+                            (docs/runtimes.md) */
   unsigned peak_interval_ms; /* HUGIFY_PEAK_INTERVAL_MS=N: with a report, how often the preload samples the
                                 process's memory to catch its peak (default 20; 0 = only before large unmaps) */
   unsigned bench_unavailable; /* HUGIFY_BENCH_UNAVAILABLE=KIND[,KIND]: test-only: hugify bench treats

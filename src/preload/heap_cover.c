@@ -175,53 +175,142 @@ __attribute__((visibility("default"))) void *shmat(int id, const void *address, 
   return result;
 }
 
-/* ---- runtimes' small mappings (HUGIFY_RUNTIME_ARENAS=1) --------------------------------------------------
- * CPython takes its object arenas (1 MiB) and V8 its pages (256 KiB) with mmap, below the 2 MiB a huge page
- * needs, so each lands wherever the kernel puts it and stays on 4 KiB pages. With this on, an anonymous
- * private read+write mmap of 64 KiB up to 2 MiB, with no address, no placement flags and no reservation
- * (PROT_NONE, MAP_NORESERVE: guard pages and reservations are never turned into memory), is carved out of
- * the current 2 MiB-aligned region: mapped read+write and advised by the preload, handed out from the
- * bottom up. The program's munmap, mprotect and mremap of its piece act on that piece only (the kernel
- * splits the region's mapping); a piece is never handed out twice (no reuse of holes). A region's unused
- * top stays mapped when the next region starts (unmapping it would split the huge page its pieces are on):
- * at most 2 MiB of address space, and of memory only what a huge page there zero-filled. The first SMALL_AFTER such mappings pass through:
- * a short program does not pay for a region. The lock is only tried: a thread that finds it held (or a
- * signal handler, or a forked child of a thread that held it) gets an ordinary mapping. */
-#define SMALL_MIN (64u << 10)
-#define SMALL_AFTER 8
-static bool small_enabled;
-static atomic_uint small_seen;
-static pthread_mutex_t small_lock = PTHREAD_MUTEX_INITIALIZER;
-static char *small_next, *small_end; /* the current region's unused part; guarded by small_lock */
+/* ---- carving small mappings out of 2 MiB-aligned regions -----------------------------------------------
+ * Two kinds of request are too small for the cover yet make up most of some programs' memory: runtimes'
+ * arenas (CPython's 1 MiB object arenas; HUGIFY_RUNTIME_ARENAS, on by default) and gperftools' TCMalloc's
+ * 1 MiB chunks (--heap tcmalloc). Each lands wherever the kernel puts it and is touched before its neighbour exists, so
+ * it stays on 4 KiB pages. One carver serves both: a request is handed the next piece of the carver's
+ * current region, a 2 MiB-aligned read+write mapping of the preload's, advised MADV_HUGEPAGE, handed out
+ * from the bottom up, so neighbouring pieces fill whole huge pages. What it keeps exact:
+ * - The program's munmap, mprotect and mremap of its piece act on that piece only (the kernel splits the
+ *   region's mapping there); a piece is never handed out twice (no reuse of holes).
+ * - A region's unused top stays mapped when the next region starts (unmapping it would split the huge
+ *   page its pieces are on): address space, and of memory only what a huge page there zero-filled.
+ * - The carver's lock is only *tried*: a thread that finds it held, a signal handler that interrupted its
+ *   holder, or a forked child of a thread that held it, gets an ordinary mapping (the caller maps as
+ *   usual). Nothing ever waits on it, so nothing can deadlock on it. A forked child shares the regions
+ *   copy-on-write, as any mapping.
+ * - Runtimes give pieces back whole: when the program unmaps (or MADV_DONTNEEDs) a
+ *   piece that shares a huge page with a piece still in use, the kernel splits the page's mapping but keeps
+ *   the whole 2 MiB resident until its deferred split runs, under memory pressure: CPython freeing every
+ *   other arena kept all of it (bench/runtimes/arena_free.py). So the huge page is split first
+ *   (MADV_COLD of the part, which splits a huge page it covers in part) and the part is freed at once; the
+ *   rest was already on 4 KiB mappings (docs/runtimes.md, "Bloat").
+ * A carver lists its regions (for those checks); it stops carving when the list is full. */
+struct carver {
+  size_t region_size;          /* a multiple of 2 MiB */
+  atomic_flag lock;            /* tried, never waited for */
+  char *next, *end;            /* the current region's unused part; guarded by lock */
+  char **regions;              /* every region carved so far (read without the lock) */
+  int region_max;
+  atomic_int region_count;
+};
 
-static bool wants_small(void *addr, size_t length, int prot, int flags) {
-  if (!small_enabled || addr || length < SMALL_MIN || length >= COVER_MIN || prot != (PROT_READ | PROT_WRITE)) return false;
+/* A piece of `length` bytes from the carver's current region, or NULL (then the caller maps as usual). */
+static void *carve(struct carver *carver, size_t length) {
+  size_t rounded = (length + 4095) & ~(size_t)4095;
+  if (atomic_flag_test_and_set_explicit(&carver->lock, memory_order_acquire)) return NULL;
+  if ((size_t)(carver->end - carver->next) < rounded) {
+    int count = atomic_load_explicit(&carver->region_count, memory_order_relaxed);
+    void *region;
+    if (count >= carver->region_max ||
+        os_map_aligned(carver->region_size, COVER_MIN, PROT_READ | PROT_WRITE, &region) != 0) {
+      atomic_flag_clear_explicit(&carver->lock, memory_order_release);
+      return NULL;
+    }
+    advise(region, carver->region_size);
+    carver->regions[count] = region;
+    atomic_store_explicit(&carver->region_count, count + 1, memory_order_release);
+    carver->next = region;
+    carver->end = carver->next + carver->region_size;
+  }
+  void *piece = carver->next;
+  carver->next += rounded;
+  atomic_flag_clear_explicit(&carver->lock, memory_order_release);
+  return piece;
+}
+
+/* Whether [addr, addr + length) lies inside one of the carver's regions. */
+static bool carver_holds(struct carver *carver, void *addr, size_t length) {
+  int count = atomic_load_explicit(&carver->region_count, memory_order_acquire);
+  for (int i = 0; i < count; i++)
+    if ((char *)addr >= carver->regions[i] && (char *)addr + length <= carver->regions[i] + carver->region_size)
+      return true;
+  return false;
+}
+
+/* Before [addr, addr + length) is unmapped or dropped: the part of it in a 2 MiB window it does not cover
+ * whole (its head and its tail), when that window is one of the carver's, has its huge page split. */
+static void split_before_release(struct carver *carver, void *addr, size_t length) {
+  uintptr_t start = (uintptr_t)addr, end = start + length;
+  uintptr_t head_end = (start + COVER_MIN - 1) & ~(uintptr_t)(COVER_MIN - 1);
+  uintptr_t tail_start = end & ~(uintptr_t)(COVER_MIN - 1);
+  if (end <= start) return;
+  if (head_end > end) head_end = end;
+  if (head_end > start && carver_holds(carver, addr, head_end - start)) os_madvise(addr, head_end - start, MADV_COLD);
+  if (tail_start < start) tail_start = start;
+  if (tail_start >= head_end && end > tail_start && carver_holds(carver, (void *)tail_start, end - tail_start))
+    os_madvise((void *)tail_start, end - tail_start, MADV_COLD);
+}
+
+/* Runtimes' arenas (HUGIFY_RUNTIME_ARENAS, on by default): an anonymous private read+write mmap of 64 KiB
+ * up to 2 MiB, with no address, no placement flags and no reservation (PROT_NONE, MAP_NORESERVE: guard pages
+ * and reservations are never turned into memory), from 2 MiB regions. The first RUNTIME_AFTER such mappings
+ * pass through: a short program does not pay for a region. */
+#define RUNTIME_PIECE_MIN (64u << 10)
+#define RUNTIME_AFTER 8
+static bool runtime_enabled;
+static atomic_uint runtime_seen;
+#define RUNTIME_REGION_MAX 65536 /* 128 GiB of arenas; then they are left to the kernel */
+static char *runtime_regions[RUNTIME_REGION_MAX];
+static struct carver runtime_carver = {.region_size = COVER_MIN, .lock = ATOMIC_FLAG_INIT, .regions = runtime_regions,
+                                       .region_max = RUNTIME_REGION_MAX};
+
+static bool wants_runtime_piece(void *addr, size_t length, int prot, int flags) {
+  if (!runtime_enabled || addr || length < RUNTIME_PIECE_MIN || length >= COVER_MIN || prot != (PROT_READ | PROT_WRITE))
+    return false;
   if (!atomic_load_explicit(&cover_active, memory_order_relaxed)) return false;
   if (!(flags & MAP_ANONYMOUS) || (flags & MAP_TYPE) != MAP_PRIVATE) return false;
   if (flags & (MAP_FIXED | MAP_FIXED_NOREPLACE | MAP_STACK | MAP_GROWSDOWN | MAP_32BIT | MAP_HUGETLB | MAP_NORESERVE |
                MAP_POPULATE))
     return false;
-  return atomic_fetch_add_explicit(&small_seen, 1, memory_order_relaxed) >= SMALL_AFTER;
+  return atomic_fetch_add_explicit(&runtime_seen, 1, memory_order_relaxed) >= RUNTIME_AFTER;
 }
 
-/* A piece of `length` bytes from the current region, or NULL (then the caller maps as usual). */
-static void *map_small(size_t length) {
-  size_t rounded = (length + 4095) & ~(size_t)4095;
-  if (pthread_mutex_trylock(&small_lock) != 0) return NULL;
-  if ((size_t)(small_end - small_next) < rounded) {
-    void *region;
-    if (os_map_aligned(COVER_MIN, COVER_MIN, PROT_READ | PROT_WRITE, &region) != 0) {
-      pthread_mutex_unlock(&small_lock);
-      return NULL;
-    }
-    advise(region, COVER_MIN);
-    small_next = region;
-    small_end = small_next + COVER_MIN;
-  }
-  void *piece = small_next;
-  small_next += rounded;
-  pthread_mutex_unlock(&small_lock);
-  return piece;
+/* TCMalloc's chunks (--heap tcmalloc): gperftools takes its memory 1 MiB at a time (mmap of 1 MiB + 4 KiB,
+ * then munmap of the 4 KiB that is not 8 KiB-aligned; measured: 10.8 % of a 256 MiB heap of 64-byte nodes
+ * huge). In that mode such requests (exactly MAP_PRIVATE|MAP_ANONYMOUS, read-write, 1 MiB up to 2 MiB, no
+ * address) are carved from regions of 64 MiB (address space: resident only as used), and an munmap of at
+ * most 8 KiB inside a region (that alignment slack) is not done: a hole would split the huge page around
+ * it. So this carver lists its regions. */
+#define TCMALLOC_REGION_MAX 4096 /* 256 GiB of heap; then TCMalloc's chunks are left to the kernel */
+#define TCMALLOC_PIECE_MIN ((size_t)1 << 20)
+#define TCMALLOC_SLACK_MAX 8192
+static atomic_int tcmalloc_active;
+static char *tcmalloc_regions[TCMALLOC_REGION_MAX];
+static struct carver tcmalloc_carver = {.region_size = (size_t)64 << 20, .lock = ATOMIC_FLAG_INIT,
+                                        .regions = tcmalloc_regions, .region_max = TCMALLOC_REGION_MAX};
+
+static bool wants_tcmalloc_piece(void *addr, size_t length, int prot, int flags) {
+  return atomic_load_explicit(&tcmalloc_active, memory_order_relaxed) && !addr &&
+         flags == (MAP_PRIVATE | MAP_ANONYMOUS) && prot == (PROT_READ | PROT_WRITE) && length >= TCMALLOC_PIECE_MIN &&
+         length < COVER_MIN && wants_cover(COVER_MIN, flags);
+}
+
+bool preload_heap_keeps(void *addr, size_t length) {
+  if (!atomic_load_explicit(&tcmalloc_active, memory_order_relaxed) || length > TCMALLOC_SLACK_MAX) return false;
+  return carver_holds(&tcmalloc_carver, addr, length);
+}
+
+void preload_heap_releasing(void *addr, size_t length) {
+  if (runtime_enabled) split_before_release(&runtime_carver, addr, length);
+}
+
+/* The carver that serves this request, or NULL. */
+static struct carver *carver_for(void *addr, size_t length, int prot, int flags) {
+  if (wants_tcmalloc_piece(addr, length, prot, flags)) return &tcmalloc_carver;
+  if (wants_runtime_piece(addr, length, prot, flags)) return &runtime_carver;
+  return NULL;
 }
 
 /* ---- private anonymous memory ------------------------------------------------------------------------- */
@@ -242,64 +331,12 @@ static void *map_aligned(size_t length, int prot, int flags, int fd, off_t offse
   return (void *)aligned;
 }
 
-/* ---- TCMalloc's chunks (--heap tcmalloc) ----------------------------------------------------------
- * gperftools' TCMalloc takes its memory 1 MiB at a time (mmap of 1 MiB + 4 KiB, then munmap of the 4 KiB
- * that is not 8 KiB-aligned): too small for the cover, and each chunk is touched before its neighbour
- * exists, so the kernel faults 4 KiB pages (measured: 10.8 % of a 256 MiB heap of 64-byte nodes huge).
- * In that mode such requests (exactly MAP_PRIVATE|MAP_ANONYMOUS, read-write, 1 MiB up to 2 MiB, no
- * address) are carved one after another from 2 MiB-aligned, advised arenas of 64 MiB (address space:
- * resident only as used), and an munmap of at most 8 KiB inside an arena (that alignment slack) is not
- * done: a hole would split the huge page around it. */
-#define ARENA_SIZE ((size_t)64 << 20)
-#define ARENA_MAX 4096           /* 256 GiB of heap; then TCMalloc's chunks are left to the kernel */
-#define ARENA_PIECE_MIN ((size_t)1 << 20)
-#define ARENA_SLACK_MAX 8192
-static char *arenas[ARENA_MAX];
-static atomic_int arena_count, arena_active;
-static atomic_flag arena_lock = ATOMIC_FLAG_INIT;
-static char *arena_cursor, *arena_end;
-
-static void *map_aligned(size_t length, int prot, int flags, int fd, off_t offset);
-
-static void *arena_carve(size_t length) {
-  size_t rounded = (length + 4095) & ~(size_t)4095;
-  while (atomic_flag_test_and_set_explicit(&arena_lock, memory_order_acquire)) {
-  }
-  if (!arena_cursor || (size_t)(arena_end - arena_cursor) < rounded) {
-    int count = atomic_load(&arena_count);
-    char *base = count < ARENA_MAX ? map_aligned(ARENA_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
-                                   : MAP_FAILED;
-    if (base != MAP_FAILED) {
-      arenas[count] = base;
-      atomic_store(&arena_count, count + 1);
-      arena_cursor = base;
-      arena_end = base + ARENA_SIZE;
-    }
-  }
-  void *piece = NULL;
-  if (arena_cursor && (size_t)(arena_end - arena_cursor) >= rounded) {
-    piece = arena_cursor;
-    arena_cursor += rounded;
-  }
-  atomic_flag_clear_explicit(&arena_lock, memory_order_release);
-  return piece;
-}
-
-bool preload_heap_keeps(void *addr, size_t length) {
-  if (!atomic_load_explicit(&arena_active, memory_order_relaxed) || length > ARENA_SLACK_MAX) return false;
-  int count = atomic_load(&arena_count);
-  for (int i = 0; i < count; i++)
-    if ((char *)addr >= arenas[i] && (char *)addr + length <= arenas[i] + ARENA_SIZE) return true;
-  return false;
-}
-
 __attribute__((visibility("default"))) void *mmap(void *addr, size_t length, int prot, int flags, int fd,
                                                   off_t offset) {
-  if (atomic_load_explicit(&arena_active, memory_order_relaxed) && !addr && flags == (MAP_PRIVATE | MAP_ANONYMOUS) &&
-      prot == (PROT_READ | PROT_WRITE) && length >= ARENA_PIECE_MIN && length < COVER_MIN &&
-      wants_cover(COVER_MIN, flags)) {
+  struct carver *carver = carver_for(addr, length, prot, flags);
+  if (carver) {
     uint64_t started = preload_now_ns();
-    void *piece = arena_carve(length);
+    void *piece = carve(carver, length);
     preload_add_ns(preload_now_ns() - started);
     if (piece) return piece;
   }
@@ -316,10 +353,6 @@ __attribute__((visibility("default"))) void *mmap(void *addr, size_t length, int
     if (result != MAP_FAILED) errno = saved;
     preload_add_ns(preload_now_ns() - started);
     return result;
-  }
-  if (wants_small(addr, length, prot, flags)) {
-    void *piece = map_small(length);
-    if (piece) return piece;
   }
   if (!wants_cover(length, flags)) return call_next_mmap(addr, length, prot, flags, fd, offset);
   uint64_t started = preload_now_ns();
@@ -447,7 +480,7 @@ void preload_heap_start(const struct hugify_options *options) {
     /* Shared memory follows shmem_enabled, not enabled: covered whatever the THP mode. */
     if (!thp_disabled_by_prctl()) atomic_store(&shared_active, 1);
     check_thp_usable(options_heap_name(options->heap));
-    small_enabled = options->runtime_arenas && !heap_owner; /* a sanitizer's interceptors see every mapping */
+    runtime_enabled = options->runtime_arenas && !heap_owner; /* a sanitizer's interceptors see every mapping */
     if (glibc && !tunable_is("glibc.malloc.hugetlb", "1"))
       preload_fallback("heap glibc malloc", "GLIBC_TUNABLES lacks glibc.malloc.hugetlb=1 (start the program with "
                        "`hugify run`): malloc's own memory is not advised");
@@ -472,7 +505,7 @@ void preload_heap_start(const struct hugify_options *options) {
      * placed and advised by the cover, as other allocators' are in auto mode. */
     if (options->heap == HEAP_TCMALLOC) {
       check_thp_usable(options_heap_name(options->heap));
-      atomic_store(&arena_active, atomic_load(&cover_active));
+      atomic_store(&tcmalloc_active, atomic_load(&cover_active));
     }
     return;
   }

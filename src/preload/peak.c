@@ -191,6 +191,7 @@ static bool releases_memory(int advice) {
 
 __attribute__((visibility("default"))) int munmap(void *addr, size_t length) {
   if (preload_heap_keeps(addr, length)) return 0;
+  preload_heap_releasing(addr, length);
   if (length >= PEAK_UNMAP_MIN) sample(true);
   if (next_munmap) return next_munmap(addr, length);
   return (int)syscall(SYS_munmap, addr, length); /* before our constructor ran */
@@ -213,6 +214,7 @@ __attribute__((visibility("default"))) void *mremap(void *old_address, size_t ol
 
 __attribute__((visibility("default"))) int madvise(void *addr, size_t length, int advice) {
   if (length >= PEAK_UNMAP_MIN && releases_memory(advice)) sample(true);
+  if (advice == MADV_DONTNEED || advice == MADV_DONTNEED_LOCKED) preload_heap_releasing(addr, length);
   if (next_madvise) return next_madvise(addr, length, advice);
   return (int)syscall(SYS_madvise, addr, length, advice);
 }
