@@ -255,8 +255,6 @@ static void read_report(const char *path, struct coverage *out) {
   report_number(report, "", "hugify_seconds", &out->hugify_seconds);
   json_doc_string(report, "heap_owner", out->heap_owner, sizeof out->heap_owner);
   json_doc_string(report, "allocator", out->allocator, sizeof out->allocator);
-  json_doc_string(report, "allocator_data", out->allocator_data, sizeof out->allocator_data);
-  json_doc_bool(report, "allocator_is_runtime", &out->allocator_is_runtime);
   out->data_at_peak = json_doc_number(report, "peak.allocated.resident_bytes", &out->data_resident) &&
                       json_doc_number(report, "peak.allocated.huge_bytes", &out->data_huge);
   if (!out->data_at_peak) {
@@ -664,9 +662,12 @@ static int parse_configs(const char *list, bool *wanted) {
     int id = -1;
     for (int k = 0; k < CONFIG_COUNT; k++)
       if (strcmp(name, config_kinds[k].name) == 0) id = k;
-    if (id < 0)
-      return usage_error("check", "--configs: unknown configuration '%s' (heap, heap+text, text, pymalloc-off, "
-                                  "hugetlb, mimalloc, jemalloc, tcmalloc)", name);
+    if (id < 0) {
+      char known[256] = "";
+      for (int k = CONFIG_PLAIN + 1; k < CONFIG_COUNT; k++)
+        append(known, sizeof known, "%s%s", k > CONFIG_PLAIN + 1 ? ", " : "", config_kinds[k].name);
+      return usage_error("check", "--configs: unknown configuration '%s' (%s)", name, known);
+    }
     if (id != CONFIG_PLAIN) {
       wanted[id] = true;
       any = true;

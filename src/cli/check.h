@@ -46,9 +46,8 @@ struct coverage {
   bool data_at_peak;
   double peak_memory; /* RSS + hugetlb of the process of the tree that held the most (0: not reported) */
   char heap_owner[128]; /* the tree report's heap_owner: a sanitizer's (or valgrind's) allocator owns malloc; "" */
-  /* what backs the data of the tree's largest process (the report's allocator, allocator_data): "" unknown */
-  char allocator[16], allocator_data[128];
-  bool allocator_is_runtime;
+  /* what backs the data of the tree's largest process (the report's allocator: allocator_name's): "" unknown */
+  char allocator[16];
 };
 
 /* The latency figures a load reports, per round. */

@@ -127,14 +127,14 @@ static void add_config_row(const struct check *c, int i, struct table *t, const 
  * held it in each: "data: CPython obmalloc arenas (1 MiB mmaps): heap, heap+text; glibc's malloc: pymalloc-off". */
 static void print_data_allocators(const struct check *c, FILE *out) {
   bool runtime = false;
-  for (int i = 1; i < c->config_count; i++) runtime |= c->configs[i]->coverage.allocator_is_runtime;
+  for (int i = 1; i < c->config_count; i++) runtime |= allocator_is_runtime(allocator_of_name(c->configs[i]->coverage.allocator));
   if (!runtime) return;
   fprintf(out, "  data:");
   bool shown[CONFIG_COUNT] = {false}, first = true;
   for (int i = 1; i < c->config_count; i++) {
     const struct coverage *group = &c->configs[i]->coverage;
     if (shown[i] || !group->allocator[0]) continue;
-    fprintf(out, "%s %s:", first ? "" : ";", group->allocator_data[0] ? group->allocator_data : group->allocator);
+    fprintf(out, "%s %s:", first ? "" : ";", allocator_description(allocator_of_name(group->allocator)));
     first = false;
     for (int k = i, comma = 0; k < c->config_count; k++)
       if (strcmp(c->configs[k]->coverage.allocator, group->allocator) == 0) {
@@ -415,9 +415,10 @@ static void json_coverage(struct json_writer *j, const struct config *config) {
   json_put_fraction(j, "data_huge_fraction", (uint64_t)config->coverage.data_huge, (uint64_t)config->coverage.data_resident);
   json_put_string(j, "data_measured_at", config->coverage.data_at_peak ? "peak" : "exit");
   json_put_string(j, "heap_owner", config->coverage.heap_owner[0] ? config->coverage.heap_owner : NULL);
+  enum allocator_kind allocator = allocator_of_name(config->coverage.allocator);
   json_put_string(j, "allocator", config->coverage.allocator[0] ? config->coverage.allocator : NULL);
-  json_put_string(j, "allocator_data", config->coverage.allocator_data[0] ? config->coverage.allocator_data : NULL);
-  json_put_bool(j, "allocator_is_runtime", config->coverage.allocator_is_runtime);
+  json_put_string(j, "allocator_data", config->coverage.allocator[0] ? allocator_description(allocator) : NULL);
+  json_put_bool(j, "allocator_is_runtime", allocator_is_runtime(allocator));
   json_put_double(j, "hugify_seconds", config->coverage.hugify_seconds);
   json_close(j);
 }
