@@ -417,6 +417,12 @@ bool elf_is_go(const void *data, size_t size) {
   return false;
 }
 
+/* The first character at or after `at` that is not a blank (space or tab) of the "#!" line, or the end. */
+static size_t blank_end(const char *data, size_t length, size_t at) {
+  while (at < length && (data[at] == ' ' || data[at] == '\t')) at++;
+  return at;
+}
+
 /* The end of the word of the "#!" line that starts at `at`: a blank, newline or NUL, or the end. */
 static size_t word_end(const char *data, size_t length, size_t at) {
   while (at < length && data[at] != ' ' && data[at] != '\t' && data[at] != '\n' && data[at] != '\0') at++;
@@ -425,8 +431,7 @@ static size_t word_end(const char *data, size_t length, size_t at) {
 
 bool elf_script_interpreter(const char *data, size_t length, char *out, size_t cap) {
   if (length < 3 || data[0] != '#' || data[1] != '!') return false;
-  size_t at = 2;
-  while (at < length && (data[at] == ' ' || data[at] == '\t')) at++;
+  size_t at = blank_end(data, length, 2);
   size_t end = word_end(data, length, at);
   if (end == at || end - at >= cap) return false;
   memcpy(out, data + at, end - at);
@@ -438,11 +443,9 @@ bool elf_script_program(const char *data, size_t length, char *out, size_t cap) 
   if (!elf_script_interpreter(data, length, out, cap)) return false;
   const char *slash = strrchr(out, '/');
   if (strcmp(slash ? slash + 1 : out, "env") != 0) return true;
-  size_t at = 2;
-  while (at < length && (data[at] == ' ' || data[at] == '\t')) at++;
-  at = word_end(data, length, at); /* env itself */
+  size_t at = word_end(data, length, blank_end(data, length, 2)); /* env itself */
   while (at < length && (data[at] == ' ' || data[at] == '\t')) {
-    while (at < length && (data[at] == ' ' || data[at] == '\t')) at++;
+    at = blank_end(data, length, at);
     size_t end = word_end(data, length, at);
     if (end == at) break;
     if (data[at] != '-' && !memchr(data + at, '=', end - at)) {
