@@ -79,6 +79,21 @@ def hugify_environment(hugify):
     return doc["variables"], doc.get("unset", [])
 
 
+def apply_changes(env, changes):
+    """A variant's VAR=VALUE changes to env; an empty VALUE removes VAR."""
+    for key, value in changes.items():
+        if value:
+            env[key] = value
+        else:
+            env.pop(key, None)
+
+
+def parse_variant(text):
+    """'NAME:VAR=VALUE;VAR=VALUE' -> (NAME, {VAR: VALUE})"""
+    name, _, settings = text.partition(":")
+    return name, dict(item.partition("=")[::2] for item in settings.split(";") if item)
+
+
 def config_command(name, argv, hugify, variables, unset, variants):
     env = dict(os.environ)
     for key in unset:
@@ -91,21 +106,13 @@ def config_command(name, argv, hugify, variables, unset, variants):
     if name == "run":
         return [hugify, "run", "--"] + argv, env
     if name in variants.get("run-variants", {}):
-        for key, value in variants["run-variants"][name].items():
-            if value:
-                env[key] = value
-            else:
-                env.pop(key, None)
+        apply_changes(env, variants["run-variants"][name])
         return [hugify, "run", "--"] + argv, env
     if name == "run-before":
         return [variants["run-before-hugify"], "run", "--"] + argv, env
     env.update(variables)
     if name in variants:
-        for key, value in variants[name].items():
-            if value:
-                env[key] = value
-            else:
-                env.pop(key, None)
+        apply_changes(env, variants[name])
         return argv, env
     if name == "preload":
         env = {k: v for k, v in env.items() if k != "GLIBC_TUNABLES"}
@@ -176,13 +183,13 @@ def main():
     configs = args.configs.split(",")
     variants = {}
     for text in args.variant:
-        name, _, settings = text.partition(":")
-        variants[name] = dict(item.partition("=")[::2] for item in settings.split(";") if item)
+        name, changes = parse_variant(text)
+        variants[name] = changes
         configs.append(name)
     variants["run-variants"] = {}
     for text in args.run_variant:
-        name, _, settings = text.partition(":")
-        variants["run-variants"][name] = dict(item.partition("=")[::2] for item in settings.split(";") if item)
+        name, changes = parse_variant(text)
+        variants["run-variants"][name] = changes
         configs.append(name)
     for name in configs:
         if name not in CONFIGS and name not in variants and name not in variants["run-variants"]:

@@ -79,6 +79,12 @@ def print_table(table):
         print("  " + "  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(row)))
 
 
+def system_share(row):
+    """the server's system time as a share of its CPU during its load, or None"""
+    user, system = value(row, "user_seconds") or 0, value(row, "system_seconds") or 0
+    return system / (user + system) if user + system > 0 else None
+
+
 def server_table(res, regime):
     print(f"\nper server, medians over the rounds (none | {regime}); ratios {regime} / none per round: median (range)")
     table = [("server", "throughput none", regime, "ratio", "p99 none", regime, "ratio", "max none", regime, "ratio",
@@ -86,10 +92,7 @@ def server_table(res, regime):
     for s in SERVERS:
         med = {(k, g): median(res.series(s, g, k).values())
                for k in ("throughput", "p99_seconds", "max_seconds", "pss_bytes", "huge_fraction") for g in ("none", regime)}
-        sys_share = {g: median([(value(r, "system_seconds") or 0) / ((value(r, "user_seconds") or 0) +
-                                                                   (value(r, "system_seconds") or 0))
-                                for r in res.rows if r["server"] == s and r["regime"] == g and
-                                (value(r, "user_seconds") or 0) + (value(r, "system_seconds") or 0) > 0])
+        sys_share = {g: median([system_share(r) for r in res.rows if r["server"] == s and r["regime"] == g])
                      for g in ("none", regime)}
         table.append((s, text(med["throughput", "none"], digits=6), text(med["throughput", regime], digits=6),
                       ratio_text(spread(res.ratios(s, regime, "throughput").values())),

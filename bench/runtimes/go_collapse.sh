@@ -36,15 +36,10 @@ export GOTOOLCHAIN=local GOTELEMETRY=off GO111MODULE=off
 CGO_ENABLED=0 "$GO" build -o "$DIR/map_lookup" "$here/map_lookup.go"
 CGO_ENABLED=1 "$GO" build -ldflags=-linkmode=external -o "$DIR/map_lookup_cgo" "$here/map_lookup.go"
 
+# shellcheck source=../servers/lib.sh
+. "$here/../servers/lib.sh"
 # data_share PID: "resident_MiB huge_fraction" of its anonymous memory (Go's heap) and heap.
-data_share() {
-  "$HUGIFY" inspect "$1" --json | python3 -c '
-import json, sys
-c = json.load(sys.stdin)["processes"][0]["classes"]
-resident = c["heap"]["resident_bytes"] + c["anon"]["resident_bytes"]
-huge = c["heap"]["huge_bytes"] + c["anon"]["huge_bytes"]
-print("%.0f %.3f" % (resident / 2**20, huge / resident if resident else 0))'
-}
+data_share() { heap_anon_of "$1" | awk '{printf "%.0f %s\n", $1 / 1048576, $2}'; }
 
 # one VARIANT: prints "VARIANT build_s action_s resident_MiB huge_fraction lookup_s"
 one() {
