@@ -7,6 +7,8 @@
 set -euo pipefail
 build=${1:?usage: agent_idle_cpu.sh BUILD_DIR [PROCESSES] [WARMUP_SECONDS] [SECONDS]}
 count=${2:-50} warmup=${3:-25} seconds=${4:-120}
+source "$(dirname "$0")/../scripts/lib.sh"
+HUGIFY=$build/bin/hugify need_hugify; need_tools "$build/tests/agent_target=hugify's test helpers (cmake --build $build)"
 pids=()
 cleanup() { kill "${pids[@]}" "${agent:-}" 2>/dev/null || true; wait 2>/dev/null || true; }
 trap cleanup EXIT

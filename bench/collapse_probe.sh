@@ -9,6 +9,8 @@
 #        SIZE=512M BEFORE=3 AFTER=2 ROUNDS=3 PACES="gentle full")
 set -euo pipefail
 HUGIFY=${HUGIFY:-build/bin/hugify}; LIVE_LOOKUP=${LIVE_LOOKUP:-build/bench/live_lookup}
+source "$(dirname "$0")/../../scripts/lib.sh"
+need_hugify; need_tools "$LIVE_LOOKUP=hugify's bench programs (cmake --build build)" python3=python3
 SIZE=${SIZE:-512M}; BEFORE=${BEFORE:-3}; AFTER=${AFTER:-2}; ROUNDS=${ROUNDS:-3}; PACES=${PACES:-"gentle full"}
 DIR=$(mktemp -d /var/tmp/hugify-probe.XXXXXX)
 PROBE=

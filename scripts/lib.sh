@@ -37,6 +37,29 @@ install_dependencies() {
   return $status
 }
 
+# need_tools TOOL=PACKAGE...: every TOOL (a command on PATH, or an absolute path) present; what is missing
+# is installed with apt-get when we are root, else named with its package, and the script exits 3.
+# HUGIFY=... names the hugify command: need_hugify finds it (on PATH, or this tree's build/bin) or says
+# how to build it, and exits 3.
+need_tools() {
+  local spec packages=() still=()
+  for spec in "$@"; do   # PACKAGE may be a hint instead ("the bench programs (cmake --build build)"): only names install
+    command -v "${spec%%=*}" >/dev/null 2>&1 || [[ ! "${spec#*=}" =~ ^[a-z0-9][a-z0-9.+-]+$ ]] || packages+=("${spec#*=}")
+  done
+  [ ${#packages[@]} -gt 0 ] && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null &&
+    { install_dependencies "${packages[*]}" || true; }
+  for spec in "$@"; do command -v "${spec%%=*}" >/dev/null 2>&1 || still+=("${spec%%=*} (${spec#*=})"); done
+  [ ${#still[@]} -eq 0 ] && return 0
+  say "missing: ${still[*]}: install as root with apt-get install, or run this as root to have it installed"
+  exit 3
+}
+need_hugify() {
+  command -v "${HUGIFY:-hugify}" >/dev/null 2>&1 && return 0
+  if [ -x "$HUGIFY_ROOT/build/bin/hugify" ]; then HUGIFY=$HUGIFY_ROOT/build/bin/hugify; return 0; fi
+  say "missing: the hugify command (${HUGIFY:-hugify}): build it with scripts/demo or cmake, or set HUGIFY=path"
+  exit 3
+}
+
 # build DIR [cmake args...]: configure (once) and build.
 build() {
   local dir=$1; shift

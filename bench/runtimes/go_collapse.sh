@@ -38,6 +38,7 @@ CGO_ENABLED=1 "$GO" build -ldflags=-linkmode=external -o "$DIR/map_lookup_cgo" "
 
 # shellcheck source=../servers/lib.sh
 . "$here/../servers/lib.sh"
+need_hugify; need_tools "$GO=golang-go" cc=gcc python3=python3
 # data_share PID: "resident_MiB huge_fraction" of its anonymous memory (Go's heap) and heap.
 data_share() { heap_anon_of "$1" | awk '{printf "%.0f %s\n", $1 / 1048576, $2}'; }
 

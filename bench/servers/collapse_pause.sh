@@ -36,9 +36,12 @@
 # redis-benchmark runs, which compare spans of unequal length); OUT keeps the raw files (load samples, per-call lines, traces).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/lib.sh"
 HUGIFY=${HUGIFY:-hugify}; PORT=${PORT:-6401}; KEYS=${KEYS:-3000000}; VALUE=${VALUE:-100}; REQ=${REQ:-300000}
 HUGIFY_MAIN=${HUGIFY_MAIN:-/work/main/build/bin/hugify}; AGENT_SECONDS=${AGENT_SECONDS:-8}
 BASE=${BASE:-3}; NICE=${NICE:-0}; ROUNDS=${ROUNDS:-1}; LEVERS=${LEVERS:-"none hugify hugify2m duty0.5"}; TRACE=${TRACE:-0}
+need_hugify; need_tools redis-server=redis-server redis-cli=redis-tools redis-benchmark=redis-tools cc=gcc python3=python3
+[ "$TRACE" = 1 ] && need_tools bpftrace=bpftrace
 OUT=${OUT:-$(mktemp -d /var/tmp/hugify-pause-out.XXXXXX)}
 DIR=$(mktemp -d /var/tmp/hugify-pause.XXXXXX)
 PACED=$DIR/collapse_paced

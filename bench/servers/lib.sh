@@ -1,5 +1,7 @@
 # lib.sh - what the server benchmarks share (sourced, not run): a scratch directory with a clean-up that
 # stops the benchmark's own server and agent on exit, Ctrl-C or failure, and the huge share of a process.
+# It also brings scripts/lib.sh (need_tools, need_hugify: every script checks or installs its own tools).
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/scripts/lib.sh"
 
 # server_scratch NAME: DIR=/var/tmp/NAME.XXXXXX, removed on exit with $SERVER and $AGENT stopped.
 server_scratch() {

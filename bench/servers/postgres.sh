@@ -8,6 +8,8 @@
 set -euo pipefail
 HUGIFY=${HUGIFY:-hugify}; PORT=${PORT:-15433}; SCALE=${SCALE:-64}
 PG=${PG:-/usr/lib/postgresql/15/bin}
+source "$(dirname "$0")/../../scripts/lib.sh"
+need_hugify; need_tools "$PG/postgres=postgresql" setpriv=util-linux
 KNOB=/sys/kernel/mm/transparent_hugepage/shmem_enabled
 ORIGINAL=$(sed 's/.*\[\(.*\)\].*/\1/' "$KNOB")
 DIR=$(mktemp -d /var/tmp/hugify-postgres.XXXXXX); chown postgres "$DIR"

@@ -5,6 +5,7 @@
 set -euo pipefail
 HUGIFY=${HUGIFY:-hugify}; PORT=${PORT:-16390}; KEYS=${KEYS:-5000000}
 source "$(dirname "$0")/lib.sh"
+need_hugify; need_tools redis-server=redis-server redis-cli=redis-tools redis-benchmark=redis-tools python3=python3
 server_scratch hugify-redis
 # The data set, once: the key names redis-benchmark -r draws from (key:%012d), saved as an RDB file.
 redis_start "$PORT" --dbfilename redis.rdb

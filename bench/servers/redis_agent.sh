@@ -20,6 +20,7 @@ set -euo pipefail
 HUGIFY=${HUGIFY:-hugify}; PORT=${PORT:-16391}; ROUNDS=${ROUNDS:-2}; STEPS=${STEPS:-5}; STEP=${STEP:-1000000}
 INTERVAL=${INTERVAL:-2}; BUDGET=${BUDGET:-10}; REQUESTS=${REQUESTS:-2000000}
 source "$(dirname "$0")/lib.sh"
+need_hugify; need_tools redis-server=redis-server redis-cli=redis-tools redis-benchmark=redis-tools python3=python3
 server_scratch hugify-redis-agent
 
 memory_of() { heap_anon_of "$1"; } # "resident huge_fraction"

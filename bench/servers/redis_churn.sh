@@ -30,6 +30,7 @@ HUGIFY=${HUGIFY:-hugify}; PORT=${PORT:-6402}; KEYS=${KEYS:-2000000}; VALUE=${VAL
 GETS=${GETS:-1000000}; ROUNDS=${ROUNDS:-10}; SETTLE=${SETTLE:-4}; WARMUP=${WARMUP:-25}; REPS=${REPS:-1}; REGIMES=${REGIMES:-nothing agent}
 AGENT_ARGS=${AGENT_ARGS:-}
 source "$(dirname "$0")/lib.sh"
+need_hugify; need_tools redis-server=redis-server redis-cli=redis-tools redis-benchmark=redis-tools python3=python3
 server_scratch hugify-redis-churn
 
 # "rss huge_fraction" of PID: VmRSS, and heap + anon huge / resident from hugify inspect

@@ -22,6 +22,7 @@ set -euo pipefail
 HUGIFY=${HUGIFY:-hugify}; PORT=${PORT:-6403}; KEYS=${KEYS:-3000000}; VALUE=${VALUE:-100}
 GETS=${GETS:-3000000}; TEST=${TEST:-get}; ROUNDS=${ROUNDS:-3}; SETTLE=${SETTLE:-2}; COLLAPSE_ARGS=${COLLAPSE_ARGS:-}
 source "$(dirname "$0")/lib.sh"
+need_hugify; need_tools redis-server=redis-server redis-cli=redis-tools redis-benchmark=redis-tools python3=python3
 server_scratch hugify-redis-fork
 
 info() { redis-cli -p "$PORT" info | tr -d '\r' | awk -F: -v k="$1" '$1 == k {print $2}'; }
