@@ -53,14 +53,14 @@ class Results:
         """{round: value}"""
         return {int(r["round"]): value(r, key) for r in self.rows if r["server"] == server and r["regime"] == regime}
 
-    def ratios(self, server, regime, key):
-        """{round: regime / none}"""
-        a, n = self.series(server, regime, key), self.series(server, "none", key)
+    def ratios(self, server, regime, key, base="none"):
+        """{round: regime / base}"""
+        a, n = self.series(server, regime, key), self.series(server, base, key)
         return {r: a[r] / n[r] for r in a if r in n and a[r] and n[r]}
 
-    def host_throughput(self, regime, servers):
+    def host_throughput(self, regime, servers, base="none"):
         """(median, min, max) over the rounds of each round's geometric mean of the servers' ratios"""
-        per_server = [self.ratios(s, regime, "throughput") for s in servers]
+        per_server = [self.ratios(s, regime, "throughput", base) for s in servers]
         rounds = set.intersection(*(set(p) for p in per_server)) if per_server else set()
         return spread([geomean([p[r] for p in per_server]) for r in sorted(rounds)])
 
@@ -122,6 +122,22 @@ def host_lines(res, regime, agent_rows):
         print(f"  agent CPU: {cpu:.2f} s a round (median of {len(agent_rows)}) over the {wall:.0f} s it ran: "
               f"{100 * cpu / wall:.2f} % of one core (budget {budget:g} %), {100 * cpu / wall / cores:.2f} % of the "
               f"host's {cores} CPUs")
+
+
+def agent_against_always(res):
+    """The operator's question: does madvise plus the agent give what `always` gives, without its bloat?"""
+    print("\nagent / always (madvise plus hugify agent against THP always with khugepaged), per round")
+    for s in SERVERS:
+        print(f"  {s}: throughput {ratio_text(spread(res.ratios(s, 'agent', 'throughput', 'always').values()))}, "
+              f"p99 {ratio_text(spread(res.ratios(s, 'agent', 'p99_seconds', 'always').values()))}, "
+              f"PSS {ratio_text(spread(res.ratios(s, 'agent', 'pss_bytes', 'always').values()))}")
+    throughput = res.host_throughput("agent", SERVERS, "always")
+    memory = spread(res.ratios("host", "agent", "pss_bytes", "always").values())
+    print(f"  host: throughput {ratio_text(throughput)} (geometric mean of the servers), memory {ratio_text(memory)}")
+    if throughput and memory:
+        met = throughput[0] >= 0.98 and memory[0] <= 1.0
+        print(f"  answer: {'yes' if met else 'no'}: throughput >= 0.98x always: {throughput[0]:.2f}x; "
+              f"memory <= always: {memory[0]:.2f}x (medians over the rounds)")
 
 
 def json_objects(path):
@@ -275,6 +291,8 @@ def main():
     for regime in res.regimes:
         server_table(res, regime)
         host_lines(res, regime, agent_rows)
+    if {"agent", "always"} <= set(res.regimes):
+        agent_against_always(res)
     convergence(out)
     if "--chart" in args:
         chart(res, args[args.index("--chart") + 1])
