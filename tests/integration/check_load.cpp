@@ -35,17 +35,7 @@ struct scratch_dir : test_support::scratch_dir {
 };
 
 // A TCP port on 127.0.0.1 that was free a moment ago.
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  bind(fd, (sockaddr *)&address, sizeof address);
-  getsockname(fd, (sockaddr *)&address, &length);
-  close(fd);
-  return ntohs(address.sin_port);
-}
+using test_support::free_port;
 
 // Processes whose command line mentions `marker` (other than this test program).
 std::vector<int> processes_mentioning(const std::string &marker) {
@@ -220,9 +210,7 @@ TEST(CheckLoad, LoadOptionsNeedEachOther) {
   }
 }
 
-bool installed(const std::string &program) {
-  return test_support::run({"sh", "-c", "command -v " + program}).status == 0;
-}
+using test_support::installed;
 
 // Redis, when installed: a real server checked end to end (a small key space: this asserts behaviour, not
 // a speed-up; docs/servers.md has the measured figures).

@@ -30,44 +30,7 @@ struct scratch_dir : test_support::scratch_dir {
   scratch_dir() : test_support::scratch_dir("hugify-servers-test") {}
 };
 
-// A server started in the background (stdout and stderr to LOG): stopped with SIGTERM, then SIGKILL, when
-// the object goes away.
-class server_process {
- public:
-  server_process(const std::vector<std::string> &argv, const std::string &log) {
-    pid_ = fork();
-    if (pid_ == 0) {
-      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      std::vector<char *> args;
-      for (const auto &arg : argv) args.push_back(const_cast<char *>(arg.c_str()));
-      args.push_back(nullptr);
-      execvp(args[0], args.data());
-      _exit(127);
-    }
-  }
-  ~server_process() { stop(); }
-  pid_t pid() const { return pid_; }
-  // SIGTERM, up to 10 s, then SIGKILL. Returns the wait status (or -1 when already reaped).
-  int stop() {
-    if (pid_ <= 0) return -1;
-    kill(pid_, SIGTERM);
-    int status = 0;
-    for (int i = 0; i < 1000; i++) {
-      if (waitpid(pid_, &status, WNOHANG) == pid_) { pid_ = -1; return status; }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    kill(pid_, SIGKILL);
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return status;
-  }
-  bool alive() const { return pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == 0; }
-
- private:
-  pid_t pid_ = -1;
-};
+using test_support::server_process;
 
 // Waits (bounded: 60 s) for the server's port file.
 int wait_for_port(const std::string &port_file, const server_process &server) {

@@ -3,10 +3,15 @@
 
 #include "hugify.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -331,5 +336,52 @@ thp_setting::thp_setting(const std::string &leaf, const std::string &value) : pa
 thp_setting::~thp_setting() {
   if (!previous_.empty()) write_setting(path_, previous_);
 }
+
+bool installed(const std::string &program) { return run({"sh", "-c", "command -v " + program}).status == 0; }
+
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  bind(fd, (sockaddr *)&address, sizeof address);
+  getsockname(fd, (sockaddr *)&address, &length);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+server_process::server_process(const std::vector<std::string> &argv, const std::string &log) {
+  pid_ = fork();
+  if (pid_ == 0) {
+    int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    std::vector<char *> args;
+    for (const auto &arg : argv) args.push_back(const_cast<char *>(arg.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+}
+
+int server_process::stop() {
+  if (pid_ <= 0) return -1;
+  kill(pid_, SIGTERM);
+  int status = 0;
+  for (int i = 0; i < 1000; i++) {
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return status;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill(pid_, SIGKILL);
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return status;
+}
+
+bool server_process::alive() const { return pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == 0; }
 
 }  // namespace test_support

@@ -107,6 +107,28 @@ class thp_setting {
 // The bracketed choice of a THP setting ("madvise" of "always [madvise] never"), "" when absent.
 std::string thp_setting_value(const std::string &leaf);
 
+// Whether a program is on PATH (an optional package's command: the test skips naming it when not).
+bool installed(const std::string &program);
+// A TCP port on 127.0.0.1 that was free a moment ago.
+int free_port();
+
+// A server started in the background (stdout and stderr to LOG): stopped with SIGTERM, then SIGKILL, when
+// the object goes away.
+class server_process {
+ public:
+  server_process(const std::vector<std::string> &argv, const std::string &log);
+  ~server_process() { stop(); }
+  server_process(const server_process &) = delete;
+  server_process &operator=(const server_process &) = delete;
+  int pid() const { return pid_; }
+  // SIGTERM, up to 10 s, then SIGKILL. Returns the wait status (or -1 when already reaped).
+  int stop();
+  bool alive() const;
+
+ private:
+  int pid_ = -1;
+};
+
 // A fresh directory /tmp/<prefix>-XXXXXX, removed with all it holds when the object goes away ("" in
 // path when it could not be made).
 struct scratch_dir {
