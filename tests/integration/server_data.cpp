@@ -1,11 +1,16 @@
 // server_data.cpp - a server's data is the same after hugify acts on it. Redis (Debian's redis-server,
 // 127.0.0.1, no persistence): DEBUG DIGEST before and after each of 100 collapses, with a burst of writes
 // running during another collapse in every round; at the end every write is there with its value, and no
-// client saw an error. Asserts data and errors only, never a time.
+// client saw an error. PostgreSQL (Debian's postgresql-15): a table's checksum the same while the agent
+// collapses the server's processes under a pgbench write load, every write there, no failed transaction,
+// pg_amcheck clean. Asserts data and errors only, never a time.
+#include <glob.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -112,6 +117,94 @@ TEST(ServerData, RedisDigestIsTheSameAcrossCollapsesUnderWrites) {
   EXPECT_EQ(redis.cli({"EVAL", check, "0"}).out, "0\n");
   EXPECT_EQ(redis.cli({"DBSIZE"}).out, std::to_string(10000 + rounds * keys) + "\n");
   EXPECT_TRUE(redis.process.alive());
+}
+
+// PostgreSQL's programs (Debian: /usr/lib/postgresql/VERSION/bin), "" when not installed.
+std::string postgres_bin() {
+  glob_t found{};
+  std::string dir;
+  if (glob("/usr/lib/postgresql/*/bin/postgres", 0, nullptr, &found) == 0 && found.gl_pathc > 0) {
+    dir = found.gl_pathv[found.gl_pathc - 1];
+    dir.erase(dir.rfind('/'));
+  }
+  globfree(&found);
+  return dir;
+}
+
+struct postgres_server {
+  std::string bin = postgres_bin();
+  test_support::scratch_dir dir{"hugify-server-data-pg"};
+  std::string port = std::to_string(test_support::free_port());
+  std::vector<std::string> as_postgres = {"setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups", "--"};
+  std::unique_ptr<test_support::server_process> process;
+
+  // initdb and start, as user postgres (the server refuses root); "" or what went wrong.
+  std::string start() {
+    test_support::run({"chown", "-R", "postgres", dir.path});
+    auto argv = as_postgres;
+    argv.insert(argv.end(), {bin + "/initdb", "-D", dir.path + "/data", "-A", "trust", "-U", "postgres"});
+    auto init = test_support::run(argv);
+    if (init.status != 0) return "initdb: " + init.err;
+    argv = as_postgres;
+    argv.insert(argv.end(), {bin + "/postgres", "-D", dir.path + "/data", "-c", "listen_addresses=127.0.0.1", "-c",
+                             "port=" + port, "-c", "unix_socket_directories=" + dir.path, "-c", "shared_buffers=64MB"});
+    process = std::make_unique<test_support::server_process>(argv, dir.path + "/server.log");
+    for (int i = 0; i < 600 && process->alive(); i++) {
+      if (test_support::run({bin + "/pg_isready", "-h", "127.0.0.1", "-p", port, "-q"}).status == 0) return "";
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return "postgres did not start: " + test_support::read_file(dir.path + "/server.log");
+  }
+  command_result sql(const std::string &query) const {
+    return test_support::run({bin + "/psql", "-h", "127.0.0.1", "-p", port, "-U", "postgres", "-qAtX", "-v",
+                              "ON_ERROR_STOP=1", "-c", query, "postgres"});
+  }
+};
+
+TEST(ServerData, PostgresTableChecksumIsTheSameUnderTheAgent) {
+  postgres_server pg;
+  if (pg.bin.empty()) GTEST_SKIP() << "PostgreSQL is not installed (Debian: postgresql)";
+  if (geteuid() != 0) GTEST_SKIP() << "the agent collapsing other processes needs CAP_SYS_NICE (run as root)";
+  ASSERT_EQ(pg.start(), "");
+  ASSERT_EQ(pg.sql("CREATE TABLE t AS SELECT g AS id, md5(g::text) AS v FROM generate_series(1, 200000) g; "
+                   "CREATE INDEX ON t (id); CREATE TABLE w (id int, v text)").status, 0);
+  const std::string checksum_query = "SELECT md5(string_agg(id || ':' || v, ',' ORDER BY id)) FROM t";
+  std::string checksum = pg.sql(checksum_query).out;
+  ASSERT_EQ(checksum.size(), 33u) << checksum;
+
+  // The agent at a raised budget and a short interval over every postgres process, for the whole load.
+  std::string agent_json = pg.dir.path + "/agent.json";
+  test_support::server_process agent({HUGIFY_CLI_PATH, "agent", "--comm", "postgres", "--min-rss", "0", "--interval",
+                                      "0.2", "--cpu-budget", "50", "--state-file", "none", "--json=" + agent_json},
+                                     pg.dir.path + "/agent.log");
+  std::string script = pg.dir.path + "/insert.sql";
+  std::ofstream(script) << "INSERT INTO w SELECT :client_id, repeat(md5(random()::text), 30);\n";
+  const int clients = 2, transactions = 1500;
+  command_result load;
+  std::atomic<bool> loaded{false};
+  std::thread writer([&] {
+    load = test_support::run({pg.bin + "/pgbench", "-h", "127.0.0.1", "-p", pg.port, "-U", "postgres", "-n", "-c",
+                              std::to_string(clients), "-t", std::to_string(transactions), "-f", script, "postgres"});
+    loaded = true;
+  });
+  for (int check = 0; check < 600 && !loaded; check++) {  // the reads go on while the writes do (bounded)
+    EXPECT_EQ(pg.sql(checksum_query).out, checksum) << "check " << check;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  writer.join();
+  EXPECT_EQ(pg.sql(checksum_query).out, checksum);
+  EXPECT_TRUE(agent.alive()) << test_support::read_file(pg.dir.path + "/agent.log");
+  agent.stop();
+
+  EXPECT_EQ(load.status, 0) << load.out << load.err;
+  EXPECT_NE(load.out.find("number of failed transactions: 0"), std::string::npos) << load.out;
+  EXPECT_EQ(pg.sql("SELECT count(*) FROM w").out, std::to_string(clients * transactions) + "\n");
+  auto documents = test_support::parse_json_documents(test_support::read_file(agent_json));
+  ASSERT_FALSE(documents.empty()) << test_support::read_file(pg.dir.path + "/agent.log");
+  EXPECT_GT(documents.back()["collapsed_bytes"].u64(), 0u) << "the agent collapsed nothing: the test would show nothing";
+  auto amcheck = test_support::run({pg.bin + "/pg_amcheck", "-h", "127.0.0.1", "-p", pg.port, "-U", "postgres",
+                                    "--install-missing", "--heapallindexed", "postgres"});
+  EXPECT_EQ(amcheck.status, 0) << amcheck.out << amcheck.err;
 }
 
 }  // namespace
