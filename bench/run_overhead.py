@@ -9,6 +9,8 @@ ratio of the medians.
 
 Configurations:
   plain      nothing set
+  empty      LD_PRELOAD of an empty shared library (built here): the floor of any preload, loaded and
+             relocated, with no constructor
   env        the variables of `hugify env` (what every process of `hugify run -- make` gets)
   preload    LD_PRELOAD alone, HUGIFY_HEAP=off, HUGIFY_TEXT=0: loading the preload and its constructor
   env-heap   env without HUGIFY_TEXT (the heap settings alone)
@@ -38,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 
-CONFIGS = ["plain", "env", "preload", "env-heap", "env-text", "env-now", "run"]
+CONFIGS = ["plain", "empty", "env", "preload", "env-heap", "env-text", "env-now", "run"]
 
 
 NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
@@ -103,6 +105,9 @@ def config_command(name, argv, hugify, variables, unset, variants):
             del env[key]
     if name == "plain":
         return argv, env
+    if name == "empty":
+        env["LD_PRELOAD"] = variants["empty-library"]
+        return argv, env
     if name == "run":
         return [hugify, "run", "--"] + argv, env
     if name in variants.get("run-variants", {}):
@@ -157,6 +162,13 @@ def measure(workload, argv, configs, rounds, hugify, variables, unset, variants,
         if "cpu_seconds" in figures:  # the original shape: cpu_seconds, ratio, ratio_of_medians
             entry.update({"cpu_seconds": figures["cpu_seconds"]["median"]},
                          **{k: figures["cpu_seconds"][k] for k in ("ratio", "ratio_of_medians") if k in figures["cpu_seconds"]})
+            mine = figures["cpu_seconds"]["values"]
+            if "empty" in runs and name != "empty":  # against the floor of the same rounds, paired
+                empty = [run["cpu_seconds"] for run in runs["empty"]]
+                entry["ratio_to_empty"] = statistics.median(v / e for v, e in zip(mine, empty) if e)
+            if "plain" in runs and name != "plain":  # what it adds, paired (seconds)
+                plain_cpu = [run["cpu_seconds"] for run in runs["plain"]]
+                entry["added_seconds"] = statistics.median(v - p for v, p in zip(mine, plain_cpu))
         else:
             entry["figures"] = figures
         result["configs"].append(entry)
@@ -205,6 +217,10 @@ def main():
     source = os.path.join(workdir, "small.c")
     with open(source, "w") as f:
         f.write("int square(int x) { return x * x; }\nint main(void) { return square(3) - 9; }\n")
+    if "empty" in configs:
+        empty = os.path.join(workdir, "libempty.so")
+        subprocess.run(["cc", "-shared", "-fPIC", "-x", "c", "/dev/null", "-o", empty], check=True)
+        variants["empty-library"] = empty
     workloads = {"true": ["/bin/true"], "gcc": ["g++", "-O2", "-c", source, "-o", os.path.join(workdir, "small.o")]}
     chosen = [("command", shlex.split(args.command))] if args.command else \
         [(w, workloads[w]) for w in args.workloads.split(",")]
@@ -229,6 +245,10 @@ def main():
                     continue
                 ratio = f"  {entry['ratio']:.3f}x plain (paired), {entry['ratio_of_medians']:.3f}x (medians)" \
                     if "ratio" in entry else ""
+                if "added_seconds" in entry:
+                    ratio += f", +{entry['added_seconds'] * 1e3:.2f} ms"
+                if "ratio_to_empty" in entry:
+                    ratio += f", {entry['ratio_to_empty']:.3f}x empty"
                 print(f"  {entry['name']:9} {entry['cpu_seconds'] * 1e3:8.2f} ms CPU{ratio}")
         print(f"load average {' '.join(loadavg)}")
     for name in os.listdir(workdir):

@@ -25,7 +25,8 @@ set(CPACK_DEBIAN_COMPRESSION_TYPE xz)
 set(CPACK_DEBIAN_HUGIFY_PACKAGE_NAME hugify)
 set(CPACK_DEBIAN_HUGIFY_PACKAGE_SECTION utils)
 # The allocators of --heap (run, check, env): preloaded when installed, named with the package when not.
-set(CPACK_DEBIAN_HUGIFY_PACKAGE_RECOMMENDS "libmimalloc2.0, libjemalloc2, libtcmalloc-minimal4")
+# libmicrohttpd12: the agent's --listen (dlopened then, so shlibdeps cannot see it; off by default).
+set(CPACK_DEBIAN_HUGIFY_PACKAGE_RECOMMENDS "libmimalloc2.0, libjemalloc2, libtcmalloc-minimal4, libmicrohttpd12")
 set(CPACK_DEBIAN_HUGIFY_PACKAGE_SUGGESTS "libgoogle-perftools4, systemd")
 set(CPACK_DEBIAN_HUGIFY_DESCRIPTION "huge pages for any program, measured
 hugify puts a program's heap, shared memory and code on Linux huge pages

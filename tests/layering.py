@@ -9,7 +9,17 @@
 2. File names: no two files of src/ share a name (a name in a message, a profile or a stack trace is then
    never ambiguous; a command's file is cmd_NAME.c where src/lib has a NAME.c).
 3. The library's objects: who uses whom, rebuilt from the symbols each object defines and needs (nm), has
-   no cycle, and the pure parsers (procfs.c, units.c, reason.c) use nothing but each other.
+   no cycle, and the files docs/design.md calls pure (procfs.c, units.c, reason.c, agent_policy.c) use
+   nothing but each other, and of the C library only what computes (strings, memory, numbers): no I/O, no
+   environment, no clock.
+4. One error convention: no internal function of src/lib (any but the public hugify_* ones, which keep
+   include/hugify.h's conventions) returns -1, returns -1.0, or sets errno to a constant for its caller
+   (-1 or NULL with errno): they return -errno, as os.c's wrappers do.
+5. The kernel's memory calls (mmap, munmap, mremap, madvise, mprotect, process_madvise) are called by name
+   only in os.c (and the preload's interposers): everything else goes through os_*.
+6. Every file hugify writes goes through safe_file.c: no open()/fopen() that creates or writes a file
+   elsewhere (os.c writes the kernel's settings files, which it never creates; /dev/null is no file).
+7. Every JSON schema the sources write ("hugify.NAME/N") is in docs/design.md's list.
 Prints every violation with its file and line (or the cycle) and exits 1; exits 0 when the layers hold.
 """
 import os
@@ -24,7 +34,92 @@ ALLOWED = {
     "preload": {"preload", "format", "lib"},
     "cli": {"cli", "format", "lib"},
 }
-PURE = {"procfs", "units", "reason"}  # parsers and the reason buffer: no I/O, nothing above them
+# The files docs/design.md calls pure: no I/O, nothing above them.
+PURE = {"procfs", "units", "reason", "agent_policy"}
+# What a pure file may use of the C library (and the compiler's runtime): computation only.
+PURE_LIBC = re.compile(r"^(str\w*|mem\w*|__ctype_\w+|(__isoc99_|__isoc23_)?sscanf|v?snprintf|free|malloc|calloc|"
+                       r"realloc|qsort|bsearch|__errno_location|_GLOBAL_OFFSET_TABLE_|__stack_chk_fail|"
+                       r"__assert_fail|abort|log2?|exp|sqrt|pow|floor|ceil|fabs|round|lround|isnan)$")
+MEMORY_CALL = re.compile(r"(?<![\w.>])(mmap|mmap64|munmap|mremap|madvise|mprotect|process_madvise)\s*\(")
+WRITE_OPEN = re.compile(r"\b(open|openat|creat)\s*\(.*\bO_(WRONLY|RDWR|CREAT)\b|\bfopen\s*\([^;]*\"[wa]")
+SCHEMA = re.compile(r'"(hugify\.[a-z_.]+/[0-9]+)"')
+
+
+# KNOWN EXCEPTIONS to rule 4, to be emptied: procfs.c's parsers still return -1 with errno (being converted
+# on the `pagemap` branch). Nothing else may be added here.
+ERRNO_EXCEPTIONS = {"procfs.c": {"parse_smaps", "parse_buddyinfo", "parse_mounts"}}
+# A function definition starts at column 0 ("static int name(...) {" or its first line), a body ends at "}".
+FUNCTION_START = re.compile(r"^[A-Za-z_][\w \t\*]*?\b(\w+)\(")
+SENTINEL = re.compile(r"\breturn\s+-1(\.0*)?\s*;|\b(rc|result|status)\s*=\s*-1\s*;|\berrno\s*=\s*E[A-Z0-9]+\b")
+
+
+def errno_convention_violations(source):
+    """Rule 4: internal functions of src/lib return -errno (not -1, -1.0, nor -1/NULL with errno)."""
+    problems = []
+    lib = os.path.join(source, "src", "lib")
+    for name in sorted(os.listdir(lib)):
+        if not name.endswith(".c"):
+            continue
+        function = None
+        with open(os.path.join(lib, name), encoding="utf-8", errors="replace") as f:
+            for number, line in enumerate(f, 1):
+                m = FUNCTION_START.match(line)
+                if m and not line.startswith(("typedef", "struct", "enum", "union", "static const", "const")):
+                    function = m.group(1)
+                elif line.startswith("}"):
+                    function = None
+                if not function or function.startswith("hugify_") or not SENTINEL.search(line):
+                    continue
+                if function in ERRNO_EXCEPTIONS.get(name, ()):
+                    continue
+                problems.append(f"src/lib/{name}:{number}: {function} returns -1, -1.0 or errno: return -errno "
+                                f"(docs/design.md, conventions)")
+    return problems
+
+
+def source_lines(source, layers=("lib", "cli", "format", "preload")):
+    """(relative path, line number, line) of every .c file of src/<layer>/, comments dropped."""
+    for layer in layers:
+        for root, _, files in sorted(os.walk(os.path.join(source, "src", layer))):
+            for name in sorted(files):
+                if not name.endswith(".c"):
+                    continue
+                path = os.path.join(root, name)
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    text = f.read()
+                # blank the comments out, keeping the line count
+                text = re.sub(r"/\*.*?\*/", lambda m: re.sub(r"[^\n]", " ", m.group(0)), text, flags=re.S)
+                for number, line in enumerate(text.split("\n"), 1):
+                    yield os.path.relpath(path, source), number, re.sub(r"//.*", "", line)
+
+
+def call_violations(source):
+    """Rules 5 and 6: the memory calls in os.c only, the files written through safe_file.c only."""
+    problems = []
+    for path, number, line in source_lines(source):
+        name = os.path.basename(path)
+        if MEMORY_CALL.search(line) and name != "os.c" and not path.startswith("src/preload/") and \
+                not re.search(r'"[^"]*(mmap|madvise)[^"]*\(', line):
+            problems.append(f"{path}:{number}: calls {MEMORY_CALL.search(line).group(1)} by name: use os.c's os_* "
+                            f"(docs/design.md, the preload's own memory calls)")
+        if WRITE_OPEN.search(line) and name != "safe_file.c" and '"/dev/null"' not in line and \
+                not (name == "os.c" and "O_CREAT" not in line):
+            problems.append(f"{path}:{number}: opens a file to write it: go through safe_file.h "
+                            f"(docs/design.md, files hugify writes)")
+    return problems
+
+
+def schema_violations(source):
+    """Rule 7: the schemas the sources name, all in docs/design.md."""
+    with open(os.path.join(source, "docs", "design.md"), encoding="utf-8") as f:
+        design = f.read()
+    problems, seen = [], set()
+    for path, number, line in source_lines(source, ("lib", "cli", "format")):
+        for schema in SCHEMA.findall(line):
+            if schema not in seen and f"`{schema}`" not in design:
+                problems.append(f"{path}:{number}: schema {schema} is not in docs/design.md's list (JSON)")
+            seen.add(schema)
+    return problems
 
 
 def layer_headers(source):
@@ -80,7 +175,7 @@ def name_clashes(source):
     return problems
 
 
-def object_graph(objects):
+def object_graph(objects, libc=None):
     defined, needed = {}, {}
     for obj in objects:
         module = os.path.basename(obj).split(".")[0]
@@ -94,6 +189,8 @@ def object_graph(objects):
     uses = {}
     for module, symbols in needed.items():
         uses[module] = {defined[s] for s in symbols if s in defined and defined[s] != module}
+        if libc is not None:
+            libc[module] = {s for s in symbols if s not in defined}
     return uses
 
 
@@ -125,7 +222,8 @@ def find_cycle(uses):
 def object_violations(objects):
     if not objects:
         return []
-    uses = object_graph(objects)
+    libc = {}
+    uses = object_graph(objects, libc)
     problems = []
     cycle = find_cycle(uses)
     if cycle:
@@ -134,6 +232,9 @@ def object_violations(objects):
         above = sorted(uses.get(module, set()) - PURE)
         if above:
             problems.append(f"{module}.c is a pure parser but uses {', '.join(m + '.c' for m in above)}")
+        impure = sorted(s for s in libc.get(module, ()) if not PURE_LIBC.match(s))
+        if impure:
+            problems.append(f"{module}.c is pure (docs/design.md) but calls {', '.join(impure)}")
     return problems
 
 
@@ -142,7 +243,8 @@ def main():
         print(__doc__, file=sys.stderr)
         return 2
     source, objects = sys.argv[1], [o for o in sys.argv[2:] if o.endswith(".o")]
-    problems = include_violations(source) + name_clashes(source) + object_violations(objects)
+    problems = (include_violations(source) + name_clashes(source) + errno_convention_violations(source) +
+                call_violations(source) + schema_violations(source) + object_violations(objects))
     for problem in problems:
         print(problem)
     print(f"layering: {len(problems)} problem(s); {len(objects)} library objects read")

@@ -3,7 +3,6 @@
  * window order, budgets, back-off; collapse.h: the collapse itself); this file is the command: privileges,
  * --once and --status, the daemon's loop and its signals (SIGTERM/SIGHUP). agent.h lists the other files. */
 #include <errno.h>
-#include <microhttpd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -137,7 +136,7 @@ static int run_daemon(struct agent *a, FILE *json) {
     if (json) agent_print_json(a, json, "pass"), fflush(json);
     wait_interval(a);
   }
-  if (a->http) MHD_stop_daemon(a->http);
+  agent_stop_http(a);
   agent_publish_metrics(a);
   if (json && !json_output_close(json, &a->cl.json, COMMAND)) return EXIT_SHORT;
   fprintf(stderr, "hugify agent: stopped after %llu passes, %.3f s CPU\n", (unsigned long long)a->passes,

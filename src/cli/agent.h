@@ -161,8 +161,11 @@ void agent_run_pass(struct agent *a, bool collapse);
 double agent_own_cpu_seconds(void);
 /* Render the metrics; write the metrics file; hand them to the HTTP thread. */
 void agent_publish_metrics(struct agent *a);
-/* Serve /metrics on --listen; 0, or an exit code after the message. */
+/* Serve /metrics on --listen (libmicrohttpd, loaded with dlopen here only); 0, or an exit code after the
+ * message (3 when the library is missing). */
 int agent_start_http(struct agent *a);
+/* Stop serving (nothing when not serving). */
+void agent_stop_http(struct agent *a);
 
 /* ---- agent_state.c ---- */
 /* The daemon: write its last pass's JSON object to --state-file (atomically; a failure is reported, once). */

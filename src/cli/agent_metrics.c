@@ -1,6 +1,9 @@
 /* agent_metrics.c - the agent's Prometheus metrics: rendered after every pass, written to --metrics-file
- * (replaced atomically) and served over HTTP at /metrics (libmicrohttpd) on --listen. */
+ * (replaced atomically) and served over HTTP at /metrics (libmicrohttpd) on --listen. The HTTP server is
+ * loaded with dlopen only then: linked, it and its TLS stack (gnutls and a dozen more libraries) would be
+ * loaded and relocated at every start of every command (docs/run.md, "What run costs"). */
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -153,6 +156,50 @@ void agent_publish_metrics(struct agent *a) {
   pthread_mutex_unlock(&a->metrics_lock);
 }
 
+/* The few functions of libmicrohttpd the agent calls, found by dlsym (their types from its header). */
+static struct {
+  __typeof__(MHD_start_daemon) *start_daemon;
+  __typeof__(MHD_stop_daemon) *stop_daemon;
+  __typeof__(MHD_create_response_from_buffer) *create_response_from_buffer;
+  __typeof__(MHD_add_response_header) *add_response_header;
+  __typeof__(MHD_queue_response) *queue_response;
+  __typeof__(MHD_destroy_response) *destroy_response;
+} mhd;
+
+/* dlopen HUGIFY_MICROHTTPD_SONAME once: 0, or -ENOENT with the loader's message in reason. */
+static int load_microhttpd(char *reason, size_t cap) {
+  if (mhd.start_daemon) return 0;
+  void *library = dlopen(HUGIFY_MICROHTTPD_SONAME, RTLD_NOW | RTLD_LOCAL);
+  if (!library) {
+    snprintf(reason, cap, "%s", dlerror());
+    return -ENOENT;
+  }
+  struct { const char *name; void **slot; } wanted[] = {
+      {"MHD_start_daemon", (void **)&mhd.start_daemon},
+      {"MHD_stop_daemon", (void **)&mhd.stop_daemon},
+      {"MHD_create_response_from_buffer", (void **)&mhd.create_response_from_buffer},
+      {"MHD_add_response_header", (void **)&mhd.add_response_header},
+      {"MHD_queue_response", (void **)&mhd.queue_response},
+      {"MHD_destroy_response", (void **)&mhd.destroy_response},
+  };
+  for (size_t i = 0; i < sizeof wanted / sizeof wanted[0]; i++) {
+    void *symbol = dlsym(library, wanted[i].name);
+    if (!symbol) {
+      snprintf(reason, cap, "%s has no %s", HUGIFY_MICROHTTPD_SONAME, wanted[i].name);
+      memset(&mhd, 0, sizeof mhd);
+      dlclose(library);
+      return -ENOENT;
+    }
+    memcpy(wanted[i].slot, &symbol, sizeof symbol);
+  }
+  return 0;
+}
+
+void agent_stop_http(struct agent *a) {
+  if (a->http) mhd.stop_daemon(a->http);
+  a->http = NULL;
+}
+
 static enum MHD_Result serve_http(void *context, struct MHD_Connection *connection, const char *url,
                                   const char *method, const char *version, const char *upload, size_t *upload_size,
                                   void **request) {
@@ -162,22 +209,22 @@ static enum MHD_Result serve_http(void *context, struct MHD_Connection *connecti
   unsigned status = MHD_HTTP_OK;
   if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
     static const char text[] = "only GET\n";
-    response = MHD_create_response_from_buffer(sizeof text - 1, (void *)text, MHD_RESPMEM_PERSISTENT);
+    response = mhd.create_response_from_buffer(sizeof text - 1, (void *)text, MHD_RESPMEM_PERSISTENT);
     status = MHD_HTTP_METHOD_NOT_ALLOWED;
   } else if (strcmp(url, "/metrics") == 0) {
     pthread_mutex_lock(&a->metrics_lock);
-    response = MHD_create_response_from_buffer(a->metrics_length, a->metrics ? a->metrics : (char *)"",
+    response = mhd.create_response_from_buffer(a->metrics_length, a->metrics ? a->metrics : (char *)"",
                                                MHD_RESPMEM_MUST_COPY);
     pthread_mutex_unlock(&a->metrics_lock);
-    if (response) MHD_add_response_header(response, "Content-Type", PROMETHEUS_CONTENT_TYPE);
+    if (response) mhd.add_response_header(response, "Content-Type", PROMETHEUS_CONTENT_TYPE);
   } else {
     static const char text[] = "hugify agent: metrics are at /metrics\n";
-    response = MHD_create_response_from_buffer(sizeof text - 1, (void *)text, MHD_RESPMEM_PERSISTENT);
+    response = mhd.create_response_from_buffer(sizeof text - 1, (void *)text, MHD_RESPMEM_PERSISTENT);
     status = MHD_HTTP_NOT_FOUND;
   }
   if (!response) return MHD_NO;
-  enum MHD_Result rc = MHD_queue_response(connection, status, response);
-  MHD_destroy_response(response);
+  enum MHD_Result rc = mhd.queue_response(connection, status, response);
+  mhd.destroy_response(response);
   return rc;
 }
 
@@ -218,11 +265,14 @@ int agent_start_http(struct agent *a) {
   struct sockaddr_storage address;
   char reason[256];
   if (!parse_listen(a->config.listen, &address, reason, sizeof reason)) return fail(EXIT_USAGE, COMMAND, "%s", reason);
+  if (load_microhttpd(reason, sizeof reason) != 0)
+    return fail(EXIT_PRIVILEGE, COMMAND, "--listen needs libmicrohttpd (%s); install it (Debian: apt install "
+                "libmicrohttpd12), or use --metrics-file instead", reason);
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
   if (address.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
   uint16_t port = ntohs(address.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&address)->sin6_port
                                                       : ((struct sockaddr_in *)&address)->sin_port);
-  a->http = MHD_start_daemon(flags, port, NULL, NULL, serve_http, a, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&address,
+  a->http = mhd.start_daemon(flags, port, NULL, NULL, serve_http, a, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&address,
                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)16, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
                              MHD_OPTION_END);
   if (!a->http) return fail(EXIT_SHORT, COMMAND, "cannot listen on %s: %s", a->config.listen, strerror(errno));

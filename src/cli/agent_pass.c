@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "array.h"
 #include "collapse.h"
 #include "format.h"
 #include "os.h"
@@ -46,13 +47,7 @@ static struct process_state *state_of(struct agent *a, pid_t pid, const char *co
     snprintf(p->comm, sizeof p->comm, "%s", comm);
     return p;
   }
-  if (a->process_count == a->process_cap) {
-    size_t cap = a->process_cap ? 2 * a->process_cap : 64;
-    struct process_state *bigger = realloc(a->processes, cap * sizeof *bigger);
-    if (!bigger) return NULL;
-    a->processes = bigger;
-    a->process_cap = cap;
-  }
+  if (ARRAY_GROW(a->processes, a->process_count + 1, a->process_cap) != 0) return NULL;
   struct process_state *p = &a->processes[a->process_count++];
   memset(p, 0, sizeof *p);
   p->pid = pid;

@@ -72,10 +72,7 @@ void diagnose_noise(struct bench *b) {
   struct measure_spread system;
   measure_spread_of(worst->system, (size_t)worst->repeats, CONFIDENCE, NOISY_SPREAD, &system);
   double cpu = worst->spread.median * 1e-9 * (double)worst->ops / (double)worst->repeats;
-  if (system.median > 0.001) {
-    b->machine.system_spread = (system.max - system.min) / system.median;
-    b->machine.system_share = cpu > 0 ? system.median / cpu : 0;
-  }
+  measure_noise_note(&b->machine, &system, cpu);
   measure_noise_cause(&b->machine, b->noise, sizeof b->noise);
 }
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "bench_run.h"
+#include "array.h"
 #include "cli.h"
 #include "hugify.h"
 #include "json_read.h"
@@ -144,13 +145,7 @@ static void time_repetition(const struct bench *b, struct point *p, struct workl
 
 /* Index of a new zeroed point (indexes, not pointers: the array grows). -1 when out of memory. */
 static long add_point(struct bench *b) {
-  if (b->point_count == b->point_cap) {
-    size_t cap = b->point_cap ? b->point_cap * 2 : 128;
-    struct point *points = realloc(b->points, cap * sizeof *points);
-    if (!points) return -1;
-    b->points = points;
-    b->point_cap = cap;
-  }
+  if (ARRAY_GROW(b->points, b->point_count + 1, b->point_cap) != 0) return -1;
   memset(&b->points[b->point_count], 0, sizeof b->points[0]);
   return (long)b->point_count++;
 }

@@ -335,9 +335,10 @@ static void preflight(struct check *c, struct config *config, char *reason, size
   reason[0] = '\0';
   char path[PATH_MAX + 32];
   snprintf(path, sizeof path, "%s/preflight.log", c->dir);
-  int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  char why[HUGIFY_REASON_MAX];
+  int fd = safe_file_open_scratch(path, false, why, sizeof why);
   if (fd < 0) {
-    snprintf(reason, cap, "cannot create a scratch file in %.300s: %s", c->dir, strerror(errno));
+    snprintf(reason, cap, "cannot create a scratch file: %.400s", why);
     return;
   }
   const char *argv[16];
@@ -541,11 +542,7 @@ static void diagnose_noise(struct check *c) {
     struct measure_spread system, cpu;
     measure_spread_of(config->system, config->runs, CHECK_CONFIDENCE, 0, &system);
     measure_spread_of(config->cpu, config->runs, CHECK_CONFIDENCE, 0, &cpu);
-    double spread = system.median > 0.005 ? (system.max - system.min) / system.median : 0; /* under 5 ms: noise of the clock */
-    if (spread > c->machine.system_spread) {
-      c->machine.system_spread = spread;
-      c->machine.system_share = cpu.median > 0 ? system.median / cpu.median : 0;
-    }
+    measure_noise_note(&c->machine, &system, cpu.median);
   }
   c->noise[0] = '\0';
   if (wide) measure_noise_cause(&c->machine, c->noise, sizeof c->noise);
@@ -702,8 +699,9 @@ static int setup_scratch(struct check *c) {
   }
   snprintf(c->log_path, sizeof c->log_path, "%s/output.log", c->dir);
   snprintf(c->report_path, sizeof c->report_path, "%s/report.json", c->dir);
-  c->log_fd = open(c->log_path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (c->log_fd < 0) return fail(EXIT_SHORT, "check", "cannot create %s: %s", c->log_path, strerror(errno));
+  char why[HUGIFY_REASON_MAX];
+  c->log_fd = safe_file_open_scratch(c->log_path, true, why, sizeof why);
+  if (c->log_fd < 0) return fail(EXIT_SHORT, "check", "cannot create %s", why);
   return EXIT_DONE;
 }
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "array.h"
 #include "pool.h"
 #include "pool_view.h"
 #include "os.h"
@@ -194,10 +195,7 @@ static void split_lines(const char *text, struct lines *out) {
   for (const char *p = text ? text : ""; *p;) {
     const char *end = strchr(p, '\n');
     size_t len = end ? (size_t)(end - p) : strlen(p);
-    if (out->count == cap) {
-      cap = cap ? cap * 2 : 16;
-      out->line = realloc(out->line, cap * sizeof *out->line);
-    }
+    if (ARRAY_GROW(out->line, out->count + 1, cap) != 0) break;
     out->line[out->count++] = strndup(p, len);
     p += len + (end ? 1 : 0);
   }

@@ -107,7 +107,9 @@ static void print_thp(const struct status_snapshot *s) {
   printf("  khugepaged:");
   for (size_t f = 0; f < STATUS_KHUGEPAGED_FIELDS; f++) {
     char value[24];
-    printf("%s %s %s", f == 5 ? ",\n             " : f ? "," : "", status_khugepaged_fields[f].name,
+    /* two lines, the first one the longer */
+    printf("%s %s %s", f == (STATUS_KHUGEPAGED_FIELDS + 1) / 2 ? ",\n             " : f ? "," : "",
+           status_khugepaged_fields[f].name,
            view_number(status_khugepaged_value(&s->khugepaged, &status_khugepaged_fields[f]), value, sizeof value));
   }
   putchar('\n');

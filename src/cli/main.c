@@ -54,6 +54,12 @@ static int write_manual(const char *dir) {
   print_main_usage(text);
   fclose(text);
   int status = EXIT_DONE;
+  for (size_t i = 0; i < COMMAND_COUNT && status == EXIT_DONE; i++) { /* every table, at every build */
+    char error[256];
+    const struct option_spec *options = commands[i].help->options;
+    if (options && option_table_check(options, error, sizeof error) != 0)
+      status = fail(EXIT_SHORT, "help", "%s: %s", commands[i].name, error);
+  }
   for (size_t i = 0; i <= COMMAND_COUNT && status == EXIT_DONE; i++) {
     char path[4096];
     snprintf(path, sizeof path, "%s/hugify%s%s.1", dir, i < COMMAND_COUNT ? "-" : "",

@@ -199,7 +199,7 @@ static int take_option(const struct option_spec *options, int argc, char **argv,
     o = word[2] == '\0' ? find_short(options, word[1]) : NULL;
     if (!o) return fail_with(result, "unknown option '%s'", word);
   }
-  if (o - options < 64) result->given |= UINT64_C(1) << (o - options);
+  if (o - options < OPTIONS_MAX_ROWS) result->given |= UINT64_C(1) << (o - options);
   if (o->type == OPTION_FLAG) {
     if (inline_value) return fail_with(result, "--%s takes no value", o->name);
     *(bool *)field(values, o) = true;
@@ -220,7 +220,7 @@ int option_table_set(const struct option_spec *options, const char *name, const 
   memset(result, 0, sizeof *result);
   const struct option_spec *o = find_long(options, name, strlen(name));
   if (!o || o->type == OPTION_JSON) return unknown(options, name, strlen(name), &configuration, result);
-  if (o - options < 64) result->given |= UINT64_C(1) << (o - options);
+  if (o - options < OPTIONS_MAX_ROWS) result->given |= UINT64_C(1) << (o - options);
   if (o->type == OPTION_FLAG) {
     if (!options_parse_bool(value, field(values, o))) return fail_with(result, "%s '%s': expected true or false", name, value);
     return 0;
@@ -228,10 +228,34 @@ int option_table_set(const struct option_spec *options, const char *name, const 
   return store(o, value, values, &configuration, result);
 }
 
+int option_table_check(const struct option_spec *options, char *error, size_t cap) {
+  for (const struct option_spec *o = options; o->type != OPTION_END; o++) {
+    const char *name = o->name ? o->name : "(no name)", *why = NULL;
+    if (o - options >= OPTIONS_MAX_ROWS) why = "is past row 64 (the given-bits of option_result)";
+    else if (!o->name || !o->name[0]) why = "has no name";
+    else if (o->type == OPTION_ENUM && !o->choices) why = "is an enum without its words";
+    else if (o->type == OPTION_CALLBACK && !o->set) why = "is a callback without its set function";
+    else if (o->type == OPTION_COUNT && o->min > o->max) why = "has a lower bound above its upper bound";
+    else if (o->type == OPTION_DECIMAL && !(o->low <= o->high)) why = "has a lower bound above its upper bound";
+    for (const struct option_spec *p = options; !why && p < o; p++) {
+      if (o->type != OPTION_GROUP && p->type != OPTION_GROUP && p->name && strcmp(p->name, o->name) == 0)
+        why = "appears twice";
+      else if (o->short_name && p->short_name == o->short_name)
+        why = "has the short name of an earlier option";
+    }
+    if (why) {
+      snprintf(error, cap, "option table: %s%s %s", o->type == OPTION_GROUP ? "group " : "--", name, why);
+      return -EINVAL;
+    }
+  }
+  return 0;
+}
+
 int option_table_parse(const struct option_spec *options, enum option_mode mode, int argc, char **argv, void *values,
                   struct option_result *result) {
   memset(result, 0, sizeof *result);
   result->command = argc;
+  if (option_table_check(options, result->error, sizeof result->error) != 0) return -EINVAL;
   bool options_done = false;
   for (int i = 1; i < argc; i++) {
     const char *word = argv[i];
@@ -271,7 +295,8 @@ int option_json_set(struct json_output *json, const char *value, char *error, si
 
 bool option_table_given(const struct option_spec *options, const struct option_result *result, const char *name) {
   for (const struct option_spec *o = options; o->type != OPTION_END; o++)
-    if (o->type != OPTION_GROUP && strcmp(o->name, name) == 0) return result->given & (UINT64_C(1) << (o - options));
+    if (o->type != OPTION_GROUP && strcmp(o->name, name) == 0)
+      return o - options < OPTIONS_MAX_ROWS && (result->given & (UINT64_C(1) << (o - options)));
   return false;
 }
 

@@ -113,6 +113,13 @@ int option_table_set(const struct option_spec *options, const char *name, const 
 /* --json (value NULL) or --json=VALUE into `json`: "-" is stdout, an empty FILE is an error. 0, or -EINVAL with
  * the message in `error`. The one rule for the tables and for the commands that still parse by hand. */
 int option_json_set(struct json_output *json, const char *value, char *error, size_t cap);
+/* The table's own rules, as git's parse_options_check: at most OPTIONS_MAX_ROWS rows (result->given has a
+ * bit per row), every row but a group has a name that no other row has, a short name at most once, an enum
+ * its words, a callback its `set`, a count or decimal bounds low <= high. 0, or -EINVAL with the first bad
+ * row named in `error` ("option table: --runs twice"). option_table_parse fails on a bad table, and the
+ * build runs the check over every command's table (`hugify help --man`). */
+#define OPTIONS_MAX_ROWS 64
+int option_table_check(const struct option_spec *options, char *error, size_t cap);
 /* Whether the option named `name` (long name) appeared. */
 bool option_table_given(const struct option_spec *options, const struct option_result *result, const char *name);
 

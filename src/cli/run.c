@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -111,9 +110,9 @@ static const char *secure_execution(const char *path) {
 /* A statically linked program, and a Go program: what reaches their memory. */
 static int check_static_and_go(const char *shown, const char *binary) {
   size_t size = 0;
-  void *image = elf_map_file(binary, &size);
-  bool go = image && elf_is_go(image, size);
-  if (image) munmap(image, size);
+  void *image = NULL;
+  bool go = elf_map_file(binary, &image, &size) == 0 && elf_is_go(image, size);
+  elf_unmap(image, size);
   struct hugify_elf_info elf;
   bool is_static = hugify_elf_read(binary, &elf) == 0 && !elf.interpreter[0];
   /* Go's runtime takes its heap with its own system calls and reads no malloc tunables: nothing run sets

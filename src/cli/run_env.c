@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -165,12 +164,12 @@ static void note_symbol_owner(void *context, uint64_t value, uint64_t size, cons
  * in (clang's static runtimes define __asan_init); NULL when none, or when the file cannot be read. */
 const char *run_program_heap_owner(const char *binary) {
   size_t size;
-  void *data = elf_map_file(binary, &size);
-  if (!data) return NULL;
+  void *data;
+  if (elf_map_file(binary, &data, &size) != 0) return NULL;
   const char *owner = NULL;
   elf_needed(data, size, note_needed_owner, &owner);
   if (!owner) elf_functions(data, size, note_symbol_owner, &owner);
-  munmap(data, size);
+  elf_unmap(data, size);
   return owner;
 }
 

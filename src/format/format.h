@@ -57,7 +57,8 @@ struct table {
   const char *headers[TABLE_MAX_COLUMNS];
   bool right[TABLE_MAX_COLUMNS];
   char **cells; /* rows * columns, malloc'd copies */
-  int rows, cap;
+  int rows;
+  size_t cap; /* rows the cells have room for */
 };
 void table_init(struct table *t, int columns, const char *const *headers, const bool *right_aligned);
 void table_row(struct table *t, ...); /* exactly `columns` const char * values (NULL prints as "") */

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "format.h"
+#include "array.h"
 
 void table_init(struct table *t, int columns, const char *const *headers, const bool *right_aligned) {
   memset(t, 0, sizeof *t);
@@ -15,13 +16,7 @@ void table_init(struct table *t, int columns, const char *const *headers, const 
 }
 
 void table_row(struct table *t, ...) {
-  if (t->rows == t->cap) {
-    int cap = t->cap ? t->cap * 2 : 16;
-    char **cells = realloc(t->cells, (size_t)cap * (size_t)t->columns * sizeof *cells);
-    if (!cells) return;
-    t->cells = cells;
-    t->cap = cap;
-  }
+  if (array_grow(&t->cells, (size_t)t->rows + 1, &t->cap, (size_t)t->columns * sizeof *t->cells) != 0) return;
   va_list args;
   va_start(args, t);
   for (int c = 0; c < t->columns; c++) {

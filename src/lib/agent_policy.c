@@ -1,5 +1,6 @@
 /* agent_policy.c - the pure decisions of `hugify agent` (see agent_policy.h). */
 #include "agent_policy.h"
+#include "array.h"
 
 #include "hugify.h"
 
@@ -225,13 +226,7 @@ bool agent_ledger_collapsed(struct agent_ledger *l, uint64_t pass, uint64_t star
       memmove(&l->windows[oldest], &l->windows[oldest + 1], (l->count - oldest - 1) * sizeof *l->windows);
       l->count--;
     }
-    if (l->count == l->cap) {
-      size_t cap = l->cap ? 2 * l->cap : 64;
-      struct agent_ledger_window *bigger = realloc(l->windows, cap * sizeof *bigger);
-      if (!bigger) return false;
-      l->windows = bigger;
-      l->cap = cap;
-    }
+    if (ARRAY_GROW(l->windows, l->count + 1, l->cap) != 0) return false;
     size_t at = ledger_position(l, start);
     memmove(&l->windows[at + 1], &l->windows[at], (l->count - at) * sizeof *l->windows);
     l->count++;

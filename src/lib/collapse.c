@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "agent_policy.h"
+#include "array.h"
 #include "collapse.h"
 #include "inspect.h"
 #include "internal.h"
@@ -115,17 +116,12 @@ static void warm_huge_page(uint64_t pmd) {
   os_munmap(raw, 2 * pmd);
 }
 
-static void record_pause(struct collapse_context *c, double pause) {
-  if (pause < 0) return; /* no thread of the target was busy */
+static void record_pause(struct collapse_context *c, double start, double end) {
+  double pause;
+  if (pause_probe_after(&c->probe, start, end, &pause) <= 0) return; /* no thread of the target was busy */
   struct hugify_collapse_report *r = c->report;
   if (c->policy && c->policy->pauses) pause_histogram_add(c->policy->pauses, pause);
-  if (c->pause_count == c->pause_cap) {
-    size_t cap = c->pause_cap ? 2 * c->pause_cap : 64;
-    double *bigger = realloc(c->pauses, cap * sizeof *bigger);
-    if (!bigger) return;
-    c->pauses = bigger;
-    c->pause_cap = cap;
-  }
+  if (ARRAY_GROW(c->pauses, c->pause_count + 1, c->pause_cap) != 0) return;
   c->pauses[c->pause_count++] = pause;
   r->pause_count++;
   r->total_pause += pause;
@@ -159,7 +155,7 @@ static ssize_t advise(struct collapse_context *c, const struct iovec *ranges, si
     }
   }
   double end = measure_now(), took = end - start, cpu = measure_thread_cpu_now() - cpu_start;
-  if (c->probing) record_pause(c, pause_probe_after(&c->probe, start, end));
+  if (c->probing) record_pause(c, start, end);
   if (c->gentle) c->gap_owed = GENTLE_GAP_PER_CPU_SECOND * cpu;
   /* the CPU spent includes the warm page: on a lazily backed guest its first touch costs what the copy
    * no longer does under the target's lock */
@@ -211,13 +207,7 @@ static int add_failure(struct collapse_context *c, uint64_t start, uint64_t end,
     struct hugify_collapse_failure *last = &r->failures[r->failure_count - 1];
     if (last->end == start && last->error == error) { last->end = end; return 0; }
   }
-  if (r->failure_count == c->failure_cap) {
-    size_t cap = c->failure_cap ? 2 * c->failure_cap : 16;
-    struct hugify_collapse_failure *bigger = realloc(r->failures, cap * sizeof *bigger);
-    if (!bigger) return -ENOMEM;
-    r->failures = bigger;
-    c->failure_cap = cap;
-  }
+  if (ARRAY_GROW(r->failures, r->failure_count + 1, c->failure_cap) != 0) return -ENOMEM;
   struct hugify_collapse_failure *f = &r->failures[r->failure_count++];
   memset(f, 0, sizeof *f);
   f->start = start;
@@ -419,13 +409,7 @@ static int push_range(struct iovec **ranges, size_t *count, size_t *cap, uint64_
       return 0;
     }
   }
-  if (*count == *cap) {
-    size_t bigger_cap = *cap ? 2 * *cap : 64;
-    struct iovec *bigger = realloc(*ranges, bigger_cap * sizeof *bigger);
-    if (!bigger) return -ENOMEM;
-    *ranges = bigger;
-    *cap = bigger_cap;
-  }
+  if (ARRAY_GROW(*ranges, *count + 1, *cap) != 0) return -ENOMEM;
   (*ranges)[(*count)++] = (struct iovec){(void *)(uintptr_t)start, (size_t)length};
   return 0;
 }
@@ -442,13 +426,7 @@ static bool exclude(struct collapse_context *c, const struct smaps_vma *vma, uin
   bool overridden = r->override_opt_out && opt_out_overridable(why);
   /* listed only when it holds memory a collapse would have changed */
   if (!shape || eligible < min_size || vma->rss <= vma->anon_huge + vma->shmem_pmd_mapped) return !overridden;
-  if (r->exclusion_count == c->exclusion_cap) {
-    size_t cap = c->exclusion_cap ? 2 * c->exclusion_cap : 16;
-    struct hugify_collapse_exclusion *bigger = realloc(r->exclusions, cap * sizeof *bigger);
-    if (!bigger) { *rc = -ENOMEM; return true; }
-    r->exclusions = bigger;
-    c->exclusion_cap = cap;
-  }
+  if (ARRAY_GROW(r->exclusions, r->exclusion_count + 1, c->exclusion_cap) != 0) { *rc = -ENOMEM; return true; }
   struct hugify_collapse_exclusion *e = &r->exclusions[r->exclusion_count++];
   memset(e, 0, sizeof *e);
   e->start = vma->start;
@@ -529,14 +507,12 @@ static int plan_mapping_windows(struct collapse_context *c, struct plan_state *s
                                 struct hugify_collapse_mapping *m) {
   uint64_t first = (vma->start + c->pmd - 1) & ~(c->pmd - 1);
   size_t n = (size_t)(m->eligible / c->pmd);
-  if (s->window_count + n > s->window_cap) {
-    size_t bigger_cap = (s->window_count + n) * 2;
-    struct agent_window *bigger = realloc(s->windows, bigger_cap * sizeof *bigger);
-    struct os_resident *bigger_scan = realloc(s->scan, bigger_cap * sizeof *bigger_scan);
-    if (bigger) s->windows = bigger;
-    if (bigger_scan) s->scan = bigger_scan;
-    if (!bigger || !bigger_scan) return -ENOMEM;
-    s->window_cap = bigger_cap;
+  if (s->window_count + n > s->window_cap) { /* two arrays of one capacity */
+    size_t window_cap = s->window_cap, scan_cap = s->window_cap;
+    if (ARRAY_GROW(s->windows, s->window_count + n, window_cap) != 0 ||
+        ARRAY_GROW(s->scan, s->window_count + n, scan_cap) != 0)
+      return -ENOMEM;
+    s->window_cap = window_cap < scan_cap ? window_cap : scan_cap;
   }
   bool scanned = s->pagemap >= 0 && os_pagemap_windows_fd(s->pagemap, first, first + m->eligible, c->pmd, s->scan) == 0;
   s->all_scanned &= scanned;

@@ -191,7 +191,7 @@ static long walk_symbols(const unsigned char *bytes, size_t size, const Elf64_Sh
                          elf_function_fn fn, void *context) {
   if (table->sh_entsize != sizeof(Elf64_Sym) || !in_bounds(table->sh_offset, table->sh_size, size) ||
       !in_bounds(strings->sh_offset, strings->sh_size, size))
-    return -1;
+    return -ENOEXEC;
   const char *names = (const char *)bytes + strings->sh_offset;
   long count = 0;
   for (uint64_t off = 0; off + sizeof(Elf64_Sym) <= table->sh_size; off += sizeof(Elf64_Sym)) {
@@ -208,12 +208,12 @@ static long walk_symbols(const unsigned char *bytes, size_t size, const Elf64_Sh
 long elf_functions(const void *data, size_t size, elf_function_fn fn, void *context) {
   const unsigned char *bytes = data;
   if (!data || size < sizeof(Elf64_Ehdr) || memcmp(bytes, ELFMAG, SELFMAG) != 0 || bytes[EI_CLASS] != ELFCLASS64)
-    return -1;
+    return -ENOEXEC;
   Elf64_Ehdr eh;
   memcpy(&eh, bytes, sizeof eh);
   if (eh.e_shnum == 0) return 0; /* no section headers at all: nothing to name functions with */
   if (eh.e_shentsize != sizeof(Elf64_Shdr) || !in_bounds(eh.e_shoff, (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr), size))
-    return -1;
+    return -ENOEXEC;
   int chosen = -1;
   for (unsigned i = 0; i < eh.e_shnum; i++) {
     Elf64_Shdr sh;
@@ -224,42 +224,40 @@ long elf_functions(const void *data, size_t size, elf_function_fn fn, void *cont
   if (chosen < 0) return 0;
   Elf64_Shdr table, strings;
   memcpy(&table, bytes + eh.e_shoff + (uint64_t)chosen * sizeof table, sizeof table);
-  if (table.sh_link >= eh.e_shnum) return -1;
+  if (table.sh_link >= eh.e_shnum) return -ENOEXEC;
   memcpy(&strings, bytes + eh.e_shoff + (uint64_t)table.sh_link * sizeof strings, sizeof strings);
   return walk_symbols(bytes, size, &table, &strings, fn, context);
 }
 
-void *elf_map_file(const char *path, size_t *size) {
+int elf_map_file(const char *path, void **data, size_t *size) {
   /* a FIFO would block the open and the read; a device is no ELF file: refused before either */
   int fd = safe_file_open_read(path, true);
-  if (fd < 0) { errno = -fd; return NULL; }
+  if (fd < 0) return fd;
   struct stat st;
-  void *p = NULL;
-  if (fstat(fd, &st) != 0) goto done;
-  if (st.st_size == 0) { errno = ENOEXEC; goto done; }
-  int rc = os_mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0, &p);
-  if (rc) errno = -rc;
-  else *size = (size_t)st.st_size;
-done:;
-  int saved = errno;
+  int rc = fstat(fd, &st) != 0 ? -errno : st.st_size == 0 ? -ENOEXEC : 0;
+  if (rc == 0) rc = os_mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0, data);
+  if (rc == 0) *size = (size_t)st.st_size;
   close(fd);
-  errno = saved;
-  return p;
+  return rc;
+}
+
+void elf_unmap(void *data, size_t size) {
+  if (data) os_munmap(data, size);
 }
 
 int hugify_elf_read(const char *path, struct hugify_elf_info *out) {
   if (!path || !out) return -EINVAL;
   size_t size = 0;
-  void *data = elf_map_file(path, &size);
-  if (!data) {
-    int err = errno;
+  void *data = NULL;
+  int err = -elf_map_file(path, &data, &size);
+  if (err) {
     memset(out, 0, sizeof *out);
     snprintf(out->reason, sizeof out->reason, "%s", err == EINVAL ? "not a regular file (a device, FIFO or socket)"
                                                      : strerror(err));
     return -err;
   }
   int rc = hugify_elf_parse(data, size, out);
-  os_munmap(data, size);
+  elf_unmap(data, size);
   return rc;
 }
 
@@ -279,16 +277,16 @@ static bool file_offset_of(const unsigned char *bytes, size_t size, const Elf64_
 long elf_needed(const void *data, size_t size, elf_name_fn fn, void *context) {
   const unsigned char *bytes = data;
   if (!data || size < sizeof(Elf64_Ehdr) || memcmp(bytes, ELFMAG, SELFMAG) != 0 || bytes[EI_CLASS] != ELFCLASS64)
-    return -1;
+    return -ENOEXEC;
   Elf64_Ehdr eh;
   memcpy(&eh, bytes, sizeof eh);
   if (eh.e_phentsize != sizeof(Elf64_Phdr) || !in_bounds(eh.e_phoff, (uint64_t)eh.e_phnum * sizeof(Elf64_Phdr), size))
-    return -1;
+    return -ENOEXEC;
   for (unsigned i = 0; i < eh.e_phnum; i++) {
     Elf64_Phdr ph;
     memcpy(&ph, bytes + eh.e_phoff + (uint64_t)i * sizeof ph, sizeof ph);
     if (ph.p_type != PT_DYNAMIC) continue;
-    if (!in_bounds(ph.p_offset, ph.p_filesz, size)) return -1;
+    if (!in_bounds(ph.p_offset, ph.p_filesz, size)) return -ENOEXEC;
     /* two passes: DT_STRTAB/DT_STRSZ may follow the DT_NEEDED entries */
     uint64_t strtab = 0, strsz = 0, strings = 0;
     bool have_strtab = false;
@@ -299,7 +297,7 @@ long elf_needed(const void *data, size_t size, elf_name_fn fn, void *context) {
       if (dyn.d_tag == DT_STRTAB) { strtab = dyn.d_un.d_ptr; have_strtab = true; }
       if (dyn.d_tag == DT_STRSZ) strsz = dyn.d_un.d_val;
     }
-    if (!have_strtab || !file_offset_of(bytes, size, &eh, strtab, &strings)) return -1;
+    if (!have_strtab || !file_offset_of(bytes, size, &eh, strtab, &strings)) return -ENOEXEC;
     if (strsz == 0 || strsz > size - strings) strsz = size - strings;
     long count = 0;
     for (uint64_t off = 0; off + sizeof(Elf64_Dyn) <= ph.p_filesz; off += sizeof(Elf64_Dyn)) {
@@ -307,9 +305,9 @@ long elf_needed(const void *data, size_t size, elf_name_fn fn, void *context) {
       memcpy(&dyn, bytes + ph.p_offset + off, sizeof dyn);
       if (dyn.d_tag == DT_NULL) break;
       if (dyn.d_tag != DT_NEEDED) continue;
-      if (dyn.d_un.d_val >= strsz) return -1;
+      if (dyn.d_un.d_val >= strsz) return -ENOEXEC;
       const char *name = (const char *)bytes + strings + dyn.d_un.d_val;
-      if (!memchr(name, '\0', strsz - dyn.d_un.d_val)) return -1;
+      if (!memchr(name, '\0', strsz - dyn.d_un.d_val)) return -ENOEXEC;
       if (fn) fn(context, name);
       count++;
     }

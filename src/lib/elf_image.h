@@ -24,7 +24,7 @@ uint64_t elf_huge_window(uint64_t start, uint64_t end, uint64_t *window_start, u
 typedef void (*elf_function_fn)(void *context, uint64_t value, uint64_t size, const char *name);
 
 /* The function symbols of an ELF64 image: .symtab when present, else .dynsym. Returns how many were
- * passed to fn, -1 when the section headers lie outside the data (or the image is not ELF64). fn may be
+ * passed to fn, -ENOEXEC when the section headers lie outside the data (or the image is not ELF64). fn may be
  * NULL (count only). */
 long elf_functions(const void *data, size_t size, elf_function_fn fn, void *context);
 
@@ -43,7 +43,7 @@ bool elf_script_program(const char *data, size_t length, char *out, size_t cap);
 typedef void (*elf_name_fn)(void *context, const char *name);
 
 /* The DT_NEEDED entries of an ELF64 image, in order (the string table found through its PT_LOAD
- * segments). Returns how many were passed to fn, -1 when the image is not ELF64 or its dynamic section
+ * segments). Returns how many were passed to fn, -ENOEXEC when the image is not ELF64 or its dynamic section
  * or string table lie outside the data; 0 for a static image. fn may be NULL (count only). */
 long elf_needed(const void *data, size_t size, elf_name_fn fn, void *context);
 
@@ -63,9 +63,11 @@ const char *elf_heap_owner_symbol(size_t index);
  * ELF64. */
 bool elf_is_go(const void *data, size_t size);
 
-/* Map a regular file read-only (never blocks: a FIFO or device is EINVAL, safe_file_open_read). Returns the
- * address (and *size) or NULL with errno. Unmap with munmap. */
-void *elf_map_file(const char *path, size_t *size);
+/* Map a regular file read-only (never blocks: a FIFO or device is -EINVAL, safe_file_open_read): 0 with
+ * *data and *size set, or -errno (-ENOEXEC for an empty file) with *data untouched. Unmap with elf_unmap. */
+int elf_map_file(const char *path, void **data, size_t *size);
+/* Unmap what elf_map_file mapped (data NULL: nothing). */
+void elf_unmap(void *data, size_t size);
 
 #ifdef __cplusplus
 }

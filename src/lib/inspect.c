@@ -1,6 +1,7 @@
 /* inspect.c - hugify_inspect: how much of a process is on huge pages, by class and page kind, and why
  * the rest is not. Every figure is a sum of /proc/PID/smaps fields. */
 #include "inspect.h"
+#include "array.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -277,7 +278,7 @@ static int object_index(struct hugify_inspect_report *report, const char *path, 
   const char *name = path[0] ? path : "[anon]";
   for (size_t i = 0; i < report->object_count; i++)
     if (strcmp(report->objects[i].path, name) == 0) return (int)i;
-  if (report->object_count == cap) return -1;
+  if (report->object_count == cap) return -ENOSPC;
   struct hugify_inspect_object *object = &report->objects[report->object_count];
   memset(object, 0, sizeof *object);
   snprintf(object->path, sizeof object->path, "%s", name);
@@ -314,7 +315,8 @@ int inspect_classify(const struct smaps_vma *vmas, size_t count, const struct in
     m->aligned_bytes = aligned_window_bytes(vma->start, vma->end, pmd);
     inspect_vma_usage(vma, &m->usage);
     m->why = why_not_huge(vma, &m->usage, context, report->thp_stance, m->aligned_bytes);
-    m->object = m->memory_class == HUGIFY_CLASS_CODE ? object_index(report, vma->path, count) : -1;
+    int object = m->memory_class == HUGIFY_CLASS_CODE ? object_index(report, vma->path, count) : -ENOENT;
+    m->object = object >= 0 ? object : -1; /* the public report's "none" */
 
     usage_add(&report->total, &m->usage);
     usage_add(&report->classes[m->memory_class], &m->usage);
@@ -393,10 +395,10 @@ static void read_allocator_facts(pid_t pid, const struct smaps_vma *vmas, size_t
   if (allocator_is_runtime(seen)) return;
   snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
   size_t size = 0;
-  void *image = elf_map_file(path, &size);
-  if (!image) return;
+  void *image;
+  if (elf_map_file(path, &image, &size) != 0) return;
   facts->go_program = elf_is_go(image, size);
-  os_munmap(image, size);
+  elf_unmap(image, size);
 }
 
 int hugify_inspect(pid_t pid, struct hugify_inspect_report *report) {
@@ -501,21 +503,16 @@ static int rank_one(pid_t pid, void *context) {
   snprintf(path, sizeof path, "/proc/%d/comm", p.pid);
   if (os_read_small(path, p.command, sizeof p.command) < 0) p.command[0] = '\0';
   p.command[strcspn(p.command, "\n")] = '\0';
-  if (out->count == walk->cap) {
-    struct inspect_process *bigger = realloc(out->processes, 2 * walk->cap * sizeof *bigger);
-    if (!bigger) return -ENOMEM;
-    out->processes = bigger;
-    walk->cap *= 2;
-  }
+  if (ARRAY_GROW(out->processes, out->count + 1, walk->cap) != 0) return -ENOMEM;
   out->processes[out->count++] = p;
   return 0;
 }
 
 int inspect_rank_processes(struct inspect_ranking *out) {
   memset(out, 0, sizeof *out);
-  struct ranking_walk walk = {out, 256};
-  out->processes = malloc(walk.cap * sizeof *out->processes);
-  int rc = out->processes ? os_for_each_process(rank_one, &walk) : -ENOMEM;
+  struct ranking_walk walk = {out, 0};
+  int rc = ARRAY_GROW(out->processes, 256, walk.cap);
+  if (rc == 0) rc = os_for_each_process(rank_one, &walk);
   if (rc) {
     inspect_ranking_free(out);
     return rc;

@@ -1,6 +1,7 @@
 /* load_output.c - the latency figures of a load tool's output (load_output.h). Each tool's parser walks the
  * lines once ('\r' ends a line too: progress lines) and keeps the last result block it saw. */
 #include "load_output.h"
+#include "array.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -102,14 +103,14 @@ static double nearest_rank(const double *sorted, size_t n, double p) {
 
 /* ---- redis-benchmark ----------------------------------------------------------------------------------- */
 
-/* Column `name` of a header line ("avg min p50 p95 p99 max", or the CSV header), from 0; -1 when absent. */
+/* Column `name` of a header line ("avg min p50 p95 p99 max", or the CSV header), from 0; -ENOENT when absent. */
 static int column_of(const char *header, const char *name) {
   char copy[512];
   snprintf(copy, sizeof copy, "%s", header);
   int column = 0;
   for (char *save = NULL, *word = strtok_r(copy, " \t,\"", &save); word; word = strtok_r(NULL, " \t,\"", &save), column++)
     if (strcmp(word, name) == 0) return column;
-  return -1;
+  return -ENOENT;
 }
 
 /* The numbers of a summary or CSV line, by column (a CSV line starts with its quoted test name). */
@@ -337,13 +338,7 @@ static void pgbench_log_line(const char *line, struct pgbench_log *log) {
     log->aggregate_sum += field[2];
     log->aggregate_count += field[1];
   } else if (n <= 7 && field[4] >= 1e9) { /* a transaction: the fifth field is its epoch */
-    if (log->count == log->cap) {
-      size_t cap = log->cap ? log->cap * 2 : 1024;
-      double *grown = realloc(log->latencies, cap * sizeof *grown);
-      if (!grown) return;
-      log->latencies = grown;
-      log->cap = cap;
-    }
+    if (ARRAY_GROW(log->latencies, log->count + 1, log->cap) != 0) return;
     log->latencies[log->count++] = field[2];
   }
 }

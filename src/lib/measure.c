@@ -334,6 +334,14 @@ void measure_noise_read(struct measure_noise *noise) {
   }
 }
 
+void measure_noise_note(struct measure_noise *noise, const struct measure_spread *system, double cpu_median) {
+  if (system->median < MEASURE_SYSTEM_FLOOR) return;
+  double spread = (system->max - system->min) / system->median;
+  if (spread <= noise->system_spread) return;
+  noise->system_spread = spread;
+  noise->system_share = cpu_median > 0 ? system->median / cpu_median : 0;
+}
+
 void measure_noise_cause(const struct measure_noise *noise, char *out, size_t cap) {
   size_t used = 0;
   out[0] = '\0';

@@ -204,6 +204,12 @@ struct measure_noise {
 };
 /* Read the machine's side (load average, CPUs) into noise; system_* are left as they are. */
 void measure_noise_read(struct measure_noise *noise);
+/* Below this median kernel time (seconds) a series' spread is the clock's tick, not the kernel's noise. */
+#define MEASURE_SYSTEM_FLOOR 0.005
+/* Note one series of kernel times (its spread) and the median CPU time of the same runs: the noisiest series
+ * so far (by its system spread, from MEASURE_SYSTEM_FLOOR up) goes into noise->system_*. bench and check
+ * both diagnose through it. Pure. */
+void measure_noise_note(struct measure_noise *noise, const struct measure_spread *system, double cpu_median);
 /* The likely cause of wide intervals, as a sentence ("" when nothing stands out). Pure. */
 void measure_noise_cause(const struct measure_noise *noise, char *out, size_t cap);
 

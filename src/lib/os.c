@@ -1,6 +1,7 @@
 /* os.c - raw syscall wrappers and file readers. Every function returns -errno on failure (as liburing's
  * wrappers do); the parsing of what is read is procfs.c's (pure), the probing of features probe.c's. */
 #include "os.h"
+#include "array.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -44,23 +45,26 @@ int os_read_fd(int fd, char **text, size_t *length) {
   *text = NULL;
   size_t cap = 16384, used = 0;
   char *buf = malloc(cap);
-  while (buf) {
-    if (used >= OS_READ_FILE_MAX) { free(buf); buf = NULL; errno = EFBIG; break; }
+  int rc = buf ? 0 : -ENOMEM;
+  while (rc == 0) {
+    if (used >= OS_READ_FILE_MAX) { rc = -EFBIG; break; }
     if (cap - used < 4096) {
       char *bigger = realloc(buf, cap * 2);
-      if (!bigger) { free(buf); buf = NULL; errno = ENOMEM; break; }
+      if (!bigger) { rc = -ENOMEM; break; }
       buf = bigger;
       cap *= 2;
     }
     ssize_t n = read(fd, buf + used, cap - used - 1);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) { int saved = errno; free(buf); buf = NULL; errno = saved; break; }
-    if (n == 0) break;
+    if (n < 0) rc = -errno;
+    if (n <= 0) break;
     used += (size_t)n;
   }
-  int saved = errno;
   close(fd);
-  if (!buf) return -saved;
+  if (rc) {
+    free(buf);
+    return rc;
+  }
   buf[used] = '\0';
   if (length) *length = used;
   *text = buf;
@@ -153,12 +157,7 @@ long os_read_stack_pointers(int pid, uint64_t **out) {
     read_any = true;
     uint64_t sp;
     if (!parse_task_syscall_sp(text, &sp)) continue;
-    if (count == cap) {
-      cap = cap ? 2 * cap : 16;
-      uint64_t *bigger = realloc(sps, cap * sizeof *sps);
-      if (!bigger) { free(sps); closedir(dir); return -ENOMEM; }
-      sps = bigger;
-    }
+    if (ARRAY_GROW(sps, count + 1, cap) != 0) { free(sps); closedir(dir); return -ENOMEM; }
     sps[count++] = sp;
   }
   closedir(dir);

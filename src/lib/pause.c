@@ -1,6 +1,8 @@
 /* pause.c - the pause a collapse call causes in its target, from schedstat (see pause.h). */
 #include "pause.h"
+#include "array.h"
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,13 +13,7 @@ const double pause_bucket_bounds[PAUSE_BUCKETS] = {0.0005, 0.001, 0.002, 0.005, 
 static struct pause_thread *thread_of(struct pause_probe *p, int tid) {
   for (size_t i = 0; i < p->thread_count; i++)
     if (p->threads[i].tid == tid) return &p->threads[i];
-  if (p->thread_count == p->thread_cap) {
-    size_t cap = p->thread_cap ? 2 * p->thread_cap : 16;
-    struct pause_thread *bigger = realloc(p->threads, cap * sizeof *bigger);
-    if (!bigger) return NULL;
-    p->threads = bigger;
-    p->thread_cap = cap;
-  }
+  if (ARRAY_GROW(p->threads, p->thread_count + 1, p->thread_cap) != 0) return NULL;
   struct pause_thread *t = &p->threads[p->thread_count++];
   *t = (struct pause_thread){.tid = tid};
   return t;
@@ -58,12 +54,17 @@ void pause_probe_before(struct pause_probe *p, double now) {
   note_activity(p, p->before, p->before_count, now, false);
 }
 
-double pause_probe_after(struct pause_probe *p, double start, double end) {
-  if (!p->before) return -1;
+int pause_probe_after(struct pause_probe *p, double start, double end, double *pause) {
+  if (!p->before) return -ENOMEM; /* pause_probe_init could not take its first reading */
   struct os_task_times *after = malloc(PAUSE_MAX_THREADS * sizeof *after);
-  if (!after) return -1;
+  if (!after) return -ENOMEM;
   long n = os_read_task_times((int)p->pid, after, PAUSE_MAX_THREADS);
-  double span = end - start, longest = -1;
+  if (n < 0) {
+    free(after);
+    return (int)n;
+  }
+  double span = end - start;
+  int found = 0;
   for (long a = 0; a < n; a++) {
     for (size_t b = 0; b < p->before_count; b++) {
       if (after[a].tid != p->before[b].tid) continue;
@@ -71,13 +72,14 @@ double pause_probe_after(struct pause_probe *p, double start, double end) {
       if (!t || !t->changed_at || start - t->changed_at > PAUSE_BUSY_SECONDS) break; /* idle: not held up */
       double ran = (double)(after[a].run_ns - p->before[b].run_ns) * 1e-9;
       double held = span > ran ? span - ran : 0;
-      if (held > longest) longest = held;
+      if (!found || held > *pause) *pause = held;
+      found = 1;
       break;
     }
   }
-  note_activity(p, after, n > 0 ? (size_t)n : 0, end, false);
+  note_activity(p, after, (size_t)n, end, false);
   free(after);
-  return longest;
+  return found;
 }
 
 static int compare_double(const void *a, const void *b) {

@@ -39,9 +39,10 @@ void pause_probe_init(struct pause_probe *probe, pid_t pid, double now);
 void pause_probe_free(struct pause_probe *probe);
 /* Right before a call (now: CLOCK_MONOTONIC seconds). */
 void pause_probe_before(struct pause_probe *probe, double now);
-/* Right after a call that ran from start to end: the longest a busy thread did not run during it (seconds),
- * or -1 when no thread of the target was busy (nothing to pause). */
-double pause_probe_after(struct pause_probe *probe, double start, double end);
+/* Right after a call that ran from start to end: 1 with *pause the longest a busy thread did not run
+ * during it (seconds), 0 when no thread of the target was busy (nothing to pause; *pause untouched), or
+ * -errno when the threads' times cannot be read. */
+int pause_probe_after(struct pause_probe *probe, double start, double end, double *pause);
 
 /* The q-quantile (0..1) of n values by the nearest rank (sorts them in place); 0 for n == 0. */
 double pause_quantile(double *values, size_t n, double q);

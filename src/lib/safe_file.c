@@ -125,8 +125,10 @@ int safe_file_replace(const char *path, const void *data, size_t length, mode_t 
   return 0;
 }
 
-int safe_file_open_append(const char *path, char *reason, size_t cap) {
-  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0600);
+/* Open with `flags` (O_CREAT, 0600, never through a link) and refuse what is not a regular file of ours
+ * with one link; blocking again once checked. The fd or -errno with the reason. */
+static int open_own_file(const char *path, int flags, char *reason, size_t cap) {
+  int fd = open(path, flags | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0600);
   if (fd < 0) {
     int err = errno;
     if (err == ELOOP) return refuse(err, reason, cap, "%s is a symbolic link; refused", path);
@@ -146,8 +148,22 @@ int safe_file_open_append(const char *path, char *reason, size_t cap) {
                   : st.st_uid != geteuid() ? "owned by another user"
                                            : "a hard link to another file");
   }
-  int flags = fcntl(fd, F_GETFL);
-  if (flags >= 0) fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  int now = fcntl(fd, F_GETFL);
+  if (now >= 0) fcntl(fd, F_SETFL, now & ~O_NONBLOCK);
+  return fd;
+}
+
+int safe_file_open_append(const char *path, char *reason, size_t cap) {
+  return open_own_file(path, O_WRONLY | O_APPEND, reason, cap);
+}
+
+int safe_file_open_scratch(const char *path, bool append, char *reason, size_t cap) {
+  int fd = open_own_file(path, O_RDWR | (append ? O_APPEND : 0), reason, cap);
+  if (fd >= 0 && ftruncate(fd, 0) != 0) {
+    int err = errno;
+    close(fd);
+    return refuse(err, reason, cap, "%s: %s", path, strerror(err));
+  }
   return fd;
 }
 

@@ -55,6 +55,11 @@ int safe_file_replace(const char *path, const void *data, size_t length, mode_t 
 /* Open `path` for appending (created 0600 when absent). Returns the fd (O_CLOEXEC) or -errno. */
 int safe_file_open_append(const char *path, char *reason, size_t cap);
 
+/* Open `path` read-write as a scratch file in a directory of our own (check's logs): created 0600 or
+ * truncated, never through a symbolic link, refused unless a regular file of ours with one link; appending
+ * when `append`. Returns the fd (O_CLOEXEC) or -errno with the reason. */
+int safe_file_open_scratch(const char *path, bool append, char *reason, size_t cap);
+
 /* Open `path` for reading: O_RDONLY|O_NONBLOCK|O_CLOEXEC, refused (-EINVAL) unless a regular file. With
  * `follow` false, a final link is refused too (-ELOOP). Returns the fd or -errno. */
 int safe_file_open_read(const char *path, bool follow);

@@ -70,12 +70,14 @@ static uint64_t keyed(const char *text, const char *key) {
   return text && parse_keyed_value(text, key, &value) ? value : STATUS_UNKNOWN;
 }
 
-const struct status_field status_khugepaged_fields[STATUS_KHUGEPAGED_FIELDS] = {
+const struct status_field status_khugepaged_fields[] = {
 #define FIELD(name) {#name, offsetof(struct status_khugepaged, name)}
     FIELD(pages_to_scan), FIELD(scan_sleep_millisecs), FIELD(alloc_sleep_millisecs), FIELD(defrag),
     FIELD(max_ptes_none), FIELD(max_ptes_swap), FIELD(max_ptes_shared), FIELD(pages_collapsed), FIELD(full_scans),
 #undef FIELD
 };
+_Static_assert(sizeof status_khugepaged_fields / sizeof status_khugepaged_fields[0] == STATUS_KHUGEPAGED_FIELDS,
+               "status_khugepaged_fields: one row per field of struct status_khugepaged");
 
 /* ---- the parts ------------------------------------------------------------------------------------ */
 

@@ -44,8 +44,10 @@ struct status_field {
   const char *name;
   size_t offset;
 };
-#define STATUS_KHUGEPAGED_FIELDS 9
-extern const struct status_field status_khugepaged_fields[STATUS_KHUGEPAGED_FIELDS];
+/* One row per field of struct status_khugepaged (all uint64_t): the count comes from the struct, and
+ * status.c fails to compile when a row is missing or extra. */
+#define STATUS_KHUGEPAGED_FIELDS (sizeof(struct status_khugepaged) / sizeof(uint64_t))
+extern const struct status_field status_khugepaged_fields[];
 static inline uint64_t status_khugepaged_value(const struct status_khugepaged *k, const struct status_field *f) {
   return *(const uint64_t *)((const char *)k + f->offset);
 }

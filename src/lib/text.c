@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "elf_image.h"
+#include "array.h"
 #include "internal.h"
 #include "measure.h"
 #include "os.h"
@@ -142,7 +143,8 @@ struct window_state {
 
 /* The window must be covered, without gaps, by private r-x mappings of one file that hold no modified
  * private pages and are not on huge pages already. With PAGEMAP_SCAN: /proc/self/maps (no page walk) and
- * the page flags of the window only; without: /proc/self/smaps. Returns 0, or fills `why` and returns -1. */
+ * the page flags of the window only; without: /proc/self/smaps. Returns 0, or fills `why` and returns -errno
+ * (-EINVAL: the window is not one to move). */
 static int check_window(const struct hugify_text_segment *s, struct window_state *state, char *why, size_t cap) {
   bool pagemap = probe_pagemap_scan(NULL, 0) == HUGIFY_FEATURE_YES;
   struct smaps_vma *vmas = NULL;
@@ -160,18 +162,18 @@ static int check_window(const struct hugify_text_segment *s, struct window_state
   }
   if (count < 0) {
     snprintf(why, cap, "/proc/self/%s unreadable (%s)", pagemap ? "maps" : "smaps", strerror((int)-count));
-    return -1;
+    return (int)count;
   }
   uint64_t at = s->window_start, modified = 0, huge = 0, inode = 0;
   int rc = 0;
   for (long i = 0; i < count && at < s->window_end && rc == 0; i++) {
     const struct smaps_vma *v = &vmas[i];
     if (v->end <= at) continue;
-    if (v->start > at) { snprintf(why, cap, "a gap in the mapping at 0x%llx", (unsigned long long)at); rc = -1; break; }
-    if (strncmp(v->path, "[anon:hugify-text", 17) == 0) { snprintf(why, cap, "already moved"); rc = -1; break; }
+    if (v->start > at) { snprintf(why, cap, "a gap in the mapping at 0x%llx", (unsigned long long)at); rc = -EINVAL; break; }
+    if (strncmp(v->path, "[anon:hugify-text", 17) == 0) { snprintf(why, cap, "already moved"); rc = -EINVAL; break; }
     if (strcmp(v->perms, "r-xp") != 0) {
       snprintf(why, cap, "mapped %s, not private read+execute (%.200s)", v->perms, v->path[0] ? v->path : "anonymous");
-      rc = -1;
+      rc = -EINVAL;
       break;
     }
     if (at == s->window_start) {
@@ -180,7 +182,7 @@ static int check_window(const struct hugify_text_segment *s, struct window_state
       inode = v->inode;
     } else if (v->inode != inode) {
       snprintf(why, cap, "the window spans different files");
-      rc = -1;
+      rc = -EINVAL;
       break;
     }
     uint64_t hi = v->end < s->window_end ? v->end : s->window_end;
@@ -191,7 +193,7 @@ static int check_window(const struct hugify_text_segment *s, struct window_state
   }
   free(vmas);
   if (rc) return rc;
-  if (at < s->window_end) { snprintf(why, cap, "not mapped to the end of the segment"); return -1; }
+  if (at < s->window_end) { snprintf(why, cap, "not mapped to the end of the segment"); return -EINVAL; }
   if (pagemap) {
     struct os_resident resident;
     if (state->file_backed && os_pagemap_anonymous(s->window_start, s->window_end, &modified) != 0) modified = 1;
@@ -203,9 +205,9 @@ static int check_window(const struct hugify_text_segment *s, struct window_state
     snprintf(why, cap, "%s of the window are modified private pages (uprobes, debugger breakpoints or text "
                        "relocations), or they could not be looked at: a copy could carry a uprobe's breakpoint",
              size);
-    return -1;
+    return -EINVAL;
   }
-  if (huge >= s->window_end - s->window_start) { snprintf(why, cap, "already on huge pages"); return -1; }
+  if (huge >= s->window_end - s->window_start) { snprintf(why, cap, "already on huge pages"); return -EINVAL; }
   return 0;
 }
 
@@ -389,13 +391,7 @@ static void move_segment(struct remap *r, const struct hugify_text_object *o, st
 
 static struct hugify_text_object *new_object(struct remap *r) {
   struct hugify_text_report *report = r->report;
-  if (report->object_count == r->cap) {
-    size_t cap = r->cap ? r->cap * 2 : 16;
-    struct hugify_text_object *bigger = realloc(report->objects, cap * sizeof *bigger);
-    if (!bigger) return NULL;
-    report->objects = bigger;
-    r->cap = cap;
-  }
+  if (ARRAY_GROW(report->objects, report->object_count + 1, r->cap) != 0) return NULL;
   struct hugify_text_object *o = &report->objects[report->object_count++];
   memset(o, 0, sizeof *o);
   return o;
@@ -508,9 +504,10 @@ static void write_perf_map(struct remap *r) {
       }
     }
     size_t size;
-    void *image = elf_map_file(o->main_program ? "/proc/self/exe" : o->path, &size);
-    if (!image) {
-      reason_add(report->reason, sizeof report->reason, "perf-map: %s: %s", o->path, strerror(errno));
+    void *image;
+    int rc = elf_map_file(o->main_program ? "/proc/self/exe" : o->path, &image, &size);
+    if (rc != 0) {
+      reason_add(report->reason, sizeof report->reason, "perf-map: %s: %s", o->path, strerror(-rc));
       continue;
     }
     struct perf_writer w = {out, o, 0};
@@ -518,7 +515,7 @@ static void write_perf_map(struct remap *r) {
       reason_add(report->reason, sizeof report->reason, "perf-map: %s: unreadable section headers", o->path);
     else if (w.written == 0)
       reason_add(report->reason, sizeof report->reason, "perf-map: %s: no function symbols (stripped)", o->path);
-    os_munmap(image, size);
+    elf_unmap(image, size);
   }
   if (out && fclose(out) != 0)
     reason_add(report->reason, sizeof report->reason, "perf-map failed: %s: %s", path, strerror(errno));

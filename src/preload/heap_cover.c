@@ -112,7 +112,7 @@ static void advise_shared(void *start, size_t length, const char *how) {
 
 /* A reservation of length + 2 MiB, inaccessible: the aligned address inside it, *base and *size of it. */
 static char *reserve_aligned(size_t length, char **base, size_t *size) {
-  size_t rounded = (length + 4095) & ~(size_t)4095;
+  size_t rounded = preload_page_up(length);
   *size = rounded + COVER_MIN;
   if (*size < rounded) return NULL;
   *base = call_next_mmap(NULL, *size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -122,7 +122,7 @@ static char *reserve_aligned(size_t length, char **base, size_t *size) {
 
 /* Give back the parts of a reservation around [used, used + length). */
 static void release_around(char *base, size_t size, char *used, size_t length) {
-  size_t rounded = (length + 4095) & ~(size_t)4095;
+  size_t rounded = preload_page_up(length);
   if (used > base) os_munmap(base, (size_t)(used - base));
   char *end = used + rounded;
   if (end < base + size) os_munmap(end, (size_t)(base + size - end));
@@ -208,7 +208,7 @@ struct carver {
 
 /* A piece of `length` bytes from the carver's current region, or NULL (then the caller maps as usual). */
 static void *carve(struct carver *carver, size_t length) {
-  size_t rounded = (length + 4095) & ~(size_t)4095;
+  size_t rounded = preload_page_up(length);
   if (atomic_flag_test_and_set_explicit(&carver->lock, memory_order_acquire)) return NULL;
   if ((size_t)(carver->end - carver->next) < rounded) {
     int count = atomic_load_explicit(&carver->region_count, memory_order_relaxed);
@@ -317,7 +317,7 @@ static struct carver *carver_for(void *addr, size_t length, int prot, int flags)
 
 /* A 2 MiB-aligned mapping of `length` bytes: map 2 MiB more, unmap the ends. */
 static void *map_aligned(size_t length, int prot, int flags, int fd, off_t offset) {
-  size_t rounded = (length + 4095) & ~(size_t)4095, reserve = rounded + COVER_MIN - 4096;
+  size_t rounded = preload_page_up(length), reserve = rounded + COVER_MIN - preload_page_size();
   if (reserve < rounded) return call_next_mmap(NULL, length, prot, flags, fd, offset);
   char *raw = call_next_mmap(NULL, reserve, prot, flags & ~MAP_POPULATE, fd, offset);
   if (raw == MAP_FAILED) return call_next_mmap(NULL, length, prot, flags, fd, offset);

@@ -3,7 +3,9 @@
 #define HUGIFY_PRELOAD_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/auxv.h>
 
 #include "options.h"
 
@@ -41,6 +43,12 @@ struct preload_fallback_entry {
 const struct preload_fallback_entry *preload_fallbacks(unsigned *count);
 
 /* Time spent inside hugify in this process: monotonic clock, and the running total. */
+/* The base page size (the kernel's, from the auxiliary vector: 4 KiB, 16 KiB or 64 KiB), and n rounded
+ * up to (preload_page_down: down to) a multiple of it. Never 4096 written out: arm64 kernels use 16 KiB and
+ * 64 KiB pages too. */
+static inline size_t preload_page_size(void) { return (size_t)getauxval(AT_PAGESZ); }
+static inline uintptr_t preload_page_up(uintptr_t n) { return (n + preload_page_size() - 1) & ~(uintptr_t)(preload_page_size() - 1); }
+static inline uintptr_t preload_page_down(uintptr_t n) { return n & ~(uintptr_t)(preload_page_size() - 1); }
 uint64_t preload_now_ns(void);
 void preload_add_ns(uint64_t nanoseconds);
 uint64_t preload_total_ns(void);

@@ -65,8 +65,8 @@ static int collect_object(struct dl_phdr_info *info, size_t size, void *context)
     const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
     if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X) || ph->p_memsz == 0) continue;
     uintptr_t start = info->dlpi_addr + ph->p_vaddr, end = start + ph->p_memsz;
-    object->starts[object->segments] = start & ~(uintptr_t)4095;
-    object->ends[object->segments] = (end + 4095) & ~(uintptr_t)4095;
+    object->starts[object->segments] = preload_page_down(start);
+    object->ends[object->segments] = preload_page_up(end);
     object->segments++;
   }
   if (object->segments) list->count++;

@@ -98,10 +98,10 @@ protected:
 
 bool is_go_file(const std::string &path) {
   size_t size = 0;
-  void *image = elf_map_file(path.c_str(), &size);
-  if (!image) return false;
+  void *image;
+  if (elf_map_file(path.c_str(), &image, &size) != 0) return false;
   bool go = elf_is_go(image, size);
-  munmap(image, size);
+  elf_unmap(image, size);
   return go;
 }
 

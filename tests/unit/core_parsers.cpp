@@ -9,6 +9,7 @@
 #include "test_support.hpp"
 
 extern "C" {
+#include "array.h"
 #include "options.h"
 #include "procfs.h"
 #include "reason.h"
@@ -334,4 +335,27 @@ TEST(Environ, ValueOfANameInProcEnviron) {
   ASSERT_TRUE(parse_environ_value(empty.data(), empty.size(), "PYTHONMALLOC", value, sizeof value));
   EXPECT_STREQ(value, "");
   EXPECT_FALSE(parse_environ_value("", 0, "PYTHONMALLOC", value, sizeof value));
+}
+
+// The one way to grow an array (src/lib/array.h, as git's ALLOC_GROW): by doubling from 16, never past what
+// size_t can count in bytes (the planted overflow: -ENOMEM, the array and its capacity as they were).
+TEST(ArrayGrow, DoublesAndRefusesAnOverflow) {
+  uint64_t *numbers = nullptr;
+  size_t cap = 0;
+  ASSERT_EQ(ARRAY_GROW(numbers, 1, cap), 0);
+  EXPECT_EQ(cap, 16u);
+  ASSERT_EQ(ARRAY_GROW(numbers, 17, cap), 0);
+  EXPECT_EQ(cap, 32u);
+  for (size_t i = 0; i < 100; i++) {
+    ASSERT_EQ(ARRAY_GROW(numbers, i + 1, cap), 0);
+    numbers[i] = i;
+  }
+  EXPECT_EQ(cap, 128u);
+  EXPECT_EQ(numbers[99], 99u);
+  uint64_t *before = numbers;
+  EXPECT_EQ(ARRAY_GROW(numbers, SIZE_MAX / sizeof *numbers + 1, cap), -ENOMEM);
+  EXPECT_EQ(ARRAY_GROW(numbers, SIZE_MAX, cap), -ENOMEM);
+  EXPECT_EQ(numbers, before);
+  EXPECT_EQ(cap, 128u);
+  free(numbers);
 }

@@ -216,4 +216,35 @@ TEST(ExitCodes, OneMappingOfLibraryResults) {
   EXPECT_EQ(exit_code_for(-ESRCH), EXIT_SHORT);
 }
 
+// The table's own rules (option_table_check, as git's parse_options_check): each planted mistake is named,
+// and option_table_parse refuses a bad table before reading argv.
+TEST(OptionTable, ChecksItsOwnRows) {
+  char error[256] = "";
+  EXPECT_EQ(option_table_check(table, error, sizeof error), 0) << error;
+  const option_spec twice[] = {OPT_FLAG("dry-run", 0, struct values, dry_run, "a"),
+                               OPT_FLAG("dry-run", 0, struct values, verbose, "b"), OPT_END};
+  EXPECT_EQ(option_table_check(twice, error, sizeof error), -EINVAL);
+  EXPECT_STREQ(error, "option table: --dry-run appears twice");
+  const option_spec same_short[] = {OPT_FLAG("dry-run", 'v', struct values, dry_run, "a"),
+                                    OPT_FLAG("verbose", 'v', struct values, verbose, "b"), OPT_END};
+  EXPECT_EQ(option_table_check(same_short, error, sizeof error), -EINVAL);
+  EXPECT_STREQ(error, "option table: --verbose has the short name of an earlier option");
+  const option_spec no_words[] = {OPT_ENUM("metric", struct values, metric, "M", nullptr, "a"), OPT_END};
+  EXPECT_EQ(option_table_check(no_words, error, sizeof error), -EINVAL);
+  EXPECT_STREQ(error, "option table: --metric is an enum without its words");
+  const option_spec upside_down[] = {OPT_COUNT("runs", struct values, runs, "N", 10, 2, "a"), OPT_END};
+  EXPECT_EQ(option_table_check(upside_down, error, sizeof error), -EINVAL);
+  EXPECT_STREQ(error, "option table: --runs has a lower bound above its upper bound");
+  std::vector<option_spec> long_table(OPTIONS_MAX_ROWS + 1, option_spec(OPT_GROUP("Options")));
+  long_table.push_back(option_spec(OPT_END));
+  EXPECT_EQ(option_table_check(long_table.data(), error, sizeof error), -EINVAL);
+  EXPECT_STREQ(error, "option table: group Options is past row 64 (the given-bits of option_result)");
+  values v{};
+  option_result result;
+  char arg0[] = "x", arg1[] = "--dry-run";
+  char *argv[] = {arg0, arg1};
+  EXPECT_EQ(option_table_parse(twice, OPTIONS_ANYWHERE, 2, argv, &v, &result), -EINVAL);
+  EXPECT_STREQ(result.error, "option table: --dry-run appears twice");
+}
+
 }  // namespace

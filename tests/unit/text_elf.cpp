@@ -280,7 +280,7 @@ TEST(ElfImage, FunctionSymbolsForThePerfMap) {
   // Section headers beyond the data: unknown, not zero.
   Elf64_Ehdr eh;
   memcpy(&eh, image.data(), sizeof eh);
-  EXPECT_EQ(elf_functions(image.data(), eh.e_shoff + 10, nullptr, nullptr), -1);
+  EXPECT_EQ(elf_functions(image.data(), eh.e_shoff + 10, nullptr, nullptr), -ENOEXEC);
 }
 
 TEST(ElfImage, HugeWindowArithmetic) {
@@ -304,22 +304,22 @@ TEST(ElfRead, InterpreterOfADynamicAndAStaticProgram) {
 }
 
 // DT_NEEDED, what `hugify run` reads to know a sanitized program: this test program's own list (read back
-// from the real file), none in a static program, -1 for a cut image, never a read past the end.
+// from the real file), none in a static program, -ENOEXEC for a cut image, never a read past the end.
 TEST(ElfRead, NeededLibrariesOfADynamicAndAStaticProgram) {
   auto needed = [](const std::string &path, long *count) {
     size_t size = 0;
-    void *data = elf_map_file(path.c_str(), &size);
+    void *data = nullptr;
     std::vector<std::string> names;
-    EXPECT_NE(data, nullptr) << path;
+    EXPECT_EQ(elf_map_file(path.c_str(), &data, &size), 0) << path;
     if (!data) return names;
     *count = elf_needed(data, size, [](void *context, const char *name) {
       static_cast<std::vector<std::string> *>(context)->push_back(name);
     }, &names);
     if (*count > 0) { // cut before its dynamic section or string table
       std::vector<unsigned char> cut(static_cast<unsigned char *>(data), static_cast<unsigned char *>(data) + 4096);
-      EXPECT_EQ(elf_needed(cut.data(), cut.size(), nullptr, nullptr), -1);
+      EXPECT_EQ(elf_needed(cut.data(), cut.size(), nullptr, nullptr), -ENOEXEC);
     }
-    munmap(data, size);
+    elf_unmap(data, size);
     return names;
   };
   long count = -2;
@@ -328,7 +328,7 @@ TEST(ElfRead, NeededLibrariesOfADynamicAndAStaticProgram) {
   EXPECT_NE(std::find(names.begin(), names.end(), "libc.so.6"), names.end());
   std::vector<std::string> none = needed(test_support::helper_path("static_hello"), &count);
   EXPECT_EQ(count, 0);
-  EXPECT_EQ(elf_needed("not an ELF image", 16, nullptr, nullptr), -1);
+  EXPECT_EQ(elf_needed("not an ELF image", 16, nullptr, nullptr), -ENOEXEC);
 }
 
 TEST(ElfRead, HeapOwnersByLibraryAndSymbol) {
