@@ -149,7 +149,7 @@ static struct feature_cache pagemap_scan_cache = {PTHREAD_ONCE_INIT, HUGIFY_FEAT
 static void probe_pagemap_scan_once(void) {
   struct feature_cache *c = &pagemap_scan_cache;
   static char probe_page[8192];
-  struct os_resident r;
+  struct resident_bytes r;
   uintptr_t start = ((uintptr_t)probe_page + 4095) & ~(uintptr_t)4095;
   int rc = os_pagemap_resident(start, start + 4096, &r);
   c->state = rc == 0 ? HUGIFY_FEATURE_YES : HUGIFY_FEATURE_NO;
