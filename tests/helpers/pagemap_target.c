@@ -24,28 +24,16 @@
 #include <unistd.h>
 
 #include "os.h"
+#include "target_memory.h"
 
-#define HUGE (UINT64_C(2) << 20)
-#define PAGE 4096
+#define HUGE TARGET_HUGE
+#define PAGE TARGET_PAGE
 #define REGION (2 * HUGE)
 
-/* 2 MiB-aligned, between read-only neighbours so it stays one mapping of its own. */
-static char *aligned_map(void) {
-  char *raw = mmap(NULL, REGION + 2 * HUGE, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) { perror("pagemap_target: mmap"); exit(2); }
-  char *at = (char *)(((uintptr_t)raw + HUGE + HUGE - 1) & ~(uintptr_t)(HUGE - 1));
-  if (mprotect(at, REGION, PROT_READ | PROT_WRITE) != 0) { perror("pagemap_target: mprotect"); exit(2); }
-  return at;
-}
-
-static void touch(char *p, size_t size, size_t every) {
-  for (size_t at = 0; at < size; at += every * PAGE) p[at] = (char)(at / PAGE + 1);
-}
-
 static char *huge_region(void) {
-  char *p = aligned_map();
+  char *p = target_aligned_map(REGION);
   madvise(p, REGION, MADV_HUGEPAGE);
-  touch(p, REGION, 1);
+  target_touch(p, REGION, 1);
   madvise(p, REGION, MADV_COLLAPSE); /* where the faults fell back to 4 KiB pages; EINVAL before 6.1 */
   return p;
 }
@@ -54,18 +42,18 @@ static void show(const char *name, const char *p) { printf("%s %p %llu\n", name,
 
 int main(void) {
   prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0); /* 4 KiB pages while filling, whatever the system THP mode */
-  char *dense = aligned_map(), *sparse = aligned_map(), *empty = aligned_map(), *zero = aligned_map();
-  touch(dense, REGION, 1);
-  touch(sparse, REGION, 10);
+  char *dense = target_aligned_map(REGION), *sparse = target_aligned_map(REGION), *empty = target_aligned_map(REGION), *zero = target_aligned_map(REGION);
+  target_touch(dense, REGION, 1);
+  target_touch(sparse, REGION, 10);
   volatile char sum = 0;
   for (size_t at = 0; at < REGION; at += PAGE) sum += zero[at];
   prctl(PR_SET_THP_DISABLE, 0, 0, 0, 0);
-  char *huge = huge_region(), *churn = huge_region(), *split = huge_region(), *hugezero = aligned_map();
+  char *huge = huge_region(), *churn = huge_region(), *split = huge_region(), *hugezero = target_aligned_map(REGION);
   madvise(hugezero, REGION, MADV_HUGEPAGE);
   for (size_t at = 0; at < REGION; at += PAGE) sum += hugezero[at];
   for (size_t w = 0; w < REGION; w += HUGE) {
     madvise(churn + w + HUGE / 2, HUGE / 4, MADV_DONTNEED);
-    touch(churn + w + HUGE / 2, HUGE / 8, 1);
+    target_touch(churn + w + HUGE / 2, HUGE / 8, 1);
     mprotect(split + w + HUGE / 2, PAGE, PROT_READ);
     mprotect(split + w + HUGE / 2, PAGE, PROT_READ | PROT_WRITE);
   }

@@ -33,13 +33,14 @@ struct region {
   size_t size = 0;
 };
 
-// pagemap_target, started and read until "ready"; ended when this goes away.
+// A helper (pagemap_target, or agent_target with arguments), started and read until "ready"; ended when
+// this goes away.
 struct target {
   FILE *out = nullptr;
   int pid = -1;
   std::map<std::string, region> regions;
-  target() {
-    out = popen(("exec " + test_support::helper_path("pagemap_target")).c_str(), "r");
+  explicit target(const std::string &helper = "pagemap_target", const std::string &args = "") {
+    out = popen(("exec " + test_support::helper_path(helper) + " " + args).c_str(), "r");
     char line[256];
     while (out && fgets(line, sizeof line, out)) {
       std::istringstream in(line);
@@ -98,7 +99,9 @@ TEST(PagemapWalk, EntriesGiveEachWindowOfAConstructedProcess) {
     EXPECT_EQ(pfns ? zero[k].zero : zero[k].base, PMD);
     // a quarter purged and half of it written again: 7/8 present, none of it on a PMD
     EXPECT_EQ(churn[k].base + churn[k].huge, PMD / 8 * 7);
-    if (pfns) EXPECT_EQ(churn[k].huge, 0u) << "a partial purge leaves the THP PTE-mapped";
+    if (pfns) {
+      EXPECT_EQ(churn[k].huge, 0u) << "a partial purge leaves the THP PTE-mapped";
+    }
   }
   if (!region_is_huge(t.pid, t.regions["huge"])) {
     os_walk_close(&w);
@@ -140,6 +143,42 @@ TEST(PagemapWalk, EntriesAndKpageflagsGiveWhatPagemapScanGives) {
     }
   }
   printf("split in place: %u of %u windows counted huge by kpageflags, not by PAGEMAP_SCAN\n", differ, split_windows);
+  os_walk_close(&scan), os_walk_close(&entries);
+}
+
+// The churn case (issue 31): a purging allocator gives a quarter of each huge page back (MADV_DONTNEED:
+// the PMD is split, the THP is not yet) and writes it again; the agent judges its collapses by whether the
+// windows are still huge. Round after round (collapse, then purge), the entries and kpageflags must call
+// a window huge exactly when PAGEMAP_SCAN does: the figure is printed.
+TEST(PagemapWalk, ChurnedWindowsAreJudgedAsPagemapScanJudgesThem) {
+  if (probe_pagemap_scan(nullptr, 0) != HUGIFY_FEATURE_YES) GTEST_SKIP() << "PAGEMAP_SCAN needs Linux 6.7+";
+  if (probe_madv_collapse(nullptr, 0) != HUGIFY_FEATURE_YES) GTEST_SKIP() << "MADV_COLLAPSE needs Linux 6.1+";
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (kpageflags, process_madvise)";
+  target t("agent_target", "--churn 32M");
+  ASSERT_GT(t.pid, 0);
+  os_walk scan, entries;
+  ASSERT_EQ(os_walk_open(t.pid, true, &scan), 0);
+  ASSERT_EQ(os_walk_open(t.pid, false, &entries), 0);
+  const region &r = t.regions["churn"];
+  unsigned windows = 0, differ = 0, huge = 0;
+  auto compare = [&] {
+    auto a = walk(scan, r), b = walk(entries, r);
+    for (size_t k = 0; k < a.size(); k++) {
+      windows++, huge += a[k].huge == PMD;
+      differ += a[k].huge != b[k].huge || a[k].base != b[k].base;
+    }
+  };
+  for (int round = 0; round < 8; round++) {
+    auto c = test_support::hugify({"collapse", std::to_string(t.pid), "--min-size", "2M"});
+    compare();
+    kill(t.pid, SIGUSR2);
+    char line[256];
+    while (fgets(line, sizeof line, t.out) && strncmp(line, "churned", 7) != 0) {}
+    compare();
+  }
+  printf("churn: %u of %u windows judged differently (PAGEMAP_SCAN called %u huge)\n", differ, windows, huge);
+  EXPECT_EQ(differ, 0u);
+  EXPECT_GT(huge, 0u) << "the collapses made the windows huge";
   os_walk_close(&scan), os_walk_close(&entries);
 }
 
