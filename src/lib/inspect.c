@@ -401,15 +401,16 @@ static void read_allocator_facts(pid_t pid, const struct smaps_vma *vmas, size_t
 
 /* Memory read but never written maps the shared zero page: smaps counts none of it (no Rss), so a region
  * that was only read shows as 0 % huge with nothing resident. Said in the reason where the walk can see
- * it (PAGEMAP_SCAN, or the PFNs as root); one walk per private anonymous mapping. */
+ * it (PAGEMAP_SCAN, or the PFNs as root); one walk per private anonymous mapping with room for 2 MiB of it. */
 static void note_zero_page(pid_t pid, const struct smaps_vma *vmas, size_t count, struct hugify_inspect_report *report) {
   struct os_walk walk;
   if (os_walk_open(pid, probe_pagemap_scan(NULL, 0) == HUGIFY_FEATURE_YES, &walk) != 0) return;
   uint64_t zero = 0;
   for (size_t i = 0; i < count && walk.source != OS_WALK_PRESENCE; i++) {
     struct resident_bytes r;
-    if (vma_is_private_anonymous(&vmas[i]) && vmas[i].end > vmas[i].start &&
-        os_walk_windows(&walk, vmas[i].start, vmas[i].end, vmas[i].end - vmas[i].start, &r) == 0)
+    uint64_t size = vmas[i].end - vmas[i].start; /* the zero page is not in Rss: room for 2 MiB of it */
+    if (vma_is_private_anonymous(&vmas[i]) && size >= vmas[i].rss + page_kind_size(HUGIFY_PAGE_THP) &&
+        os_walk_windows(&walk, vmas[i].start, vmas[i].end, size, &r) == 0)
       zero += r.zero;
   }
   os_walk_close(&walk);
