@@ -81,19 +81,26 @@ std::string thp_mode() {
   return open == std::string::npos || close == std::string::npos ? "" : text.substr(open + 1, close - open - 1);
 }
 
+// A window written on 4 KiB pages: `present` bytes, none huge. Under THP `always` khugepaged may have made
+// it huge since (the sparse one too, with max_ptes_none 511): the kernel's doing, then accepted.
+void expect_small(const resident_bytes &w, uint64_t present, bool pfns, bool always) {
+  bool made_huge = pfns ? w.huge == PMD : w.base == PMD && present < PMD;
+  if (always && made_huge) return;
+  EXPECT_EQ(w.base, present);
+  EXPECT_EQ(w.huge + w.zero, 0u);
+}
+
 TEST(PagemapWalk, EntriesGiveEachWindowOfAConstructedProcess) {
   target t;
   ASSERT_GT(t.pid, 0);
   os_walk w;
   ASSERT_EQ(os_walk_open(t.pid, false, &w), 0);
-  bool pfns = w.source == OS_WALK_KPAGEFLAGS;
+  bool pfns = w.source == OS_WALK_KPAGEFLAGS, always = thp_mode() == "always";
   for (size_t k = 0; k < 2; k++) {
     auto dense = walk(w, t.regions["dense"]), sparse = walk(w, t.regions["sparse"]);
     auto empty = walk(w, t.regions["empty"]), zero = walk(w, t.regions["zero"]), churn = walk(w, t.regions["churn"]);
-    EXPECT_EQ(dense[k].base, PMD);
-    EXPECT_EQ(dense[k].huge + dense[k].zero, 0u);
-    EXPECT_EQ(sparse[k].base, sparse_pages(k) * PAGE) << "every tenth page";
-    EXPECT_EQ(sparse[k].huge + sparse[k].zero, 0u);
+    expect_small(dense[k], PMD, pfns, always);
+    expect_small(sparse[k], sparse_pages(k) * PAGE, pfns, always);
     EXPECT_EQ(empty[k].base + empty[k].huge + empty[k].zero, 0u);
     // read, never written: the zero page, seen as such where the PFNs are (root); else merely present
     EXPECT_EQ(pfns ? zero[k].zero : zero[k].base, PMD);
