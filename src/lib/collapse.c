@@ -473,6 +473,7 @@ struct plan_state {
   struct resident_bytes *scan;  /* one mapping's walk per window */
   size_t window_count, window_cap;
   uint64_t unknown, zero;       /* bytes of windows whose presence could not be read; of zero-page mappings */
+  uint64_t split_in_place;      /* bytes kpageflags called huge beyond what smaps says is PMD-mapped */
   bool all_scanned, approximated;
 };
 
@@ -489,9 +490,11 @@ static void open_walk(struct collapse_context *c, struct plan_state *s) {
 static bool walk_mapping(struct collapse_context *c, struct plan_state *s, const struct smaps_vma *vma,
                          uint64_t first, size_t n) {
   if (s->walk.pagemap < 0 || os_walk_windows(&s->walk, first, first + n * c->pmd, c->pmd, s->scan) != 0) return false;
-  if (s->walk.source == OS_WALK_PRESENCE &&
-      !pagemap_huge_from_smaps(s->scan, n, c->pmd, vma->anon_huge + vma->shmem_pmd_mapped))
+  uint64_t pmd_mapped = vma->anon_huge + vma->shmem_pmd_mapped, huge = 0;
+  if (s->walk.source == OS_WALK_PRESENCE && !pagemap_huge_from_smaps(s->scan, n, c->pmd, pmd_mapped))
     s->approximated = true;
+  for (size_t k = 0; s->walk.source == OS_WALK_KPAGEFLAGS && k < n; k++) huge += s->scan[k].huge;
+  if (huge > pmd_mapped) s->split_in_place += huge - pmd_mapped; /* cross-check: smaps counts PMDs only */
   return true;
 }
 
@@ -610,6 +613,10 @@ static void plan_reasons(struct collapse_context *c, const struct plan_state *s)
   if (s->approximated)
     reason_add(reason, cap, "which windows are huge already is approximated from smaps (%s: no PFNs without "
                "CAP_SYS_ADMIN; run as root for kpageflags)", os_walk_name(s->walk.source));
+  if (s->split_in_place)
+    reason_add(reason, cap, "%llu MiB that kpageflags shows as whole huge pages are not PMD-mapped by smaps' "
+               "count (a PMD split in place; no PAGEMAP_SCAN to tell which windows): taken as huge",
+               (unsigned long long)(s->split_in_place >> 20));
   if (s->zero >= c->pmd)
     reason_add(reason, cap, "%llu MiB were read but never written: they map the shared zero page (no memory of "
                "their own, not on huge pages of their own) until written, and are not collapsed (that would "
