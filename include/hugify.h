@@ -106,9 +106,18 @@ struct hugify_backing {
   uint64_t resident_thp;   /* on PMD-mapped transparent huge pages */
   uint64_t resident_2m;    /* on hugetlb 2 MiB pages */
   uint64_t resident_1g;    /* on hugetlb 1 GiB pages */
-  int exact;               /* 1: per-page measurement (PAGEMAP_SCAN); 0: prorated from smaps per mapping */
-  uint64_t reserved[4];           /* zero: room to grow without an ABI break */
+  int exact;               /* 1: measured per page (PAGEMAP_SCAN, or pagemap + kpageflags as root); 0: see
+                              approximated */
+  uint64_t approximated;   /* 0 when exact, else HUGIFY_BACKING_* bits: what was approximated and why */
+  uint64_t zero_page;      /* bytes that map the shared zero page (read, never written), in no figure above
+                              (they stay on 4 KiB pages until written); 0 where not known */
+  uint64_t reserved[2];    /* zero: room to grow without an ABI break */
 };
+/* hugify_backing.approximated */
+#define HUGIFY_BACKING_HUGE_FROM_SMAPS 0x1u /* presence per page (pagemap), but which of it is huge prorated from
+                                               smaps: no PFNs without CAP_SYS_ADMIN (run as root to be exact) */
+#define HUGIFY_BACKING_ZERO_UNSEEN 0x2u     /* no PFNs: zero-page mappings count as resident_4k */
+#define HUGIFY_BACKING_PRORATED 0x4u        /* /proc/self/pagemap unreadable: everything prorated from smaps */
 
 /** Measure the range [p, p+size) of the caller's memory. Any range works: a hugify_alloc block, a
  *  malloc'd buffer, a global array, the program text. Returns 0 or -errno (-EINVAL for size 0 or a

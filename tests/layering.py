@@ -45,9 +45,8 @@ WRITE_OPEN = re.compile(r"\b(open|openat|creat)\s*\(.*\bO_(WRONLY|RDWR|CREAT)\b|
 SCHEMA = re.compile(r'"(hugify\.[a-z_.]+/[0-9]+)"')
 
 
-# KNOWN EXCEPTIONS to rule 4, to be emptied: procfs.c's parsers still return -1 with errno (being converted
-# on the `pagemap` branch). Nothing else may be added here.
-ERRNO_EXCEPTIONS = {"procfs.c": {"parse_smaps", "parse_buddyinfo", "parse_mounts"}}
+# Exceptions to rule 4: none. Nothing may be added here.
+ERRNO_EXCEPTIONS = {}
 # A function definition starts at column 0 ("static int name(...) {" or its first line), a body ends at "}".
 FUNCTION_START = re.compile(r"^[A-Za-z_][\w \t\*]*?\b(\w+)\(")
 SENTINEL = re.compile(r"\breturn\s+-1(\.0*)?\s*;|\b(rc|result|status)\s*=\s*-1\s*;|\berrno\s*=\s*E[A-Z0-9]+\b")

@@ -24,19 +24,31 @@ static void finish(struct hugify_backing *out) {
   out->resident = out->resident_4k + out->resident_thp + out->resident_2m + out->resident_1g;
 }
 
-/* The part [lo, hi) of one VMA. Exact with PAGEMAP_SCAN; otherwise the VMA's smaps figures prorated to
- * the part asked about. */
-static void measure_vma_part(const struct smaps_vma *vma, uint64_t lo, uint64_t hi, struct hugify_backing *out) {
+/* The part [lo, hi) of one VMA, from one walk of it (exact with PAGEMAP_SCAN or kpageflags), else the
+ * VMA's smaps figures prorated to the part asked about: its huge share without PFNs, everything without a
+ * pagemap. */
+static void measure_vma_part(const struct os_walk *walk, const struct smaps_vma *vma, uint64_t lo, uint64_t hi,
+                             struct hugify_backing *out) {
   out->mapped += hi - lo;
   bool hugetlb = smaps_vma_is_hugetlb(vma);
-  struct os_resident r;
-  if (out->exact && os_pagemap_resident(lo, hi, &r) == 0) {
-    if (hugetlb) add_huge(out, vma->kernel_page_size, r.huge + r.base);
-    else { out->resident_thp += r.huge; out->resident_4k += r.base; }
+  double share = vma->size ? (double)(hi - lo) / (double)vma->size : 0.0;
+  struct resident_bytes r;
+  if (walk->pagemap >= 0 && os_walk_windows(walk, lo, hi, hi - lo, &r) == 0) {
+    out->zero_page += r.zero;
+    if (hugetlb) { add_huge(out, vma->kernel_page_size, r.huge + r.base); return; }
+    if (walk->source == OS_WALK_PRESENCE) { /* which of the present bytes are huge: the VMA's share */
+      uint64_t thp = smaps_vma_thp_bytes(vma), huge = (uint64_t)(share * (double)thp);
+      if (huge > r.base) huge = r.base;
+      if (thp) out->approximated |= HUGIFY_BACKING_HUGE_FROM_SMAPS;
+      out->approximated |= HUGIFY_BACKING_ZERO_UNSEEN;
+      r.huge = huge;
+      r.base -= huge;
+    }
+    out->resident_thp += r.huge;
+    out->resident_4k += r.base;
     return;
   }
-  out->exact = 0;
-  double share = vma->size ? (double)(hi - lo) / (double)vma->size : 0.0;
+  out->approximated |= HUGIFY_BACKING_PRORATED;
   if (hugetlb) {
     add_huge(out, vma->kernel_page_size, (uint64_t)(share * (double)smaps_vma_hugetlb_bytes(vma)));
   } else {
@@ -52,29 +64,33 @@ int hugify_measure_backing(const void *p, size_t size, struct hugify_backing *ou
   uintptr_t start = (uintptr_t)p;
   if (size == 0 || start + size < start) return -EINVAL;
   out->size = size;
-  out->exact = probe_pagemap_scan(NULL, 0) == HUGIFY_FEATURE_YES;
   struct smaps_vma *vmas;
   long count = os_read_smaps(0, &vmas);
   if (count < 0) return count == -ENOMEM ? -ENOMEM : -ENOENT;
+  struct os_walk walk;
+  os_walk_open(0, probe_pagemap_scan(NULL, 0) == HUGIFY_FEATURE_YES, &walk);
   uintptr_t end = start + size;
   for (long i = 0; i < count; i++) {
     uint64_t lo = vmas[i].start > start ? vmas[i].start : start;
     uint64_t hi = vmas[i].end < end ? vmas[i].end : end;
-    if (lo < hi) measure_vma_part(&vmas[i], lo, hi, out);
+    if (lo < hi) measure_vma_part(&walk, &vmas[i], lo, hi, out);
   }
+  os_walk_close(&walk);
   free(vmas);
+  out->exact = out->approximated == 0;
   finish(out);
   return 0;
 }
 
 int backing_measure_mapping(const void *p, size_t size, enum hugify_page_kind kind, struct hugify_backing *out) {
-  struct os_resident r;
+  struct resident_bytes r;
   uintptr_t start = (uintptr_t)p;
   if (probe_pagemap_scan(NULL, 0) != HUGIFY_FEATURE_YES || os_pagemap_resident(start, start + size, &r) != 0)
     return hugify_measure_backing(p, size, out);
   memset(out, 0, sizeof *out);
   out->size = out->mapped = size;
   out->exact = 1;
+  out->zero_page = r.zero;
   if (kind == HUGIFY_PAGE_2M || kind == HUGIFY_PAGE_1G) add_huge(out, page_kind_size(kind), r.huge + r.base);
   else { out->resident_thp = r.huge; out->resident_4k = r.base; }
   finish(out);

@@ -1,8 +1,9 @@
 /* collapse.c - hugify_collapse: the existing anonymous memory of this or another process onto THP now,
  * with MADV_COLLAPSE (madvise for the caller, process_madvise through a pidfd for another process).
  *
- * The plan is made per 2 MiB window from smaps (which mappings) and PAGEMAP_SCAN (which windows hold
- * pages, which are huge already). Windows go to the kernel one per call (the gentle pace, below) or in
+ * The plan is made per 2 MiB window from smaps (which mappings) and one walk of the target's pagemap per
+ * mapping (which windows hold pages, which are huge already: PAGEMAP_SCAN on 6.7+, else the pagemap
+ * entries and, as root, kpageflags; os_walk_windows). Windows go to the kernel one per call (the gentle pace, below) or in
  * calls of at most chunk_size bytes (the full pace). When a call stops short, the window that failed is
  * found by asking again one window at a time, so every failed range is reported with the kernel's own
  * errno (a one-window call's errno is the window's already).
@@ -442,28 +443,37 @@ static bool exclude(struct collapse_context *c, const struct smaps_vma *vma, uin
 
 /* What planning carries from one mapping to the next. */
 struct plan_state {
-  int pagemap;                  /* the target's pagemap for PAGEMAP_SCAN, or -1 */
+  struct os_walk walk;          /* the target's pagemap; walk.pagemap -1 when it could not be opened */
   uint64_t page;
   uint32_t pmd_pages;
   double min_present;           /* the share of a window's pages that must be present to try it */
   struct agent_window *windows; /* every window planned, in address order */
-  struct os_resident *scan;     /* one mapping's PAGEMAP_SCAN figures per window */
+  struct resident_bytes *scan;  /* one mapping's walk per window */
   size_t window_count, window_cap;
-  bool all_scanned;
+  uint64_t unknown, zero;       /* bytes of windows whose presence could not be read; of zero-page mappings */
+  uint64_t split_in_place;      /* bytes kpageflags called huge beyond what smaps says is PMD-mapped */
+  bool all_scanned, approximated;
 };
 
-static int open_pagemap(struct collapse_context *c) {
-  int pagemap = -1;
-  if (probe_pagemap_scan(NULL, 0) == HUGIFY_FEATURE_YES) {
-    char path[64];
-    if (c->pidfd >= 0) snprintf(path, sizeof path, "/proc/%d/pagemap", (int)c->pid);
-    else snprintf(path, sizeof path, "/proc/self/pagemap");
-    pagemap = open(path, O_RDONLY | O_CLOEXEC);
-  }
-  if (pagemap < 0)
+static void open_walk(struct collapse_context *c, struct plan_state *s) {
+  bool scan = probe_pagemap_scan(NULL, 0) == HUGIFY_FEATURE_YES;
+  int rc = os_walk_open(c->pidfd >= 0 ? (int)c->pid : 0, scan, &s->walk);
+  if (rc)
     reason_add(c->report->reason, sizeof c->report->reason,
-               "PAGEMAP_SCAN unavailable: every window of a mapping with resident memory is tried");
-  return pagemap;
+               "/proc/%d/pagemap unreadable (%s): no window's presence is known, so none is tried; run as root "
+               "or with CAP_SYS_PTRACE over the process", (int)c->pid, errno_name(-rc));
+}
+
+/* The walk's figures per window of the mapping; without PFNs, which windows are huge comes from smaps. */
+static bool walk_mapping(struct collapse_context *c, struct plan_state *s, const struct smaps_vma *vma,
+                         uint64_t first, size_t n) {
+  if (s->walk.pagemap < 0 || os_walk_windows(&s->walk, first, first + n * c->pmd, c->pmd, s->scan) != 0) return false;
+  uint64_t pmd_mapped = vma->anon_huge + vma->shmem_pmd_mapped, huge = 0;
+  if (s->walk.source == OS_WALK_PRESENCE && !pagemap_huge_from_smaps(s->scan, n, c->pmd, pmd_mapped))
+    s->approximated = true;
+  for (size_t k = 0; s->walk.source == OS_WALK_KPAGEFLAGS && k < n; k++) huge += s->scan[k].huge;
+  if (huge > pmd_mapped) s->split_in_place += huge - pmd_mapped; /* cross-check: smaps counts PMDs only */
+  return true;
 }
 
 /* The guard: the agent's --min-present, else what khugepaged/max_ptes_none allows. */
@@ -514,7 +524,7 @@ static int plan_mapping_windows(struct collapse_context *c, struct plan_state *s
       return -ENOMEM;
     s->window_cap = window_cap < scan_cap ? window_cap : scan_cap;
   }
-  bool scanned = s->pagemap >= 0 && os_pagemap_windows_fd(s->pagemap, first, first + m->eligible, c->pmd, s->scan) == 0;
+  bool scanned = walk_mapping(c, s, vma, first, n);
   s->all_scanned &= scanned;
   struct agent_ledger *ledger = c->policy ? c->policy->ledger : NULL;
   for (size_t k = 0; k < n; k++) {
@@ -528,8 +538,10 @@ static int plan_mapping_windows(struct collapse_context *c, struct plan_state *s
       }
       if (huge) continue; /* huge already: costs nothing */
       w.present_pages = (uint32_t)((s->scan[k].base + s->scan[k].huge) / s->page);
-    } else {
-      w.present_pages = vma->rss ? s->pmd_pages : 0;
+      s->zero += s->scan[k].zero;
+    } else { /* presence unknown: never tried (a collapse of it could fill it with zeroes) */
+      if (vma->rss) s->unknown += c->pmd;
+      continue;
     }
     if (!agent_window_eligible(&w, s->pmd_pages, s->min_present)) {
       m->skipped_empty += c->pmd;
@@ -567,20 +579,43 @@ static int plan_ranges(struct collapse_context *c, struct plan_state *s, uint64_
   return rc;
 }
 
-/* Plan the windows of every eligible mapping. With PAGEMAP_SCAN on the target's pagemap (one walk per
- * mapping): skip windows that are huge already, and windows with fewer present pages than the guard wants
- * (plain collapse: khugepaged/max_ptes_none, since MADV_COLLAPSE ignores that knob and would fill them
- * with zeroes; the agent: its --min-present). Without it: every window of a mapping with resident memory.
- * Windows go in address order, or in the policy's order (agent_plan_windows) across the whole process. */
+/* What the plan could not know, and the memory it leaves on 4 KiB pages on purpose, in the reason. */
+static void plan_reasons(struct collapse_context *c, const struct plan_state *s) {
+  char *reason = c->report->reason;
+  size_t cap = sizeof c->report->reason;
+  if (s->unknown)
+    reason_add(reason, cap, "%llu MiB in windows whose presence could not be read were not tried",
+               (unsigned long long)(s->unknown >> 20));
+  if (s->approximated)
+    reason_add(reason, cap, "which windows are huge already is approximated from smaps (%s: no PFNs without "
+               "CAP_SYS_ADMIN; run as root for kpageflags)", os_walk_name(s->walk.source));
+  if (s->split_in_place)
+    reason_add(reason, cap, "%llu MiB that kpageflags shows as whole huge pages are not PMD-mapped by smaps' "
+               "count (a PMD split in place; no PAGEMAP_SCAN to tell which windows): taken as huge",
+               (unsigned long long)(s->split_in_place >> 20));
+  if (s->zero >= c->pmd)
+    reason_add(reason, cap, "%llu MiB were read but never written: they map the shared zero page (no memory of "
+               "their own, not on huge pages of their own) until written, and are not collapsed (that would "
+               "fill them with new zeroed memory)",
+               (unsigned long long)(s->zero >> 20));
+}
+
+/* Plan the windows of every eligible mapping. One walk of the target's pagemap per mapping (PAGEMAP_SCAN,
+ * else its entries and kpageflags: os_walk_windows): skip windows that are huge already, and windows with
+ * fewer present pages than the guard wants (plain collapse: khugepaged/max_ptes_none, since MADV_COLLAPSE
+ * ignores that knob and would fill them with zeroes; the agent: its --min-present). A window whose
+ * presence could not be read is never tried. Windows go in address order, or in the policy's order
+ * (agent_plan_windows) across the whole process. */
 static int plan(struct collapse_context *c, const struct smaps_vma *vmas, long count, uint64_t min_size,
                 uint64_t chunk, struct iovec **ranges, size_t *range_count) {
   struct hugify_collapse_report *r = c->report;
   r->mappings = calloc(count > 0 ? (size_t)count : 1, sizeof *r->mappings);
   if (!r->mappings) return -ENOMEM;
-  struct plan_state s = {.pagemap = open_pagemap(c), .page = (uint64_t)sysconf(_SC_PAGESIZE)};
+  struct plan_state s = {.page = (uint64_t)sysconf(_SC_PAGESIZE)};
+  open_walk(c, &s);
   s.pmd_pages = (uint32_t)(c->pmd / s.page);
   s.min_present = min_present_share(c, s.pmd_pages);
-  s.all_scanned = s.pagemap >= 0;
+  s.all_scanned = s.walk.pagemap >= 0;
   int rc = 0;
   for (long i = 0; i < count && rc == 0; i++) {
     const struct smaps_vma *vma = &vmas[i];
@@ -595,8 +630,9 @@ static int plan(struct collapse_context *c, const struct smaps_vma *vmas, long c
     r->resident_before += m->resident_before;
     r->huge_before += m->huge_before;
   }
-  if (s.pagemap >= 0) close(s.pagemap);
+  os_walk_close(&s.walk);
   free(s.scan);
+  plan_reasons(c, &s);
   if (c->policy) c->policy->scanned = s.all_scanned && rc == 0;
   if (rc == 0) rc = plan_ranges(c, &s, chunk, ranges, range_count);
   free(s.windows);

@@ -401,6 +401,28 @@ static void read_allocator_facts(pid_t pid, const struct smaps_vma *vmas, size_t
   elf_unmap(image, size);
 }
 
+/* Memory read but never written maps the shared zero page: smaps counts none of it (no Rss), so a region
+ * that was only read shows as 0 % huge with nothing resident. Said in the reason where the walk can see
+ * it (PAGEMAP_SCAN, or the PFNs as root); one walk per private anonymous mapping with room for 2 MiB of it. */
+static void note_zero_page(pid_t pid, const struct smaps_vma *vmas, size_t count, struct hugify_inspect_report *report) {
+  struct os_walk walk;
+  if (os_walk_open(pid, probe_pagemap_scan(NULL, 0) == HUGIFY_FEATURE_YES, &walk) != 0) return;
+  uint64_t zero = 0;
+  for (size_t i = 0; i < count && walk.source != OS_WALK_PRESENCE; i++) {
+    struct resident_bytes r;
+    uint64_t size = vmas[i].end - vmas[i].start; /* the zero page is not in Rss: room for 2 MiB of it */
+    if (vma_is_private_anonymous(&vmas[i]) && size >= vmas[i].rss + page_kind_size(HUGIFY_PAGE_THP) &&
+        os_walk_windows(&walk, vmas[i].start, vmas[i].end, size, &r) == 0)
+      zero += r.zero;
+  }
+  os_walk_close(&walk);
+  if (zero >= page_kind_size(HUGIFY_PAGE_THP))
+    reason_add(report->reason, sizeof report->reason,
+               "%llu MiB were read but never written: they map the shared zero page and hold no memory of "
+               "their own (in no figure above) until written",
+               (unsigned long long)(zero >> 20));
+}
+
 int hugify_inspect(pid_t pid, struct hugify_inspect_report *report) {
   if (!report) return -EINVAL;
   memset(report, 0, sizeof *report);
@@ -464,6 +486,7 @@ int hugify_inspect(pid_t pid, struct hugify_inspect_report *report) {
   };
   read_allocator_facts(report->pid, vmas, (size_t)count, &context.allocator);
   int rc = inspect_classify(vmas, (size_t)count, &context, report);
+  if (rc == 0) note_zero_page(pid, vmas, (size_t)count, report);
   free(stack_pointers);
   free(vmas);
   if (rc) snprintf(report->reason, sizeof report->reason, "out of memory");

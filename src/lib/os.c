@@ -133,9 +133,8 @@ long os_read_smaps(int pid, struct smaps_vma **out) {
   int rc = os_read_file(path, &text, NULL);
   if (rc) return rc;
   long count = parse_smaps(text, out);
-  int saved = errno;
   free(text);
-  return count < 0 ? -saved : count;
+  return count;
 }
 
 long os_read_stack_pointers(int pid, uint64_t **out) {
@@ -332,8 +331,8 @@ static int pagemap_fd = -1;
 static pthread_once_t pagemap_once = PTHREAD_ONCE_INIT;
 static void open_pagemap(void) { pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC); }
 
-int os_pagemap_resident(uintptr_t start, uintptr_t end, struct os_resident *out) {
-  out->base = out->huge = 0;
+int os_pagemap_resident(uintptr_t start, uintptr_t end, struct resident_bytes *out) {
+  memset(out, 0, sizeof *out);
   pthread_once(&pagemap_once, open_pagemap);
   if (pagemap_fd < 0) return -ENOENT;
   return os_pagemap_resident_fd(pagemap_fd, start, end, out);
@@ -368,56 +367,43 @@ static int pagemap_scan_regions(int fd, uintptr_t start, uintptr_t end, const st
   return 0;
 }
 
-struct split_sum {
-  uint64_t split;
-  uint64_t *bytes;
-};
-static void add_split(void *context, uint64_t from, uint64_t to, uint64_t categories) {
-  struct split_sum *s = context;
-  s->bytes[(categories & s->split) != 0] += to - from;
+/* The bytes of the matching regions: zero-page ones in ->zero, huge ones in ->huge, the rest in ->base. */
+static void add_region(void *context, uint64_t from, uint64_t to, uint64_t categories) {
+  struct resident_bytes *r = context;
+  if (categories & OS_PAGE_IS_PFNZERO) r->zero += to - from;
+  else if (categories & OS_PAGE_IS_HUGE) r->huge += to - from;
+  else r->base += to - from;
 }
 
-/* The bytes of the matching regions, in bytes[1] when they have category `split`, else in bytes[0]. */
-static int pagemap_scan(int fd, uintptr_t start, uintptr_t end, const struct os_pm_scan_arg *filter,
-                        uint64_t split, uint64_t bytes[2]) {
-  struct split_sum sum = {split, bytes};
-  return pagemap_scan_regions(fd, start, end, filter, add_split, &sum);
-}
-
-/* present and not the shared zero page, with "huge" returned */
-static const struct os_pm_scan_arg resident_filter = {.category_mask = OS_PAGE_IS_PRESENT | OS_PAGE_IS_PFNZERO,
-                                                      .category_inverted = OS_PAGE_IS_PFNZERO,
-                                                      .return_mask = OS_PAGE_IS_HUGE};
+/* present, with "huge" and "the shared zero page (4 KiB or huge)" returned */
+static const struct os_pm_scan_arg resident_filter = {.category_mask = OS_PAGE_IS_PRESENT,
+                                                      .return_mask = OS_PAGE_IS_HUGE | OS_PAGE_IS_PFNZERO};
 
 struct window_sum {
   uintptr_t start;
   uint64_t window;
-  struct os_resident *windows;
+  struct resident_bytes *windows;
 };
 static void add_window(void *context, uint64_t from, uint64_t to, uint64_t categories) {
   struct window_sum *s = context;
   while (from < to) {
     size_t index = (size_t)((from - s->start) / s->window);
     uint64_t window_end = s->start + (index + 1) * s->window, upto = to < window_end ? to : window_end;
-    if (categories & OS_PAGE_IS_HUGE) s->windows[index].huge += upto - from;
-    else s->windows[index].base += upto - from;
+    add_region(&s->windows[index], from, upto, categories);
     from = upto;
   }
 }
 
-int os_pagemap_windows_fd(int fd, uintptr_t start, uintptr_t end, uint64_t window, struct os_resident *windows) {
+int os_pagemap_windows_fd(int fd, uintptr_t start, uintptr_t end, uint64_t window, struct resident_bytes *windows) {
   size_t count = (size_t)((end - start + window - 1) / window);
   memset(windows, 0, count * sizeof *windows);
   struct window_sum sum = {start, window, windows};
   return pagemap_scan_regions(fd, start, end, &resident_filter, add_window, &sum);
 }
 
-int os_pagemap_resident_fd(int fd, uintptr_t start, uintptr_t end, struct os_resident *out) {
-  uint64_t bytes[2] = {0, 0};
-  int rc = pagemap_scan(fd, start, end, &resident_filter, OS_PAGE_IS_HUGE, bytes);
-  out->base = bytes[0];
-  out->huge = bytes[1];
-  return rc;
+int os_pagemap_resident_fd(int fd, uintptr_t start, uintptr_t end, struct resident_bytes *out) {
+  memset(out, 0, sizeof *out);
+  return pagemap_scan_regions(fd, start, end, &resident_filter, add_region, out);
 }
 
 /* ---- PAGEMAP_SCAN: private anonymous pages inside a file mapping (text remap) -------------------- */
@@ -431,10 +417,120 @@ int os_pagemap_anonymous(uintptr_t start, uintptr_t end, uint64_t *bytes) {
                                         .category_inverted = OS_PAGE_IS_FILE,
                                         .category_anyof_mask = OS_PAGE_IS_PRESENT | OS_PAGE_IS_SWAPPED,
                                         .return_mask = OS_PAGE_IS_PRESENT | OS_PAGE_IS_SWAPPED};
-  uint64_t found[2] = {0, 0};
-  int rc = pagemap_scan(pagemap_fd, start, end, &filter, 0, found);
-  *bytes = found[0];
+  struct resident_bytes found = {0, 0, 0};
+  int rc = pagemap_scan_regions(pagemap_fd, start, end, &filter, add_region, &found);
+  *bytes = found.base + found.zero; /* a private page is never the zero page; summed all the same */
   return rc;
+}
+
+/* ---- the plan's walk without PAGEMAP_SCAN: pagemap entries, kpageflags ----------------------------- */
+
+#define WALK_BATCH_PMDS 16 /* entries read per pread: 16 PMDs' worth (64 KiB of entries for 32 MiB) */
+
+static int pread_all(int fd, void *buf, size_t length, uint64_t offset) {
+  size_t done = 0;
+  while (done < length) {
+    ssize_t n = pread(fd, (char *)buf + done, length - done, (off_t)(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return -errno;
+    if (n == 0) return -EIO;
+    done += (size_t)n;
+  }
+  return 0;
+}
+
+/* The shared zero page's PFN, from a page of ours that was read and never written (0: PFNs hidden). */
+static uint64_t zero_pfn;
+static pthread_once_t zero_pfn_once = PTHREAD_ONCE_INIT;
+static void learn_zero_pfn(void) {
+  long page = sysconf(_SC_PAGESIZE);
+  void *p;
+  if (os_mmap(NULL, (size_t)page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0, &p) != 0) return;
+  (void)*(volatile const char *)p;
+  int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  uint64_t entry = 0;
+  if (fd >= 0 && pread_all(fd, &entry, sizeof entry, (uint64_t)((uintptr_t)p / (uintptr_t)page) * 8) == 0)
+    zero_pfn = pagemap_pfn(entry);
+  if (fd >= 0) close(fd);
+  os_munmap(p, (size_t)page);
+}
+
+int os_walk_open(int pid, bool scan, struct os_walk *w) {
+  char path[64];
+  proc_path(path, sizeof path, pid, "pagemap");
+  w->kpageflags = -1;
+  w->zero_pfn = 0;
+  w->source = scan ? OS_WALK_SCAN : OS_WALK_PRESENCE;
+  w->pagemap = open(path, O_RDONLY | O_CLOEXEC);
+  if (w->pagemap < 0) return -errno;
+  if (scan) return 0;
+  pthread_once(&zero_pfn_once, learn_zero_pfn);
+  if (zero_pfn == 0) return 0; /* PFNs hidden: no CAP_SYS_ADMIN */
+  w->kpageflags = open("/proc/kpageflags", O_RDONLY | O_CLOEXEC);
+  if (w->kpageflags < 0) return 0;
+  w->zero_pfn = zero_pfn;
+  w->source = OS_WALK_KPAGEFLAGS;
+  return 0;
+}
+
+void os_walk_close(struct os_walk *w) {
+  if (w->pagemap >= 0) close(w->pagemap);
+  if (w->kpageflags >= 0) close(w->kpageflags);
+  w->pagemap = w->kpageflags = -1;
+}
+
+const char *os_walk_name(enum os_walk_source source) {
+  switch (source) {
+  case OS_WALK_SCAN: return "PAGEMAP_SCAN";
+  case OS_WALK_KPAGEFLAGS: return "pagemap + kpageflags";
+  case OS_WALK_PRESENCE: break;
+  }
+  return "pagemap presence only";
+}
+
+/* What one PMD's entries are: a whole aligned run has its kpageflags read (one pread for the PMD). */
+static enum kpage_run judge_pmd(const struct os_walk *w, const uint64_t *entries, size_t pmd_pages) {
+  uint64_t flags[512];
+  if (w->kpageflags < 0 || pmd_pages > sizeof flags / sizeof flags[0] || !pagemap_aligned_run(entries, pmd_pages, pmd_pages) ||
+      pread_all(w->kpageflags, flags, pmd_pages * sizeof flags[0], pagemap_pfn(entries[0]) * 8) != 0)
+    return KPAGE_RUN_SMALL;
+  return kpageflags_run(flags, pmd_pages);
+}
+
+/* Batches of whole PMDs (each judged on all its entries, even where [start, end) has only part of it), the
+ * part inside [start, end) counted into its windows. */
+static int walk_entries(const struct os_walk *w, uintptr_t start, uintptr_t end, uint64_t window,
+                        struct resident_bytes *windows) {
+  uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), pmd = OS_HUGE_2M, pmd_pages = pmd / page;
+  uint64_t *entries = malloc(WALK_BATCH_PMDS * pmd_pages * sizeof *entries);
+  if (!entries) return -ENOMEM;
+  uintptr_t first = start & ~(pmd - 1), last = (end + pmd - 1) & ~(pmd - 1);
+  uintptr_t from_page = start & ~(page - 1), to_page = (end + page - 1) & ~(page - 1);
+  int rc = 0;
+  for (uintptr_t batch = first; batch < last && rc == 0; batch += WALK_BATCH_PMDS * pmd) {
+    uintptr_t batch_end = last - batch < WALK_BATCH_PMDS * pmd ? last : batch + WALK_BATCH_PMDS * pmd;
+    rc = pread_all(w->pagemap, entries, (batch_end - batch) / page * sizeof *entries, batch / page * 8);
+    for (uintptr_t at = batch; rc == 0 && at < batch_end; at += pmd) {
+      const uint64_t *own = entries + (at - batch) / page;
+      enum kpage_run run = judge_pmd(w, own, (size_t)pmd_pages);
+      uintptr_t piece = at > from_page ? at : from_page, pmd_end = at + pmd < to_page ? at + pmd : to_page;
+      while (piece < pmd_end) { /* the PMD's part in each window */
+        size_t index = (size_t)((piece > start ? piece - start : 0) / window);
+        uintptr_t window_end = start + (index + 1) * window, upto = pmd_end < window_end ? pmd_end : window_end;
+        pagemap_count(own + (piece - at) / page, (upto - piece) / page, run, w->zero_pfn, page, &windows[index]);
+        piece = upto;
+      }
+    }
+  }
+  free(entries);
+  return rc;
+}
+
+int os_walk_windows(const struct os_walk *w, uintptr_t start, uintptr_t end, uint64_t window,
+                    struct resident_bytes *windows) {
+  if (w->source == OS_WALK_SCAN) return os_pagemap_windows_fd(w->pagemap, start, end, window, windows);
+  memset(windows, 0, (size_t)((end - start + window - 1) / window) * sizeof *windows);
+  return walk_entries(w, start, end, window, windows);
 }
 
 int os_hypervisor_signature(char signature[12]) {

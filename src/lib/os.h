@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include "hugify.h"
+#include "procfs.h" /* struct resident_bytes */
 #include "reason.h" /* reason_add: most users of os.h fill reasons */
 
 struct smaps_vma;
@@ -140,19 +141,42 @@ void os_hugetlb_path(char *buf, size_t cap, uint64_t page_size, const char *leaf
 int os_map_hugetlb_flags(uint64_t page_size);
 
 /* ---- PAGEMAP_SCAN (Linux 6.7+): present pages of a range, split into huge / not huge ---- */
-struct os_resident {
-  uint64_t base;  /* present, not huge */
-  uint64_t huge;  /* present, PMD-mapped THP or hugetlb */
-};
-/* Returns 0, -ENOTTY when the kernel lacks PAGEMAP_SCAN, or -errno. Zero-page mappings do not count. */
-int os_pagemap_resident(uintptr_t start, uintptr_t end, struct os_resident *out);
+/* Returns 0, -ENOTTY when the kernel lacks PAGEMAP_SCAN, or -errno. Zero-page mappings count in `zero`
+ * only. */
+int os_pagemap_resident(uintptr_t start, uintptr_t end, struct resident_bytes *out);
 /* The same over an open /proc/PID/pagemap (another process's memory; needs PTRACE_MODE_READ to open). */
-int os_pagemap_resident_fd(int pagemap_fd, uintptr_t start, uintptr_t end, struct os_resident *out);
+int os_pagemap_resident_fd(int pagemap_fd, uintptr_t start, uintptr_t end, struct resident_bytes *out);
 /* The same per window of `window` bytes from start, in one walk: windows[(end - start + window - 1) /
  * window] is filled (zeroed first). Returns 0, -ENOTTY or -errno. */
 int os_pagemap_windows_fd(int pagemap_fd, uintptr_t start, uintptr_t end, uint64_t window,
-                          struct os_resident *windows);
+                          struct resident_bytes *windows);
 
+
+/* ---- the plan's walk on every kernel: PAGEMAP_SCAN where the kernel has it (6.7+), else the pagemap
+ * entries read in batches and, with CAP_SYS_ADMIN, the kpageflags of the PFNs of each run that can be one
+ * huge page (procfs.h decodes both) ---- */
+enum os_walk_source {
+  OS_WALK_SCAN,       /* PAGEMAP_SCAN: exact */
+  OS_WALK_KPAGEFLAGS, /* pagemap + kpageflags: exact presence and zero page; huge = a whole THP mapped in place */
+  OS_WALK_PRESENCE,   /* pagemap without PFNs (no CAP_SYS_ADMIN): presence only (the zero page counts as
+                       * present), `huge` always 0: the caller takes hugeness from smaps */
+};
+struct os_walk {
+  int pagemap, kpageflags; /* fds, -1 when not open */
+  uint64_t zero_pfn;       /* the shared zero page's PFN, 0 when not known */
+  enum os_walk_source source;
+};
+/* Open the walk of pid's memory (0: the caller's). scan: the kernel has PAGEMAP_SCAN (probe.h says) and it
+ * is to be used; false reads the entries even where it has it (tests compare the two). 0 or -errno (the
+ * pagemap cannot be opened: EACCES/EPERM without PTRACE_MODE_READ on the process). */
+int os_walk_open(int pid, bool scan, struct os_walk *w);
+void os_walk_close(struct os_walk *w);
+/* One walk of [start, end) per window of `window` bytes from start (windows[(end - start + window - 1) /
+ * window] zeroed first), as os_pagemap_windows_fd. 0 or -errno. */
+int os_walk_windows(const struct os_walk *w, uintptr_t start, uintptr_t end, uint64_t window,
+                    struct resident_bytes *windows);
+/* What the walk is, for reasons: "PAGEMAP_SCAN", "pagemap + kpageflags", "pagemap presence only". */
+const char *os_walk_name(enum os_walk_source source);
 
 /* Bytes of [start, end) backed by private anonymous pages, present or swapped: in a file mapping, the
  * pages written since it was mapped (copy-on-write: breakpoints, uprobes, relocations). Returns 0,

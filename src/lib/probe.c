@@ -149,12 +149,14 @@ static struct feature_cache pagemap_scan_cache = {PTHREAD_ONCE_INIT, HUGIFY_FEAT
 static void probe_pagemap_scan_once(void) {
   struct feature_cache *c = &pagemap_scan_cache;
   static char probe_page[8192];
-  struct os_resident r;
+  struct resident_bytes r;
   uintptr_t start = ((uintptr_t)probe_page + 4095) & ~(uintptr_t)4095;
   int rc = os_pagemap_resident(start, start + 4096, &r);
   c->state = rc == 0 ? HUGIFY_FEATURE_YES : HUGIFY_FEATURE_NO;
-  if (rc) snprintf(c->reason, sizeof c->reason, "PAGEMAP_SCAN: %s (needs Linux 6.7+); backing is prorated from smaps",
-                   strerror(-rc));
+  if (rc)
+    snprintf(c->reason, sizeof c->reason,
+             "PAGEMAP_SCAN: %s (needs Linux 6.7+); the pagemap entries are read instead (huge pages exact as root "
+             "through /proc/kpageflags, from smaps without)", strerror(-rc));
 }
 
 static struct feature_cache pmu_cache = {PTHREAD_ONCE_INIT, HUGIFY_FEATURE_UNKNOWN, ""};

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "units.h"
 
 bool parse_u64(const char *text, uint64_t *value) {
@@ -148,7 +149,7 @@ static void parse_smaps_field(const char *line, const char *end, struct smaps_vm
 long parse_smaps(const char *text, struct smaps_vma **out) {
   size_t count = 0, cap = 64;
   struct smaps_vma *vmas = malloc(cap * sizeof *vmas);
-  if (!vmas) { errno = ENOMEM; return -1; }
+  if (!vmas) return -ENOMEM;
   for (const char *line = text; *line;) {
     const char *end = strchr(line, '\n');
     if (!end) end = line + strlen(line);
@@ -158,17 +159,12 @@ long parse_smaps(const char *text, struct smaps_vma **out) {
     bool header = dash && isxdigit((unsigned char)line[0]) && (!space || dash < space) &&
                   !memchr(line, ':', (size_t)(dash - line));
     if (header) {
-      if (count == cap) {
-        struct smaps_vma *bigger = realloc(vmas, 2 * cap * sizeof *vmas);
-        if (!bigger) { free(vmas); errno = ENOMEM; return -1; }
-        vmas = bigger;
-        cap *= 2;
-      }
+      if (ARRAY_GROW(vmas, count + 1, cap) != 0) { free(vmas); return -ENOMEM; }
       memset(&vmas[count], 0, sizeof vmas[count]);
-      if (!parse_vma_header(line, len, &vmas[count])) { free(vmas); errno = EINVAL; return -1; }
+      if (!parse_vma_header(line, len, &vmas[count])) { free(vmas); return -EINVAL; }
       count++;
     } else if (len > 0) {
-      if (count == 0) { free(vmas); errno = EINVAL; return -1; }
+      if (count == 0) { free(vmas); return -EINVAL; }
       parse_smaps_field(line, end, &vmas[count - 1]);
     }
     line = *end ? end + 1 : end;
@@ -247,16 +243,13 @@ long parse_buddyinfo(const char *text, struct buddyinfo_zone *zones, size_t cap)
     struct buddyinfo_zone zone;
     memset(&zone, 0, sizeof zone);
     int used = 0;
-    if (sscanf(buf, "Node %d, zone %15s%n", &zone.node, zone.zone, &used) != 2 || zone.node < 0) {
-      errno = EINVAL;
-      return -1;
-    }
+    if (sscanf(buf, "Node %d, zone %15s%n", &zone.node, zone.zone, &used) != 2 || zone.node < 0) return -EINVAL;
     const char *p = buf + used;
     while (*p) {
       char *after;
       while (*p == ' ' || *p == '\t') p++;
       if (!*p) break;
-      if (!isdigit((unsigned char)*p)) { errno = EINVAL; return -1; }
+      if (!isdigit((unsigned char)*p)) return -EINVAL;
       unsigned long long blocks = strtoull(p, &after, 10);
       if (zone.order_count < BUDDYINFO_MAX_ORDERS) zone.free_blocks[zone.order_count++] = blocks;
       p = after;
@@ -310,15 +303,10 @@ static const char *mount_field(const char *p, const char *end, char *out, size_t
 long parse_mounts(const char *text, struct mount_entry **out) {
   size_t count = 0, cap = 32;
   struct mount_entry *mounts = malloc(cap * sizeof *mounts);
-  if (!mounts) { errno = ENOMEM; return -1; }
+  if (!mounts) return -ENOMEM;
   const char *cursor = text, *line, *end;
   while (text_next_line(&cursor, &line, &end)) {
-    if (count == cap) {
-      struct mount_entry *bigger = realloc(mounts, 2 * cap * sizeof *mounts);
-      if (!bigger) { free(mounts); errno = ENOMEM; return -1; }
-      mounts = bigger;
-      cap *= 2;
-    }
+    if (ARRAY_GROW(mounts, count + 1, cap) != 0) { free(mounts); return -ENOMEM; }
     struct mount_entry *m = &mounts[count];
     const char *p = mount_field(line, end, m->source, sizeof m->source);
     p = mount_field(p, end, m->path, sizeof m->path);
@@ -689,4 +677,58 @@ bool parse_environ_value(const char *data, size_t length, const char *name, char
     at += entry_length + 1;
   }
   return false;
+}
+
+/* ---- /proc/PID/pagemap and /proc/kpageflags words ---------------------------------------------- */
+
+uint64_t pagemap_pfn(uint64_t entry) {
+  return (entry & PAGEMAP_PRESENT) && !(entry & PAGEMAP_SWAPPED) ? entry & PAGEMAP_PFN_MASK : 0;
+}
+
+bool pagemap_aligned_run(const uint64_t *entries, size_t n, size_t pmd_pages) {
+  if (n == 0 || n != pmd_pages) return false;
+  uint64_t head = pagemap_pfn(entries[0]);
+  if (head == 0 || head % pmd_pages != 0) return false;
+  for (size_t i = 1; i < n; i++)
+    if (pagemap_pfn(entries[i]) != head + i) return false;
+  return true;
+}
+
+static bool all_have(const uint64_t *flags, size_t from, size_t n, uint64_t bits) {
+  for (size_t i = from; i < n; i++)
+    if ((flags[i] & bits) != bits) return false;
+  return true;
+}
+
+enum kpage_run kpageflags_run(const uint64_t *flags, size_t n) {
+  if (n == 0) return KPAGE_RUN_SMALL;
+  if (all_have(flags, 0, n, KPAGE_ZERO_PAGE)) return KPAGE_RUN_HUGE_ZERO;
+  if (all_have(flags, 0, n, KPAGE_HUGE)) return KPAGE_RUN_HUGE; /* a 1 GiB page's window starts at a tail */
+  bool thp = (flags[0] & (KPAGE_THP | KPAGE_COMPOUND_HEAD)) == (KPAGE_THP | KPAGE_COMPOUND_HEAD) &&
+             all_have(flags, 1, n, KPAGE_THP | KPAGE_COMPOUND_TAIL);
+  return thp ? KPAGE_RUN_HUGE : KPAGE_RUN_SMALL;
+}
+
+void pagemap_count(const uint64_t *entries, size_t n, enum kpage_run run, uint64_t zero_pfn, uint64_t page,
+                   struct resident_bytes *out) {
+  if (run == KPAGE_RUN_HUGE) { out->huge += n * page; return; }
+  if (run == KPAGE_RUN_HUGE_ZERO) { out->zero += n * page; return; }
+  for (size_t i = 0; i < n; i++) {
+    if (!(entries[i] & PAGEMAP_PRESENT) || (entries[i] & PAGEMAP_SWAPPED)) continue;
+    if (zero_pfn && pagemap_pfn(entries[i]) == zero_pfn) out->zero += page;
+    else out->base += page;
+  }
+}
+
+bool pagemap_huge_from_smaps(struct resident_bytes *windows, size_t n, uint64_t window, uint64_t huge_bytes) {
+  uint64_t full = 0, left = huge_bytes;
+  for (size_t i = 0; i < n; i++) {
+    if (windows[i].base + windows[i].huge < window) continue;
+    full += window;
+    if (left < window) continue;
+    windows[i].huge += windows[i].base;
+    windows[i].base = 0;
+    left -= window;
+  }
+  return huge_bytes == 0 || huge_bytes == full;
 }

@@ -51,8 +51,8 @@ struct smaps_vma {
   bool has_vm_flags;
 };
 
-/* Parse smaps (or maps) text. *out is malloc'd (caller frees); returns the count, or -1 on malformed
- * text / no memory (errno EINVAL / ENOMEM). */
+/* Parse smaps (or maps) text. *out is malloc'd (caller frees); returns the count, or -EINVAL (malformed
+ * text) / -ENOMEM (errno untouched). */
 long parse_smaps(const char *text, struct smaps_vma **out);
 
 /* Huge-page bytes of a VMA by kind (from its smaps fields). */
@@ -94,7 +94,7 @@ struct buddyinfo_zone {
   unsigned order_count;                        /* orders 0 .. order_count-1 */
   uint64_t free_blocks[BUDDYINFO_MAX_ORDERS];  /* free blocks of 2^order base pages */
 };
-/* Returns the number of zones stored (at most cap), or -1 (errno EINVAL) on malformed text. */
+/* Returns the number of zones stored (at most cap), or -EINVAL on malformed text. */
 long parse_buddyinfo(const char *text, struct buddyinfo_zone *zones, size_t cap);
 /* How many pages of `bytes` (a power of two) the buddy allocator holds free right now in the zones of
  * `node` (-1: every node), without reclaim or compaction: free blocks of that order or larger. The DMA
@@ -111,7 +111,7 @@ struct mount_entry {
   char type[32];
   char options[512];
 };
-/* *out is malloc'd (caller frees); returns the count, or -1 with errno (ENOMEM). Malformed lines are skipped. */
+/* *out is malloc'd (caller frees); returns the count, or -ENOMEM. Malformed lines are skipped. */
 long parse_mounts(const char *text, struct mount_entry **out);
 
 /* Options of a hugetlbfs mount as /proc/mounts shows them (fs/hugetlbfs/inode.c, hugetlbfs_show_options):
@@ -208,5 +208,47 @@ const char *hypervisor_name(const char signature[12]);
 /* /proc/PID/environ ("NAME=VALUE" entries, each ended by a NUL; the last may be cut): the value of `name`,
  * copied to out. False when it is not there or its value has `cap` bytes or more. */
 bool parse_environ_value(const char *data, size_t length, const char *name, char *out, size_t cap);
+
+/* ---- /proc/PID/pagemap and /proc/kpageflags words (the kernel's admin-guide/mm/pagemap.rst) ----
+ * Without PAGEMAP_SCAN (Linux < 6.7) the plan's walk reads one 64-bit pagemap entry per page and, as root,
+ * the kpageflags word of each PFN: these decode them. */
+#define PAGEMAP_PRESENT (UINT64_C(1) << 63)
+#define PAGEMAP_SWAPPED (UINT64_C(1) << 62)
+#define PAGEMAP_FILE (UINT64_C(1) << 61)     /* file page or shared anonymous */
+#define PAGEMAP_PFN_MASK ((UINT64_C(1) << 55) - 1) /* bits 0-54; zero without CAP_SYS_ADMIN */
+#define KPAGE_COMPOUND_HEAD (UINT64_C(1) << 15)
+#define KPAGE_COMPOUND_TAIL (UINT64_C(1) << 16)
+#define KPAGE_HUGE (UINT64_C(1) << 17)       /* hugetlb */
+#define KPAGE_THP (UINT64_C(1) << 22)        /* part of a transparent huge page (any order since 6.x mTHP) */
+#define KPAGE_ZERO_PAGE (UINT64_C(1) << 24)  /* the shared zero page, or the huge zero page */
+
+/* Bytes of a range by what backs them. base: present, not huge; huge: present and mapped by a PMD (THP) or
+ * hugetlb; zero: mapping the shared zero page (read, never written), 4 KiB or huge, in neither of the others. */
+struct resident_bytes {
+  uint64_t base, huge, zero;
+};
+
+/* The PFN of a present entry; 0 when the page is not present (or swapped), or when the reader may not see
+ * PFNs (no CAP_SYS_ADMIN). */
+uint64_t pagemap_pfn(uint64_t entry);
+/* Whether `n` entries can be one PMD-mapped huge page: n == pmd_pages, each present with a PFN, the first a
+ * multiple of pmd_pages and the others following it. Only such a run needs its kpageflags read. */
+bool pagemap_aligned_run(const uint64_t *entries, size_t n, size_t pmd_pages);
+/* What the kpageflags words of such a run say: one huge page mapped whole (hugetlb: KPF_HUGE throughout;
+ * THP: KPF_THP throughout, a compound head and then its tails), the huge zero page, or neither. "Whole"
+ * is the approximation of a PMD mapping: a THP whose PMD was split while all its PTEs stay (an mprotect of
+ * part of it, before the deferred split) looks the same; a partial purge does not (its entries are gone). */
+enum kpage_run { KPAGE_RUN_SMALL, KPAGE_RUN_HUGE, KPAGE_RUN_HUGE_ZERO };
+enum kpage_run kpageflags_run(const uint64_t *flags, size_t n);
+/* Add `n` entries (pages of `page` bytes) to *out: a run judged by kpageflags_run counts whole; otherwise
+ * each present entry is base, or zero when its PFN is zero_pfn (0: not known, then zero-page mappings
+ * count as base). */
+void pagemap_count(const uint64_t *entries, size_t n, enum kpage_run run, uint64_t zero_pfn, uint64_t page,
+                   struct resident_bytes *out);
+/* Without PFNs: which windows of a mapping are huge, from its smaps huge bytes (AnonHugePages +
+ * ShmemPmdMapped, which count PMD-mapped pages only). A huge window is fully present, so the fully present
+ * windows are made huge in address order until huge_bytes is used up. Returns true when that is certain (no
+ * huge bytes, or exactly as many as the fully present windows hold), false when it is an approximation. */
+bool pagemap_huge_from_smaps(struct resident_bytes *windows, size_t n, uint64_t window, uint64_t huge_bytes);
 
 #endif

@@ -154,7 +154,6 @@ static int check_window(const struct hugify_text_segment *s, struct window_state
     count = os_read_file("/proc/self/maps", &text, NULL);
     if (count == 0) {
       count = parse_smaps(text, &vmas);
-      if (count < 0) count = -errno;
       free(text);
     }
   } else {
@@ -195,7 +194,7 @@ static int check_window(const struct hugify_text_segment *s, struct window_state
   if (rc) return rc;
   if (at < s->window_end) { snprintf(why, cap, "not mapped to the end of the segment"); return -EINVAL; }
   if (pagemap) {
-    struct os_resident resident;
+    struct resident_bytes resident;
     if (state->file_backed && os_pagemap_anonymous(s->window_start, s->window_end, &modified) != 0) modified = 1;
     if (os_pagemap_resident(s->window_start, s->window_end, &resident) == 0) huge = resident.huge;
   }

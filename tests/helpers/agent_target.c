@@ -27,28 +27,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "target_memory.h"
 #include "units.h"
 
-#define HUGE (UINT64_C(2) << 20)
-#define PAGE 4096
+#define HUGE TARGET_HUGE
+#define PAGE TARGET_PAGE
 
 static size_t size_arg(const char *text) {
   uint64_t bytes = 0;
   if (!parse_size(text, &bytes)) { fprintf(stderr, "agent_target: bad size %s\n", text); exit(2); }
   return (size_t)bytes;
-}
-
-/* 2 MiB-aligned, between read-only neighbours so it stays one mapping of its own. */
-static char *aligned_map(size_t size) {
-  char *raw = mmap(NULL, size + 2 * HUGE, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) { perror("agent_target: mmap"); exit(2); }
-  char *at = (char *)(((uintptr_t)raw + HUGE + HUGE - 1) & ~(uintptr_t)(HUGE - 1));
-  if (mprotect(at, size, PROT_READ | PROT_WRITE) != 0) { perror("agent_target: mprotect"); exit(2); }
-  return at;
-}
-
-static void touch(char *p, size_t size, size_t every) {
-  for (size_t at = 0; at < size; at += every * PAGE) p[at] = (char)(at / PAGE + 1);
 }
 
 int main(int argc, char **argv) {
@@ -75,25 +63,25 @@ int main(int argc, char **argv) {
 
   prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0); /* 4 KiB pages while filling, whatever the system THP mode */
   if (dense) {
-    char *p = aligned_map(dense);
-    touch(p, dense, 1);
+    char *p = target_aligned_map(dense);
+    target_touch(p, dense, 1);
     printf("dense %p %zu\n", (void *)p, dense);
   }
   if (sparse) {
-    char *p = aligned_map(sparse);
-    touch(p, sparse, 10);
+    char *p = target_aligned_map(sparse);
+    target_touch(p, sparse, 10);
     printf("sparse %p %zu\n", (void *)p, sparse);
   }
   if (nohuge) {
-    char *p = aligned_map(nohuge);
+    char *p = target_aligned_map(nohuge);
     madvise(p, nohuge, MADV_NOHUGEPAGE);
-    touch(p, nohuge, 1);
+    target_touch(p, nohuge, 1);
     printf("nohuge %p %zu\n", (void *)p, nohuge);
   }
   char *churned = NULL;
   if (churn) {
-    churned = aligned_map(churn);
-    touch(churned, churn, 1);
+    churned = target_aligned_map(churn);
+    target_touch(churned, churn, 1);
     printf("churn %p %zu\n", (void *)churned, churn);
   }
   if (!thp_disable) prctl(PR_SET_THP_DISABLE, 0, 0, 0, 0);
@@ -108,7 +96,7 @@ int main(int argc, char **argv) {
       static unsigned rounds;
       size_t quarter = HUGE / 4, offset = (rounds++ % 4) * quarter;
       for (size_t at = 0; at < churn; at += HUGE) madvise(churned + at + offset, quarter, MADV_DONTNEED);
-      for (size_t at = 0; at < churn; at += HUGE) touch(churned + at + offset, quarter, 1);
+      for (size_t at = 0; at < churn; at += HUGE) target_touch(churned + at + offset, quarter, 1);
       printf("churned %u\n", rounds);
       fflush(stdout);
       continue;
@@ -119,7 +107,7 @@ int main(int argc, char **argv) {
     prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0);
     char *p = malloc(step);
     if (!p) return 1;
-    touch(p, step, 1);
+    target_touch(p, step, 1);
     prctl(PR_SET_THP_DISABLE, 0, 0, 0, 0);
     printf("grown %p %zu\n", (void *)p, step);
     fflush(stdout);

@@ -1,6 +1,7 @@
 // Parsers and pure helpers of the core: smaps, keyed files, sysfs names, sizes, HUGIFY_* options.
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -69,9 +70,10 @@ TEST(Smaps, ParsesMapsTextWithoutFields) {
 
 TEST(Smaps, RejectsFieldsBeforeAnyMapping) {
   struct smaps_vma *vmas = nullptr;
-  EXPECT_EQ(parse_smaps("Rss: 4 kB\n", &vmas), -1);
-  EXPECT_EQ(errno, EINVAL);
-  EXPECT_EQ(parse_smaps("zz-yy r--p\n", &vmas), -1);
+  errno = 0;
+  EXPECT_EQ(parse_smaps("Rss: 4 kB\n", &vmas), -EINVAL);
+  EXPECT_EQ(errno, 0) << "the error is returned, errno is left alone";
+  EXPECT_EQ(parse_smaps("zz-yy r--p\n", &vmas), -EINVAL);
 }
 
 TEST(SmapsRollup, TotalsOfAProcess) {

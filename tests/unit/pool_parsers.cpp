@@ -96,8 +96,8 @@ TEST(PoolBuddyinfo, TwoNodesAndMalformedText) {
   EXPECT_EQ(zones[3].node, 1);
   bool bound;
   EXPECT_EQ(buddyinfo_free_pages(zones, 4, 1, 4096, 2 * MiB, &bound), 73u + 2 * 4);
-  EXPECT_EQ(parse_buddyinfo("Node x, zone Normal 1 2\n", zones, 8), -1);
-  EXPECT_EQ(parse_buddyinfo("Node 0, zone Normal 1 two\n", zones, 8), -1);
+  EXPECT_EQ(parse_buddyinfo("Node x, zone Normal 1 2\n", zones, 8), -EINVAL);
+  EXPECT_EQ(parse_buddyinfo("Node 0, zone Normal 1 two\n", zones, 8), -EINVAL);
 }
 
 TEST(PoolMounts, HugetlbfsOptionsAsTheKernelPrintsThem) {
