@@ -76,7 +76,8 @@ static const char *bytes_or_unknown(uint64_t bytes, char *buf, size_t cap) {
 static void print_thp(const struct status_snapshot *s) {
   printf("\nTransparent huge pages\n");
   if (!s->thp_present) {
-    printf("  not built into this kernel\n");
+    printf("  not built into this kernel (CONFIG_TRANSPARENT_HUGEPAGE): huge pages come from hugetlb pools only\n"
+           "  (hugify pool set 2M=N; hugify run --heap hugetlb PROGRAM)\n");
     return;
   }
   char pmd[32], n[24];

@@ -318,7 +318,7 @@ enum hugify_feature_state probe_feature_at(const char *root, enum probe_feature 
   detail[0] = '\0';
   if ((unsigned)feature >= PROBE_FEATURE_COUNT) return HUGIFY_FEATURE_UNKNOWN;
   bool live = !root || !root[0] || strcmp(root, "/") == 0;
-  if (probe_features[feature].needs_thp && !exists_under(root, OS_SYSFS_THP)) {
+  if ((feature == PROBE_THP || probe_features[feature].needs_thp) && !exists_under(root, OS_SYSFS_THP)) {
     snprintf(detail, cap, "%s", no_thp);
     return HUGIFY_FEATURE_NO;
   }
