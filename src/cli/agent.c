@@ -26,8 +26,10 @@ static bool has_capability(int bit) {
 /* ---- the command -------------------------------------------------------------------------------- */
 
 static int check_privileges(const struct agent_config *c, bool observe_only) {
-  if (probe_madv_collapse(NULL, 0) == HUGIFY_FEATURE_NO && !observe_only)
-    return fail(EXIT_PRIVILEGE, COMMAND, "this kernel lacks MADV_COLLAPSE (needs Linux 6.1+)");
+  char missing[HUGIFY_REASON_MAX];
+  if (!observe_only && (probe_require(PROBE_MADV_COLLAPSE, missing, sizeof missing) ||
+                        probe_require(PROBE_PROCESS_MADVISE_COLLAPSE, missing, sizeof missing)))
+    return fail(EXIT_PRIVILEGE, COMMAND, "%s", missing);
   if (!observe_only && !c->dry_run && !has_capability(CAP_SYS_NICE_BIT))
     return fail(EXIT_PRIVILEGE, COMMAND,
                 "missing CAP_SYS_NICE: process_madvise(MADV_COLLAPSE) on another process needs it. Run as root, "

@@ -74,6 +74,7 @@ static const char *thp_stance_text(const struct hugify_inspect_report *r) {
   case HUGIFY_THP_STANCE_ENABLED: return "enabled for this process";
   case HUGIFY_THP_STANCE_UNKNOWN: break;
   }
+  if (!r->thp_mode[0]) return "none: THP is not built into this kernel (CONFIG_TRANSPARENT_HUGEPAGE), only hugetlb";
   if (r->thp_disabled != 0) return "process setting unknown";
   if (!r->thp_stance_visible)
     return "enabled for this process, or disabled except where it advised: the kernel shows no difference while "

@@ -10,6 +10,7 @@
 #include "measure.h"
 #include "pool_view.h"
 #include "procfs.h"
+#include "reason.h"
 #include "status.h"
 #include "units.h"
 
@@ -75,7 +76,8 @@ static const char *bytes_or_unknown(uint64_t bytes, char *buf, size_t cap) {
 static void print_thp(const struct status_snapshot *s) {
   printf("\nTransparent huge pages\n");
   if (!s->thp_present) {
-    printf("  not built into this kernel\n");
+    printf("  not built into this kernel (CONFIG_TRANSPARENT_HUGEPAGE): huge pages come from hugetlb pools only\n"
+           "  (hugify pool set 2M=N; hugify run --heap hugetlb PROGRAM)\n");
     return;
   }
   char pmd[32], n[24];
@@ -172,6 +174,24 @@ static void print_fragmentation(const struct status_snapshot *s) {
   }
 }
 
+/* Each kernel feature hugify uses: yes or no, where the answer comes from, and for a no the first version. */
+static void print_features(const struct status_snapshot *s) {
+  printf("\nKernel features hugify uses (%s)\n", s->live ? "tried, or read from the kernel's files"
+                                                          : "read from the tree's files; calls not tried");
+  for (int i = 0; i < PROBE_FEATURE_COUNT; i++) {
+    const struct probe_feature_info *f = &probe_features[i];
+    const struct status_feature *x = &s->features[i];
+    printf("  %-30s %-7s %s\n", f->name, feature_word(x->state), f->source);
+    if (x->state == HUGIFY_FEATURE_NO && strstr(x->detail, "CONFIG_TRANSPARENT_HUGEPAGE"))
+      printf("  %-30s         %s\n", "", x->detail);
+    else if (x->state == HUGIFY_FEATURE_NO)
+      printf("  %-30s         Linux %s+%s%s%s%s\n", "", f->since, f->config[0] ? " with " : "", f->config,
+             x->detail[0] ? "; here: " : "", x->detail);
+    else if (x->detail[0])
+      printf("  %-30s         %s\n", "", x->detail);
+  }
+}
+
 static void print_system(const struct status_snapshot *s) {
   printf("\nBoot parameters (/proc/cmdline)\n  %s\n",
          s->boot.params[0] ? s->boot.params : s->boot_known ? "none about huge pages" : "?");
@@ -196,10 +216,8 @@ static void print_system(const struct status_snapshot *s) {
   } else {
     printf("cgroup: %s\n", s->cgroup_version == 1 ? "v1 only (hugetlb limits not read)" : "?");
   }
-  printf("features: MADV_COLLAPSE %s, process_madvise %s, file THP for text %s; may change pools: %s\n",
-         feature_word(s->madv_collapse), feature_word(s->process_madvise), feature_word(s->file_thp_text),
-         s->can_change_pools ? "yes" : "no");
-  if (s->feature_reason[0]) printf("  (%s)\n", s->feature_reason);
+  printf("may change pools: %s\n", s->can_change_pools ? "yes" : "no");
+  print_features(s);
   if (s->unreadable_count) {
     printf("\nCannot be read (run as root to see them):\n");
     for (unsigned i = 0; i < s->unreadable_count; i++)
@@ -410,12 +428,29 @@ static void json_nodes(struct json_writer *j, const struct status_snapshot *s) {
 }
 
 static void json_features(struct json_writer *j, const struct status_snapshot *s) {
+  char reason[HUGIFY_REASON_MAX] = "";
   json_open_object(j, "features");
-  json_feature(j, "madv_collapse", s->madv_collapse);
-  json_feature(j, "process_madvise", s->process_madvise);
-  json_feature(j, "file_thp_text", s->file_thp_text);
+  for (int i = 0; i < PROBE_FEATURE_COUNT; i++) {
+    json_feature(j, probe_features[i].id, s->features[i].state);
+    if (s->features[i].detail[0]) reason_add(reason, sizeof reason, "%s: %s", probe_features[i].name, s->features[i].detail);
+  }
   json_put_bool(j, "can_change_pools", s->can_change_pools);
-  json_put_string(j, "reason", s->feature_reason);
+  json_put_string(j, "reason", reason);
+  json_close(j);
+  json_open_array(j, "kernel_features");
+  for (int i = 0; i < PROBE_FEATURE_COUNT; i++) {
+    const struct probe_feature_info *f = &probe_features[i];
+    json_open_object(j, NULL);
+    json_put_string(j, "id", f->id);
+    json_put_string(j, "name", f->name);
+    json_feature(j, "state", s->features[i].state);
+    json_put_string(j, "source", f->source);
+    json_put_string(j, "since", f->since);
+    json_put_string(j, "config", f->config);
+    json_put_string(j, "detail", s->features[i].detail);
+    json_put_string(j, "without", f->without);
+    json_close(j);
+  }
   json_close(j);
   json_open_array(j, "unreadable");
   for (unsigned i = 0; i < s->unreadable_count; i++) {

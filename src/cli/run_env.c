@@ -215,14 +215,19 @@ static enum heap_mode settle_heap_mode(const char *command, enum heap_mode heap)
     return heap;
   }
   if (thp_usable) return heap;
-  const char *fix = "change with: echo madvise > " OS_SYSFS_THP "/enabled (or boot with transparent_hugepage=madvise)";
+  /* without THP in the kernel there is no setting to change: the pool is the road */
+  const char *fix = thp[0] ? "change with: echo madvise > " OS_SYSFS_THP "/enabled (or boot with "
+                             "transparent_hugepage=madvise)"
+                           : "reserve a hugetlb pool (hugify pool set 2M=N) and run with --heap hugetlb";
+  const char *state = thp[0] ? "'never'" : "not built into this kernel (CONFIG_TRANSPARENT_HUGEPAGE)";
   if (heap == HEAP_AUTO && pool > 0) {
     fail(EXIT_SHORT, command, "transparent huge pages are %s on this machine; using the hugetlb pool for the heap "
-         "(%llu free 2 MiB pages) instead; %s", thp[0] ? "'never'" : "not built in", (unsigned long long)pool, fix);
+         "(%llu free 2 MiB pages) instead%s%s", state, (unsigned long long)pool, thp[0] ? "; " : "",
+         thp[0] ? fix : "");
     return HEAP_HUGETLB;
   }
   fail(EXIT_SHORT, command, "transparent huge pages are %s on this machine, so the heap stays on normal pages; %s",
-       thp[0] ? "'never'" : "not built in", fix);
+       state, fix);
   return heap == HEAP_AUTO ? HEAP_OFF : heap;
 }
 

@@ -690,14 +690,9 @@ static int collapse_start(struct collapse_context *c, pid_t pid, bool self, bool
   snprintf(comm_path, sizeof comm_path, "/proc/%d/comm", (int)c->pid);
   if (os_read_small(comm_path, report->command, sizeof report->command) < 0) report->command[0] = '\0';
 
-  if (probe_madv_collapse(NULL, 0) == HUGIFY_FEATURE_NO) {
-    snprintf(report->reason, sizeof report->reason, "this kernel lacks MADV_COLLAPSE (needs Linux 6.1+)");
+  if (probe_require(PROBE_MADV_COLLAPSE, report->reason, sizeof report->reason) ||
+      (!self && probe_require(PROBE_PROCESS_MADVISE_COLLAPSE, report->reason, sizeof report->reason)))
     return -ENOSYS;
-  }
-  if (!self && probe_process_madvise(NULL, 0) == HUGIFY_FEATURE_NO) {
-    snprintf(report->reason, sizeof report->reason, "this kernel lacks process_madvise (needs Linux 5.10+)");
-    return -ENOSYS;
-  }
   return self ? 0 : check_target(c, report, dry_run);
 }
 

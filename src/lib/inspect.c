@@ -458,9 +458,10 @@ int hugify_inspect(pid_t pid, struct hugify_inspect_report *report) {
   if (count == 0)
     reason_add(report->reason, sizeof report->reason,
                   "process %d has no memory map (a kernel thread, or a process that is exiting)", (int)report->pid);
-  int enabled = os_read_thp_enabled(pid);
-  report->thp_disabled = enabled < 0 ? -1 : !enabled;
   probe_thp_setting("enabled", report->thp_mode, sizeof report->thp_mode);
+  /* a kernel without THP shows THP_enabled: 0 for every process: that says nothing of a prctl */
+  int enabled = report->thp_mode[0] ? os_read_thp_enabled(pid) : -EOPNOTSUPP;
+  report->thp_disabled = enabled < 0 ? -1 : !enabled;
   inspect_shmem_mode(report->shmem_mode, sizeof report->shmem_mode);
   uint64_t pmd = page_kind_size(HUGIFY_PAGE_THP);
   enabled_mthp_sizes(report->thp_mode, pmd, report->mthp_sizes, sizeof report->mthp_sizes);

@@ -85,6 +85,12 @@ ssize_t os_read_small(const char *path, char *buf, size_t cap) {
   return n;
 }
 
+void root_path(char *buf, size_t cap, const char *root, const char *path) {
+  size_t n = root ? strlen(root) : 0;
+  while (n > 0 && root[n - 1] == '/') n--;
+  snprintf(buf, cap, "%.*s%s", (int)n, n ? root : "", path);
+}
+
 int os_read_u64(const char *path, uint64_t *value) {
   char buf[64];
   ssize_t n = os_read_small(path, buf, sizeof buf);

@@ -78,6 +78,8 @@ int os_read_fd(int fd, char **text, size_t *length);
 /* Small regular file into buf (NUL-terminated, trailing newline removed); one read of at most cap - 1 bytes.
  * Returns length or -errno. */
 ssize_t os_read_small(const char *path, char *buf, size_t cap);
+/* root + absolute path into buf ("/" or "" as root: the path itself): a captured tree's copy of a file. */
+void root_path(char *buf, size_t cap, const char *root, const char *path);
 /* Decimal unsigned integer file (sysfs counters). Returns 0 or -errno. */
 int os_read_u64(const char *path, uint64_t *value);
 /* The one walk over /proc: visit(pid) for every process there now, until a visit returns nonzero (which is

@@ -17,12 +17,6 @@
 #define SYSFS_NODES "/sys/devices/system/node"
 #define COMPACTION_ROUNDS 2
 
-void root_path(char *buf, size_t cap, const char *root, const char *path) {
-  size_t n = root ? strlen(root) : 0;
-  while (n > 0 && root[n - 1] == '/') n--;
-  snprintf(buf, cap, "%.*s%s", (int)n, n ? root : "", path);
-}
-
 uint64_t pool_default_size_at(const char *root) {
   char path[4096];
   root_path(path, sizeof path, root, "/proc/meminfo");

@@ -10,8 +10,7 @@
 
 #include "hugify.h"
 
-/* root + absolute path into buf ("/" or "" as root: the path itself). */
-void root_path(char *buf, size_t cap, const char *root, const char *path);
+#include "os.h" /* root_path */
 
 /* "2M, 1G": the page sizes of pools, for messages ("none" when there is none). */
 void pool_size_list(const struct hugify_pool *pools, unsigned count, char *out, size_t cap);

@@ -9,7 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statfs.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -46,58 +49,101 @@ uint64_t page_kind_size(enum hugify_page_kind kind) {
   }
 }
 
-/* ---- feature probes --------------------------------------------------------------------------------- */
+/* ---- the features hugify uses: one table ------------------------------------------------------------- */
 
-struct feature_cache {
-  pthread_once_t once;
-  enum hugify_feature_state state;
-  char reason[HUGIFY_REASON_MAX];
+/* First versions checked against the kernel's own sources and docs: MADV_COLLAPSE (mm/khugepaged.c) and its
+ * acceptance by process_madvise (mm/madvise.c: process_madvise_behavior_valid) 6.1; process_madvise 5.10;
+ * PAGEMAP_SCAN (fs/proc/task_mmu.c) 6.7; per-size hugepages-<N>kB controls (admin-guide/mm/transhuge.rst) 6.8;
+ * PR_THP_DISABLE_EXCEPT_ADVISED 6.18; DAMON 5.15, its sysfs 5.18 (avail_operations 6.0); soft-dirty 3.11;
+ * idle page tracking 4.3; CONFIG_READ_ONLY_THP_FOR_FS 5.4 (collapsed in place by MADV_COLLAPSE: 6.1). */
+const struct probe_feature_info probe_features[PROBE_FEATURE_COUNT] = {
+    [PROBE_THP] = {"thp", "THP", "2.6.38", "CONFIG_TRANSPARENT_HUGEPAGE", OS_SYSFS_THP, 0,
+                   "hugetlb only: `hugify pool` and `run --heap hugetlb`, the text remap onto a reserved pool; "
+                   "collapse and agent exit 3"},
+    [PROBE_MADV_COLLAPSE] = {"madv_collapse", "MADV_COLLAPSE", "6.1", "", "madvise(MADV_COLLAPSE) of a scratch "
+                             "mapping", 1, "`collapse` and `agent` exit 3; `run`, `inspect`, `pool` and `check` work (huge pages "
+                             "come from faults and khugepaged)"},
+    [PROBE_PROCESS_MADVISE] = {"process_madvise", "process_madvise", "5.10", "", "process_madvise(-1, ...): "
+                               "EBADF or ENOSYS", 0, "collapse of another process and the agent exit 3"},
+    [PROBE_PROCESS_MADVISE_COLLAPSE] = {"process_madvise_collapse", "process_madvise(MADV_COLLAPSE)", "6.1", "",
+                                        "process_madvise(own pidfd, no ranges, MADV_COLLAPSE)", 1,
+                                        "collapse of another process and the agent exit 3"},
+    [PROBE_PAGEMAP_SCAN] = {"pagemap_scan", "PAGEMAP_SCAN", "6.7", "", "ioctl(/proc/self/pagemap, PAGEMAP_SCAN)", 0,
+                            "per-window presence from /proc/PID/pagemap, hugeness exact as root through "
+                            "/proc/kpageflags, from smaps without"},
+    [PROBE_MTHP] = {"mthp", "mTHP sizes", "6.8", "", OS_SYSFS_THP "/hugepages-<N>kB", 1,
+                    "the PMD size only; status shows no per-size controls"},
+    [PROBE_THP_EXCEPT_ADVISED] = {"thp_disable_except_advised", "PR_THP_DISABLE_EXCEPT_ADVISED", "6.18", "",
+                                  "prctl(PR_SET_THP_DISABLE, 1, PR_THP_DISABLE_EXCEPT_ADVISED) in a child", 0,
+                                  "nothing: no program on it can have asked for it"},
+    [PROBE_DAMON_VADDR] = {"damon_vaddr", "DAMON vaddr", "5.18", "CONFIG_DAMON_SYSFS, CONFIG_DAMON_VADDR",
+                           "/sys/kernel/mm/damon/admin, a context's avail_operations", 0,
+                           "nothing: hugify finds hot memory with its own pagemap walk"},
+    [PROBE_SOFT_DIRTY] = {"soft_dirty", "soft-dirty", "3.11", "CONFIG_MEM_SOFT_DIRTY",
+                          "clear_refs 4, then pagemap bit 55 of a written page, in a child", 0,
+                          "nothing: hugify does not need to know which pages were written"},
+    [PROBE_PAGE_IDLE] = {"page_idle", "idle page tracking", "4.3", "CONFIG_IDLE_PAGE_TRACKING",
+                         "/sys/kernel/mm/page_idle/bitmap", 0,
+                         "nothing: hugify judges memory by presence, not by idleness"},
+    [PROBE_FILE_THP_TEXT] = {"file_thp_text", "file THP for text", "6.1", "CONFIG_READ_ONLY_THP_FOR_FS",
+                             "MADV_COLLAPSE of a read-only executable file mapping", 1,
+                             "the text remap copies code to anonymous huge pages or a hugetlb pool"},
 };
 
-static struct feature_cache madv_collapse_cache = {PTHREAD_ONCE_INIT, HUGIFY_FEATURE_UNKNOWN, ""};
-static void probe_madv_collapse_once(void) {
-  struct feature_cache *c = &madv_collapse_cache;
+static bool exists_under(const char *root, const char *path) {
+  char full[4096];
+  root_path(full, sizeof full, root, path);
+  return access(full, F_OK) == 0;
+}
+
+/* ---- probes by trying -------------------------------------------------------------------------------- */
+
+static enum hugify_feature_state try_madv_collapse(char *detail, size_t cap) {
   size_t length = 2 * OS_HUGE_2M;
   void *scratch;
   int rc = os_map_aligned(length, OS_HUGE_2M, PROT_READ | PROT_WRITE, &scratch);
   if (rc) {
-    snprintf(c->reason, sizeof c->reason, "MADV_COLLAPSE: scratch mapping failed (%s)", strerror(-rc));
-    return;
+    snprintf(detail, cap, "scratch mapping failed (%s)", strerror(-rc));
+    return HUGIFY_FEATURE_UNKNOWN;
   }
   char *p = scratch;
   p[0] = 1;
   int collapsed = os_madvise(p, OS_HUGE_2M, MADV_COLLAPSE);
-  if (collapsed == 0) {
-    c->state = HUGIFY_FEATURE_YES;
-  } else if (collapsed == -EINVAL) {
-    c->state = HUGIFY_FEATURE_NO;
-    snprintf(c->reason, sizeof c->reason, "MADV_COLLAPSE: not supported by this kernel (needs Linux 6.1+)");
-  } else {
-    /* EAGAIN/ENOMEM: the kernel knows the advice but could not get a huge page right now. */
-    c->state = HUGIFY_FEATURE_YES;
-    snprintf(c->reason, sizeof c->reason, "MADV_COLLAPSE: supported, but the probe collapse failed (%s)",
-             strerror(-collapsed));
-  }
   os_munmap(p, length);
+  if (collapsed == -EINVAL) {
+    snprintf(detail, cap, "EINVAL: not supported by this kernel");
+    return HUGIFY_FEATURE_NO;
+  }
+  /* EAGAIN/ENOMEM: the kernel knows the advice but could not get a huge page right now */
+  if (collapsed) snprintf(detail, cap, "supported, but the probe collapse failed (%s)", strerror(-collapsed));
+  return HUGIFY_FEATURE_YES;
 }
 
-static struct feature_cache process_madvise_cache = {PTHREAD_ONCE_INIT, HUGIFY_FEATURE_UNKNOWN, ""};
-static void probe_process_madvise_once(void) {
-  struct feature_cache *c = &process_madvise_cache;
+static enum hugify_feature_state try_process_madvise(char *detail, size_t cap) {
   /* An invalid pidfd: EBADF means the syscall exists, ENOSYS that it does not. */
-  if (os_process_madvise(-1, NULL, 0, MADV_COLLAPSE) == -ENOSYS) {
-    c->state = HUGIFY_FEATURE_NO;
-    snprintf(c->reason, sizeof c->reason, "process_madvise: not supported by this kernel (needs Linux 5.10+)");
-  } else {
-    c->state = HUGIFY_FEATURE_YES;
+  if (os_process_madvise(-1, NULL, 0, MADV_COLLAPSE) != -ENOSYS) return HUGIFY_FEATURE_YES;
+  snprintf(detail, cap, "ENOSYS: no such system call");
+  return HUGIFY_FEATURE_NO;
+}
+
+static enum hugify_feature_state try_process_madvise_collapse(char *detail, size_t cap) {
+  /* No ranges: the kernel checks the advice before it looks at any memory (EINVAL when it does not take it). */
+  int pidfd = os_pidfd_open(getpid());
+  if (pidfd < 0) {
+    snprintf(detail, cap, "pidfd_open: %s", strerror(-pidfd));
+    return pidfd == -ENOSYS ? HUGIFY_FEATURE_NO : HUGIFY_FEATURE_UNKNOWN;
   }
+  struct iovec none = {0};
+  ssize_t rc = os_process_madvise(pidfd, &none, 0, MADV_COLLAPSE);
+  close(pidfd);
+  if (rc >= 0) return HUGIFY_FEATURE_YES;
+  snprintf(detail, cap, "%s", rc == -EINVAL ? "EINVAL: the advice is not taken" : strerror((int)-rc));
+  return rc == -EINVAL || rc == -ENOSYS ? HUGIFY_FEATURE_NO : HUGIFY_FEATURE_UNKNOWN;
 }
 
 /* Whether MADV_COLLAPSE works on a read-only, executable, file-backed private mapping of a file on a
  * regular (non-tmpfs) filesystem: that needs CONFIG_READ_ONLY_THP_FOR_FS. */
-static struct feature_cache file_thp_cache = {PTHREAD_ONCE_INIT, HUGIFY_FEATURE_UNKNOWN, ""};
-static void probe_file_thp_once(void) {
-  struct feature_cache *c = &file_thp_cache;
+static enum hugify_feature_state try_file_thp_text(char *detail, size_t cap) {
   const char *dirs[] = {getenv("TMPDIR"), "/var/tmp", "/tmp", "."};
   char path[4096] = "";
   int fd = -1;
@@ -108,8 +154,8 @@ static void probe_file_thp_once(void) {
     fd = mkstemp(path);
   }
   if (fd < 0) {
-    snprintf(c->reason, sizeof c->reason, "file THP for text: no writable non-tmpfs directory to probe in");
-    return;
+    snprintf(detail, cap, "no writable non-tmpfs directory to probe in");
+    return HUGIFY_FEATURE_UNKNOWN;
   }
   size_t length = 2 * OS_HUGE_2M;
   char *chunk = calloc(1, 65536);
@@ -126,42 +172,229 @@ static void probe_file_thp_once(void) {
   unlink(path);
   if (!p) {
     if (where) os_munmap(where, OS_HUGE_2M);
-    snprintf(c->reason, sizeof c->reason, "file THP for text: could not set up a probe file (%s)", strerror(-rc));
-    return;
+    snprintf(detail, cap, "could not set up a probe file (%s)", strerror(-rc));
+    return HUGIFY_FEATURE_UNKNOWN;
   }
   os_madvise(p, OS_HUGE_2M, MADV_HUGEPAGE);
   volatile char touch = p[0];
   (void)touch;
   int collapsed = os_madvise(p, OS_HUGE_2M, MADV_COLLAPSE);
-  if (collapsed == 0) {
-    c->state = HUGIFY_FEATURE_YES;
-  } else {
-    int err = -collapsed;
-    c->state = err == EINVAL ? HUGIFY_FEATURE_NO : HUGIFY_FEATURE_UNKNOWN;
-    snprintf(c->reason, sizeof c->reason,
-             "file THP for text: MADV_COLLAPSE of file-backed text failed (%s)%s", strerror(err),
-             err == EINVAL ? "; the kernel lacks CONFIG_READ_ONLY_THP_FOR_FS" : "");
-  }
   os_munmap(p, OS_HUGE_2M);
+  if (collapsed == 0) return HUGIFY_FEATURE_YES;
+  int err = -collapsed;
+  snprintf(detail, cap, "MADV_COLLAPSE of file-backed text failed (%s)%s", strerror(err),
+           err == EINVAL ? ": the kernel lacks CONFIG_READ_ONLY_THP_FOR_FS" : "");
+  return err == EINVAL ? HUGIFY_FEATURE_NO : HUGIFY_FEATURE_UNKNOWN;
 }
 
-static struct feature_cache pagemap_scan_cache = {PTHREAD_ONCE_INIT, HUGIFY_FEATURE_UNKNOWN, ""};
-static void probe_pagemap_scan_once(void) {
-  struct feature_cache *c = &pagemap_scan_cache;
+static enum hugify_feature_state try_pagemap_scan(char *detail, size_t cap) {
   static char probe_page[8192];
   struct resident_bytes r;
   uintptr_t start = ((uintptr_t)probe_page + 4095) & ~(uintptr_t)4095;
   int rc = os_pagemap_resident(start, start + 4096, &r);
-  c->state = rc == 0 ? HUGIFY_FEATURE_YES : HUGIFY_FEATURE_NO;
-  if (rc)
-    snprintf(c->reason, sizeof c->reason,
-             "PAGEMAP_SCAN: %s (needs Linux 6.7+); the pagemap entries are read instead (huge pages exact as root "
-             "through /proc/kpageflags, from smaps without)", strerror(-rc));
+  if (rc == 0) return HUGIFY_FEATURE_YES;
+  snprintf(detail, cap, "%s", strerror(-rc));
+  return HUGIFY_FEATURE_NO;
 }
 
-static struct feature_cache pmu_cache = {PTHREAD_ONCE_INIT, HUGIFY_FEATURE_UNKNOWN, ""};
+/* Runs try in a child (what it changes is the child's: a prctl, the soft-dirty bits), which exits with a
+ * hugify_feature_state. */
+static enum hugify_feature_state in_child(int (*try)(void), char *detail, size_t cap) {
+  pid_t pid = fork();
+  if (pid < 0) {
+    snprintf(detail, cap, "fork: %s", strerror(errno));
+    return HUGIFY_FEATURE_UNKNOWN;
+  }
+  if (pid == 0) _exit(try());
+  int status;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return HUGIFY_FEATURE_UNKNOWN;
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : HUGIFY_FEATURE_UNKNOWN;
+  return code == HUGIFY_FEATURE_YES || code == HUGIFY_FEATURE_NO ? (enum hugify_feature_state)code
+                                                                 : HUGIFY_FEATURE_UNKNOWN;
+}
+
+static int child_thp_except_advised(void) {
+  if (prctl(PR_SET_THP_DISABLE, 1, PR_THP_DISABLE_EXCEPT_ADVISED, 0, 0) == 0) return HUGIFY_FEATURE_YES;
+  return errno == EINVAL ? HUGIFY_FEATURE_NO : HUGIFY_FEATURE_UNKNOWN;
+}
+
+static enum hugify_feature_state try_thp_except_advised(char *detail, size_t cap) {
+  enum hugify_feature_state state = in_child(child_thp_except_advised, detail, cap);
+  if (state == HUGIFY_FEATURE_NO) snprintf(detail, cap, "EINVAL: the flag is not known");
+  return state;
+}
+
+/* Soft-dirty: after clear_refs 4, a page written again has pagemap bit 55; without CONFIG_MEM_SOFT_DIRTY the
+ * bit is never set. */
+static int child_soft_dirty(void) {
+  void *mapped;
+  if (os_mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0, &mapped)) return 2;
+  volatile char *page = mapped;
+  page[0] = 1;
+  if (os_write_file("/proc/self/clear_refs", "4") != 0) return 2;
+  page[0] = 2;
+  int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  uint64_t entry = 0;
+  bool read_ok = fd >= 0 && pread(fd, &entry, sizeof entry, (off_t)((uintptr_t)mapped / 4096 * 8)) == sizeof entry;
+  if (fd >= 0) close(fd);
+  if (!read_ok || !(entry >> 63)) return 2; /* unreadable, or the page is not present */
+  return (entry >> 55) & 1 ? HUGIFY_FEATURE_YES : HUGIFY_FEATURE_NO;
+}
+
+static enum hugify_feature_state try_soft_dirty(char *detail, size_t cap) {
+  enum hugify_feature_state state = in_child(child_soft_dirty, detail, cap);
+  if (state == HUGIFY_FEATURE_NO) snprintf(detail, cap, "a page written after clear_refs 4 has no bit 55");
+  if (state == HUGIFY_FEATURE_UNKNOWN && !detail[0])
+    snprintf(detail, cap, "/proc/self/clear_refs or /proc/self/pagemap could not be used");
+  return state;
+}
+
+/* ---- probes by the kernel's files -------------------------------------------------------------------- */
+
+static enum hugify_feature_state file_feature(const char *root, enum probe_feature feature, char *detail,
+                                              size_t cap) {
+  char path[4096];
+  switch (feature) {
+  case PROBE_THP:
+  case PROBE_PAGE_IDLE:
+    return exists_under(root, probe_features[feature].source) ? HUGIFY_FEATURE_YES : HUGIFY_FEATURE_NO;
+  case PROBE_MTHP: {
+    uint64_t sizes[1];
+    root_path(path, sizeof path, root, OS_SYSFS_THP);
+    return os_hugepage_size_dirs(path, sizes, 1) > 0 ? HUGIFY_FEATURE_YES : HUGIFY_FEATURE_NO;
+  }
+  case PROBE_DAMON_VADDR: {
+    if (!exists_under(root, "/sys/kernel/mm/damon/admin")) return HUGIFY_FEATURE_NO;
+    /* the operations a kernel has show only in a context's avail_operations: the first context there */
+    for (int k = 0; k < 64; k++) {
+      char text[256];
+      snprintf(path, sizeof path, "/sys/kernel/mm/damon/admin/kdamonds/%d", k);
+      if (!exists_under(root, path)) break;
+      for (int c = 0; c < 64; c++) {
+        char file[4096], leaf[128];
+        snprintf(leaf, sizeof leaf, "/contexts/%d/avail_operations", c);
+        root_path(file, sizeof file, root, path);
+        snprintf(file + strlen(file), sizeof file - strlen(file), "%s", leaf);
+        if (os_read_small(file, text, sizeof text) < 0) continue;
+        if (strstr(text, "vaddr")) return HUGIFY_FEATURE_YES;
+        text[strcspn(text, "\n")] = '\0';
+        snprintf(detail, cap, "DAMON's sysfs lists only: %s", text);
+        return HUGIFY_FEATURE_NO;
+      }
+    }
+    snprintf(detail, cap, "DAMON's sysfs is there, but no context is set up to list its avail_operations");
+    return HUGIFY_FEATURE_UNKNOWN;
+  }
+  default: return HUGIFY_FEATURE_UNKNOWN;
+  }
+}
+
+/* ---- the answers ------------------------------------------------------------------------------------- */
+
+static enum hugify_feature_state (*const tries[PROBE_FEATURE_COUNT])(char *, size_t) = {
+    [PROBE_MADV_COLLAPSE] = try_madv_collapse,
+    [PROBE_PROCESS_MADVISE] = try_process_madvise,
+    [PROBE_PROCESS_MADVISE_COLLAPSE] = try_process_madvise_collapse,
+    [PROBE_PAGEMAP_SCAN] = try_pagemap_scan,
+    [PROBE_THP_EXCEPT_ADVISED] = try_thp_except_advised,
+    [PROBE_SOFT_DIRTY] = try_soft_dirty,
+    [PROBE_FILE_THP_TEXT] = try_file_thp_text,
+};
+
+static struct {
+  bool done;
+  enum hugify_feature_state state;
+  char detail[HUGIFY_REASON_MAX];
+} tried[PROBE_FEATURE_COUNT];
+static pthread_mutex_t tried_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static const char no_thp[] = "THP is not built into this kernel (CONFIG_TRANSPARENT_HUGEPAGE)";
+
+enum hugify_feature_state probe_feature_at(const char *root, enum probe_feature feature, char *detail,
+                                           size_t cap) {
+  char ignored[8];
+  if (!detail) { detail = ignored; cap = sizeof ignored; }
+  detail[0] = '\0';
+  if ((unsigned)feature >= PROBE_FEATURE_COUNT) return HUGIFY_FEATURE_UNKNOWN;
+  bool live = !root || !root[0] || strcmp(root, "/") == 0;
+  if ((feature == PROBE_THP || probe_features[feature].needs_thp) && !exists_under(root, OS_SYSFS_THP)) {
+    snprintf(detail, cap, "%s", no_thp);
+    return HUGIFY_FEATURE_NO;
+  }
+  if (!tries[feature]) return file_feature(live ? "" : root, feature, detail, cap);
+  if (!live) {
+    snprintf(detail, cap, "not probed: the state was read from %s, not from this machine", root);
+    return HUGIFY_FEATURE_UNKNOWN;
+  }
+  pthread_mutex_lock(&tried_lock);
+  if (!tried[feature].done) {
+    tried[feature].state = tries[feature](tried[feature].detail, sizeof tried[feature].detail);
+    tried[feature].done = true;
+  }
+  enum hugify_feature_state state = tried[feature].state;
+  snprintf(detail, cap, "%s", tried[feature].detail);
+  pthread_mutex_unlock(&tried_lock);
+  return state;
+}
+
+enum hugify_feature_state probe_feature(enum probe_feature feature, char *detail, size_t cap) {
+  return probe_feature_at("/", feature, detail, cap);
+}
+
+int probe_require(enum probe_feature feature, char *reason, size_t cap) {
+  char detail[HUGIFY_REASON_MAX];
+  if (probe_feature(feature, detail, sizeof detail) != HUGIFY_FEATURE_NO) return 0;
+  const struct probe_feature_info *f = &probe_features[feature];
+  if (feature == PROBE_THP || strcmp(detail, no_thp) == 0) {
+    snprintf(reason, cap,
+             "%s needs transparent huge pages, and %s; fix: take huge pages from a hugetlb pool instead "
+             "(hugify pool set 2M=N, then hugify run --heap hugetlb PROGRAM), or boot a kernel built with THP",
+             f->name, no_thp);
+    return -ENOSYS;
+  }
+  struct utsname name;
+  if (uname(&name) != 0) snprintf(name.release, sizeof name.release, "?");
+  snprintf(reason, cap, "%s needs Linux %s%s%s (this kernel: %s, %s); fix: run Linux %s or later", f->name, f->since,
+           f->config[0] ? " built with " : "", f->config, name.release, detail[0] ? detail : "not there", f->since);
+  return -ENOSYS;
+}
+
+/* The probes hugify_probe and the library's callers had before the table: the reason as "<name>: <detail>". */
+static enum hugify_feature_state report_feature(enum probe_feature feature, char *reason, size_t cap) {
+  char detail[HUGIFY_REASON_MAX];
+  enum hugify_feature_state state = probe_feature(feature, detail, sizeof detail);
+  const struct probe_feature_info *f = &probe_features[feature];
+  if (state == HUGIFY_FEATURE_NO && reason && strcmp(detail, no_thp) == 0) {
+    reason_add(reason, cap, "%s: %s", f->name, detail);
+  } else if (state != HUGIFY_FEATURE_YES && reason) {
+    reason_add(reason, cap, "%s: %s (needs Linux %s+)", f->name, detail[0] ? detail : "not there", f->since);
+  } else if (detail[0] && reason) {
+    reason_add(reason, cap, "%s: %s", probe_features[feature].name, detail);
+  }
+  return state;
+}
+
+enum hugify_feature_state probe_madv_collapse(char *reason, size_t cap) {
+  return report_feature(PROBE_MADV_COLLAPSE, reason, cap);
+}
+enum hugify_feature_state probe_process_madvise(char *reason, size_t cap) {
+  return report_feature(PROBE_PROCESS_MADVISE, reason, cap);
+}
+enum hugify_feature_state probe_file_thp_text(char *reason, size_t cap) {
+  return report_feature(PROBE_FILE_THP_TEXT, reason, cap);
+}
+enum hugify_feature_state probe_pagemap_scan(char *reason, size_t cap) {
+  return report_feature(PROBE_PAGEMAP_SCAN, reason, cap);
+}
+
+/* The PMU is not a kernel feature of the table: whether this machine's CPU counts for perf. */
+static struct {
+  pthread_once_t once;
+  enum hugify_feature_state state;
+  char reason[HUGIFY_REASON_MAX];
+} pmu_cache = {PTHREAD_ONCE_INIT, HUGIFY_FEATURE_UNKNOWN, ""};
 static void probe_pmu_once(void) {
-  struct feature_cache *c = &pmu_cache;
   struct perf_event_attr attr;
   memset(&attr, 0, sizeof attr);
   attr.size = sizeof attr;
@@ -173,40 +406,24 @@ static void probe_pmu_once(void) {
   int fd = (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0);
   if (fd >= 0) {
     close(fd);
-    c->state = HUGIFY_FEATURE_YES;
+    pmu_cache.state = HUGIFY_FEATURE_YES;
     return;
   }
   int err = errno;
   if (err == ENOENT || err == EOPNOTSUPP || err == ENODEV || err == ENOSYS) {
-    c->state = HUGIFY_FEATURE_NO;
-    snprintf(c->reason, sizeof c->reason, "PMU: hardware counters not supported on this machine (%s)", strerror(err));
-  } else {
-    snprintf(c->reason, sizeof c->reason, "PMU: perf_event_open refused (%s); see /proc/sys/kernel/perf_event_paranoid",
+    pmu_cache.state = HUGIFY_FEATURE_NO;
+    snprintf(pmu_cache.reason, sizeof pmu_cache.reason, "PMU: hardware counters not supported on this machine (%s)",
              strerror(err));
+  } else {
+    snprintf(pmu_cache.reason, sizeof pmu_cache.reason,
+             "PMU: perf_event_open refused (%s); see /proc/sys/kernel/perf_event_paranoid", strerror(err));
   }
 }
 
-static enum hugify_feature_state report_feature(struct feature_cache *c, void (*probe)(void), char *reason,
-                                                size_t cap) {
-  pthread_once(&c->once, probe);
-  if (c->reason[0]) reason_add(reason, cap, "%s", c->reason);
-  return c->state;
-}
-
-enum hugify_feature_state probe_madv_collapse(char *reason, size_t cap) {
-  return report_feature(&madv_collapse_cache, probe_madv_collapse_once, reason, cap);
-}
-enum hugify_feature_state probe_process_madvise(char *reason, size_t cap) {
-  return report_feature(&process_madvise_cache, probe_process_madvise_once, reason, cap);
-}
-enum hugify_feature_state probe_file_thp_text(char *reason, size_t cap) {
-  return report_feature(&file_thp_cache, probe_file_thp_once, reason, cap);
-}
-enum hugify_feature_state probe_pagemap_scan(char *reason, size_t cap) {
-  return report_feature(&pagemap_scan_cache, probe_pagemap_scan_once, reason, cap);
-}
 enum hugify_feature_state probe_pmu(char *reason, size_t cap) {
-  return report_feature(&pmu_cache, probe_pmu_once, reason, cap);
+  pthread_once(&pmu_cache.once, probe_pmu_once);
+  if (pmu_cache.reason[0] && reason) reason_add(reason, cap, "%s", pmu_cache.reason);
+  return pmu_cache.state;
 }
 
 int probe_can_change_pools(void) {

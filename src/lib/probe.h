@@ -9,6 +9,44 @@
 
 #include "hugify.h"
 
+/* The kernel features hugify uses, each found by trying it or by the kernel's files (never assumed from the
+ * version), with the first Linux version that has it: probe_features is the one table of them. */
+enum probe_feature {
+  PROBE_THP,                      /* /sys/kernel/mm/transparent_hugepage: CONFIG_TRANSPARENT_HUGEPAGE */
+  PROBE_MADV_COLLAPSE,            /* madvise(MADV_COLLAPSE) of a scratch mapping */
+  PROBE_PROCESS_MADVISE,          /* process_madvise() exists */
+  PROBE_PROCESS_MADVISE_COLLAPSE, /* process_madvise() accepts MADV_COLLAPSE */
+  PROBE_PAGEMAP_SCAN,             /* the PAGEMAP_SCAN ioctl on /proc/self/pagemap */
+  PROBE_MTHP,                     /* per-size THP controls: transparent_hugepage/hugepages-<N>kB */
+  PROBE_THP_EXCEPT_ADVISED,       /* prctl(PR_SET_THP_DISABLE, 1, PR_THP_DISABLE_EXCEPT_ADVISED) */
+  PROBE_DAMON_VADDR,              /* DAMON's sysfs with virtual-address operations */
+  PROBE_SOFT_DIRTY,               /* clear_refs 4 + pagemap bit 55: CONFIG_MEM_SOFT_DIRTY */
+  PROBE_PAGE_IDLE,                /* /sys/kernel/mm/page_idle/bitmap: CONFIG_IDLE_PAGE_TRACKING */
+  PROBE_FILE_THP_TEXT,            /* MADV_COLLAPSE of read-only file text: CONFIG_READ_ONLY_THP_FOR_FS */
+  PROBE_FEATURE_COUNT
+};
+
+struct probe_feature_info {
+  const char *id;      /* stable key: "thp", "madv_collapse", ... (JSON, docs/status.md) */
+  const char *name;    /* as the kernel names it */
+  const char *since;   /* the first Linux version that has it */
+  const char *config;  /* the kernel build option it needs, "" when none */
+  const char *source;  /* where the answer comes from: the file read or the call tried */
+  int needs_thp;       /* meaningless without THP: "no" on a kernel built without it */
+  const char *without; /* what hugify does without it */
+};
+extern const struct probe_feature_info probe_features[PROBE_FEATURE_COUNT];
+
+/* This machine's answer (the calls are tried once, then cached); why it is no/unknown goes to detail. */
+enum hugify_feature_state probe_feature(enum probe_feature feature, char *detail, size_t cap);
+/* The answer under root: "/" is this machine (probe_feature); a captured tree answers only for the features
+ * found by files (and "no" for those that need THP when it has none), the others are UNKNOWN. */
+enum hugify_feature_state probe_feature_at(const char *root, enum probe_feature feature, char *detail, size_t cap);
+/* 0 when this machine has the feature (or it cannot be told), else -ENOSYS with reason naming it, the first
+ * version that has it, this kernel, and the fix; on a kernel without THP, that it is not built in and that
+ * hugetlb is the road. For a command's exit 3. */
+int probe_require(enum probe_feature feature, char *reason, size_t cap);
+
 /* Feature probes: enum hugify_feature_state; the reason for NO/UNKNOWN is appended to reason (may be NULL). */
 enum hugify_feature_state probe_madv_collapse(char *reason, size_t cap);
 enum hugify_feature_state probe_process_madvise(char *reason, size_t cap);

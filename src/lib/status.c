@@ -228,17 +228,10 @@ static void read_buddyinfo(struct status_snapshot *s) {
 }
 
 static void read_features(struct status_snapshot *s) {
-  if (!s->live) {
-    s->madv_collapse = s->process_madvise = s->file_thp_text = HUGIFY_FEATURE_UNKNOWN;
-    reason_add(s->feature_reason, sizeof s->feature_reason,
-                  "features not probed: the state was read from %s, not from this machine", s->root);
-    s->can_change_pools = false;
-    return;
-  }
-  s->madv_collapse = probe_madv_collapse(s->feature_reason, sizeof s->feature_reason);
-  s->process_madvise = probe_process_madvise(s->feature_reason, sizeof s->feature_reason);
-  s->file_thp_text = probe_file_thp_text(s->feature_reason, sizeof s->feature_reason);
-  s->can_change_pools = probe_can_change_pools();
+  for (int f = 0; f < PROBE_FEATURE_COUNT; f++)
+    s->features[f].state = probe_feature_at(s->root, (enum probe_feature)f, s->features[f].detail,
+                                            sizeof s->features[f].detail);
+  s->can_change_pools = s->live && probe_can_change_pools();
 }
 
 int status_check_root(const char *root) {
@@ -328,12 +321,27 @@ static const struct status_node *find_node(const struct status_snapshot *s, int 
   return NULL;
 }
 
+/* A feature the kernel lacks, with what hugify does without it (probe_features' words). */
+static void diagnose_missing(const struct status_snapshot *s, struct diagnoses *d, enum probe_feature feature,
+                             const char *id) {
+  if (s->features[feature].state != HUGIFY_FEATURE_NO) return;
+  const struct probe_feature_info *f = &probe_features[feature];
+  char fix[64];
+  snprintf(fix, sizeof fix, "run Linux %s or later", f->since);
+  diagnose(d, id, STATUS_NOTE, fix, "this kernel lacks %s (Linux %s+): %s", f->name, f->since, f->without);
+}
+
 static void diagnose_thp(const struct status_snapshot *s, struct diagnoses *d) {
   if (!s->thp_present) {
-    diagnose(d, "thp_absent", STATUS_NOTE, "use a kernel built with CONFIG_TRANSPARENT_HUGEPAGE",
-             "this kernel has no transparent huge pages: only hugetlb pools can give huge pages");
+    diagnose(d, "thp_absent", STATUS_WARNING,
+             "reserve a hugetlb pool and run programs on it: hugify pool set 2M=N, then hugify run --heap hugetlb "
+             "PROGRAM; or boot a kernel built with CONFIG_TRANSPARENT_HUGEPAGE",
+             "THP is not built into this kernel (CONFIG_TRANSPARENT_HUGEPAGE; " OS_SYSFS_THP " does not exist): "
+             "hugetlb is the road to huge pages here (`hugify pool`, `hugify run --heap hugetlb`, the text remap "
+             "onto a reserved pool); `hugify collapse` and `hugify agent` cannot work");
     return;
   }
+  bool always = strcmp(s->thp_enabled, "always") == 0;
   if (strcmp(s->thp_enabled, "never") == 0)
     diagnose(d, "thp_never", STATUS_WARNING, "echo madvise > " THP_DIR "/enabled",
              "THP is 'never': no program gets transparent huge pages, not even with MADV_HUGEPAGE%s",
@@ -344,15 +352,23 @@ static void diagnose_thp(const struct status_snapshot *s, struct diagnoses *d) {
              "THP defrag is 'always': a page fault that finds no free huge page stalls in direct compaction "
              "(latency spikes of milliseconds)");
   uint64_t ptes = s->thp_pmd_size != STATUS_UNKNOWN ? s->thp_pmd_size / s->base_page_size : 512;
-  if (s->khugepaged.max_ptes_none != STATUS_UNKNOWN && ptes && s->khugepaged.max_ptes_none >= ptes - 1 &&
-      strcmp(s->thp_enabled, "never") != 0)
+  bool bloating = s->khugepaged.max_ptes_none != STATUS_UNKNOWN && ptes && s->khugepaged.max_ptes_none >= ptes - 1;
+  if (bloating && always)
+    diagnose(d, "always_bloat", STATUS_WARNING,
+             "echo 255 > " THP_DIR "/khugepaged/max_ptes_none (khugepaged then collapses only ranges at least half "
+             "in use); or echo madvise > " THP_DIR "/enabled and let `hugify agent` choose what to collapse (its "
+             "--min-present guard keeps sparse memory small)",
+             "THP is 'always' with khugepaged max_ptes_none %llu (the default): every program's memory is "
+             "eligible, a fault in an empty aligned %llu-page range takes a whole huge page, and khugepaged "
+             "collapses a range with one page of it in use, so sparse memory grows up to %llux (memory bloat)",
+             (unsigned long long)s->khugepaged.max_ptes_none, (unsigned long long)ptes, (unsigned long long)ptes);
+  else if (bloating && strcmp(s->thp_enabled, "never") != 0)
     diagnose(d, "max_ptes_none_bloat", STATUS_NOTE, "echo 255 > " THP_DIR "/khugepaged/max_ptes_none",
              "khugepaged max_ptes_none is %llu: it collapses a %llu-page range even when only one page of it is in "
              "use, so sparse memory grows up to %llux (255 collapses only ranges at least half in use)",
              (unsigned long long)s->khugepaged.max_ptes_none, (unsigned long long)ptes, (unsigned long long)ptes);
-  if (s->live && s->madv_collapse == HUGIFY_FEATURE_NO)
-    diagnose(d, "no_madv_collapse", STATUS_NOTE, "run Linux 6.1 or later",
-             "this kernel lacks MADV_COLLAPSE: `hugify collapse` cannot put running programs on huge pages");
+  diagnose_missing(s, d, PROBE_MADV_COLLAPSE, "no_madv_collapse");
+  diagnose_missing(s, d, PROBE_PAGEMAP_SCAN, "no_pagemap_scan");
 }
 
 /* Boot asked for more than is there. */

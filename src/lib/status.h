@@ -10,6 +10,7 @@
 
 #include "hugify.h"
 #include "cgroup.h"
+#include "probe.h"
 #include "procfs.h"
 
 /* A counter or setting that could not be read. */
@@ -119,9 +120,12 @@ struct status_snapshot {
    * when /proc/cpuinfo says "hypervisor" and no name could be had */
   char hypervisor[32];
 
-  /* enum hugify_feature_state; UNKNOWN when not live (a captured tree cannot be probed) */
-  int madv_collapse, process_madvise, file_thp_text;
-  char feature_reason[HUGIFY_REASON_MAX];
+  /* The kernel features hugify uses (probe_features' order): found by their files under root, or probed by
+   * trying them when live (UNKNOWN in a captured tree, except "no" for those that need THP when it has none). */
+  struct status_feature {
+    int state;        /* enum hugify_feature_state */
+    char detail[256]; /* why no or unknown */
+  } features[PROBE_FEATURE_COUNT];
   bool can_change_pools;
 
   unsigned unreadable_count;

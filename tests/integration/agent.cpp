@@ -158,12 +158,8 @@ std::vector<std::string> agent_argv(const std::vector<std::string> &args) {
 }
 
 bool collapse_available(std::string &why) {
-  auto r = test_support::hugify({"status", "--json"});
-  if (r.out.find("\"madv_collapse\": \"yes\"") == std::string::npos &&
-      r.out.find("\"madv_collapse\":\"yes\"") == std::string::npos && geteuid() != 0) {
-    why = "MADV_COLLAPSE or root missing";
-    return false;
-  }
+  for (const char *feature : {"madv_collapse", "process_madvise_collapse"})
+    if (!(why = test_support::missing_kernel_feature(feature)).empty()) return false;
   if (geteuid() != 0) {
     why = "needs root (CAP_SYS_NICE for process_madvise)";
     return false;

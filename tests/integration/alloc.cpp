@@ -121,6 +121,7 @@ TEST(Probe, MatchesTheMachine) {
 }
 
 TEST(Alloc, ThpBlockOf256MiBIsOnHugePages) {
+  REQUIRE_KERNEL_FEATURE("thp");
   if (thp_mode() == "never") GTEST_SKIP() << "THP is 'never' on this machine";
   hugify_opts opts = only(HUGIFY_PAGE_THP);
   hugify_info info{};
@@ -332,10 +333,11 @@ TEST(Backing, MeasureCollapseMeasureOfAnAlignedMapping) {
   struct hugify_backing b;
   int collapsed = backing_measure_collapse_measure(p, 4 * MiB, &b);
   EXPECT_EQ(b.resident, 4 * MiB);
-  if (probe_madv_collapse(nullptr, 0) != HUGIFY_FEATURE_YES) {
+  std::string missing = test_support::missing_kernel_feature("madv_collapse");
+  if (!missing.empty()) {
     EXPECT_EQ(collapsed, 0);
     munmap(p, 4 * MiB);
-    GTEST_SKIP() << "the kernel lacks MADV_COLLAPSE (Linux 6.1+)";
+    GTEST_SKIP() << missing;
   }
   EXPECT_EQ(collapsed, 1);
   if (b.resident_thp == 0) {

@@ -360,6 +360,38 @@ TEST(Collapse, JsonAndTextStateTheHarm) {
   EXPECT_EQ(e.finish(), 0);
 }
 
+// Where the kernel lacks MADV_COLLAPSE (5.10) or THP (6.1-rt), collapse and agent exit 3 naming what is
+// missing, the version that has it or that THP is not built in, and the fix. Runs in scripts/kernels' guests.
+TEST(Collapse, MissingKernelFeatureExits3NamingIt) {
+  std::string missing = test_support::missing_kernel_feature("madv_collapse");
+  if (missing.empty()) GTEST_SKIP() << "MADV_COLLAPSE is here: there is nothing to refuse";
+  bool no_thp = access("/sys/kernel/mm/transparent_hugepage", F_OK) != 0;
+  child c;
+  start(c, {});
+  for (const std::vector<std::string> &args : std::vector<std::vector<std::string>>{
+           {"collapse", std::to_string(c.pid)}, {"agent", "--once", "--state-file", "none"}}) {
+    auto result = test_support::hugify(args);
+    SCOPED_TRACE(args[0]);
+    EXPECT_EQ(result.status, 3) << result.err;
+    EXPECT_NE(result.err.find("fix:"), std::string::npos) << result.err;
+    if (no_thp) {
+      EXPECT_NE(result.err.find("THP is not built into this kernel (CONFIG_TRANSPARENT_HUGEPAGE)"), std::string::npos)
+          << result.err;
+      EXPECT_NE(result.err.find("hugify run --heap hugetlb"), std::string::npos) << result.err;
+      EXPECT_EQ(result.err.find("needs Linux"), std::string::npos) << result.err;
+    } else {
+      EXPECT_NE(result.err.find("MADV_COLLAPSE needs Linux 6.1"), std::string::npos) << result.err;
+    }
+  }
+  // inspect works there; without THP it blames no prctl (such a kernel shows THP_enabled: 0 for all)
+  auto inspect = test_support::hugify({"inspect", std::to_string(c.pid)});
+  EXPECT_EQ(inspect.status, 0) << inspect.err;
+  if (no_thp) {
+    EXPECT_EQ(inspect.out.find("PR_SET_THP_DISABLE"), std::string::npos) << inspect.out;
+    EXPECT_NE(inspect.out.find("THP is not built into this kernel"), std::string::npos) << inspect.out;
+  }
+}
+
 TEST(Collapse, NoSuchProcess) {
   child c;
   start(c, {});

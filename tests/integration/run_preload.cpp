@@ -494,6 +494,7 @@ TEST(RunPreload, TcmallocIsPreloadedUnderTheCover) {
     EXPECT_NE(missing.find("apt-get install libtcmalloc-minimal4"), std::string::npos) << missing;
     GTEST_SKIP() << missing;
   }
+  REQUIRE_KERNEL_FEATURE("thp");
   if (test_support::thp_setting_value("enabled") == "never") GTEST_SKIP() << "THP is 'never' here";
   std::string report = temp_path("tcmalloc.json");
   auto run = test_support::hugify({"run", "--heap", "tcmalloc", "--text", "off", "--report", report, "--", workload(),

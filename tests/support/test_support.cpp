@@ -2,9 +2,13 @@
 #include "test_support.hpp"
 
 #include "hugify.h"
+extern "C" {
+#include "probe.h"
+}
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -24,6 +28,21 @@
 #include <thread>
 
 namespace test_support {
+
+std::string missing_kernel_feature(const std::string &feature) {
+  for (int i = 0; i < PROBE_FEATURE_COUNT; i++) {
+    const probe_feature_info &f = probe_features[i];
+    if (feature != f.id) continue;
+    char detail[HUGIFY_REASON_MAX];
+    if (probe_feature(PROBE_THP, nullptr, 0) == HUGIFY_FEATURE_NO && (f.needs_thp || i == PROBE_THP))
+      return "THP: not built into this kernel (CONFIG_TRANSPARENT_HUGEPAGE)";
+    if (probe_feature(static_cast<enum probe_feature>(i), detail, sizeof detail) != HUGIFY_FEATURE_NO) return "";
+    return std::string(f.name) + ": needs Linux " + f.since + (f.config[0] ? std::string(" with ") + f.config : "") +
+           (detail[0] ? std::string(" (here: ") + detail + ")" : "");
+  }
+  ADD_FAILURE() << "no kernel feature " << feature << " in probe_features";
+  return "unknown kernel feature " + feature;
+}
 
 static std::string drain(int fd) {
   std::string text;
@@ -321,7 +340,8 @@ std::string thp_setting_value(const std::string &leaf) {
 thp_setting::thp_setting(const std::string &leaf, const std::string &value) : path_(kThpDir + leaf) {
   std::string now = thp_setting_value(leaf);
   if (now.empty()) {
-    reason_ = "this kernel has no " + path_;
+    reason_ = missing_kernel_feature("thp");
+    if (reason_.empty()) reason_ = "this kernel has no " + path_;
     return;
   }
   {

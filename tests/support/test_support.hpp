@@ -29,6 +29,19 @@ command_result hugify(const std::vector<std::string> &args, const std::map<std::
 // allocator skip with this reason.
 std::string allocator_missing(const std::string &engine);
 
+// Why a test that needs a kernel feature cannot run on this kernel, "" when it can (or when the probe cannot
+// tell). feature is an id of libhugify's feature table (probe_features: "thp", "madv_collapse",
+// "process_madvise_collapse", "pagemap_scan", "mthp", ...). The reason names the feature and the first Linux
+// version that has it, e.g. "MADV_COLLAPSE: needs Linux 6.1 (here: EINVAL: not supported by this kernel)", or,
+// for any feature that needs THP on a kernel built without it, "THP: not built into this kernel
+// (CONFIG_TRANSPARENT_HUGEPAGE)". Tests skip with it: REQUIRE_KERNEL_FEATURE("madv_collapse").
+std::string missing_kernel_feature(const std::string &feature);
+#define REQUIRE_KERNEL_FEATURE(feature)                                                   \
+  do {                                                                                     \
+    std::string missing_feature_ = test_support::missing_kernel_feature(feature);         \
+    if (!missing_feature_.empty()) GTEST_SKIP() << missing_feature_;                       \
+  } while (0)
+
 std::string read_file(const std::string &path);
 uint64_t read_u64(const std::string &path);
 std::string helper_path(const std::string &name); // a program from tests/helpers

@@ -7,7 +7,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
+#include <cstdio>
+#include <filesystem>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -360,7 +363,9 @@ TEST(PoolStatusTree, ThisMachine) {
   EXPECT_EQ(s->cgroup_limit_count, 0u); // the root cgroup has no hugetlb limits
   ASSERT_EQ(s->node_count, 1u);
   EXPECT_TRUE(s->nodes[0].caller_cpus);
-  EXPECT_EQ(s->madv_collapse, HUGIFY_FEATURE_UNKNOWN); // a captured tree is not probed
+  EXPECT_EQ(s->features[PROBE_MADV_COLLAPSE].state, HUGIFY_FEATURE_UNKNOWN); // a captured tree is not probed
+  EXPECT_EQ(s->features[PROBE_THP].state, HUGIFY_FEATURE_YES);
+  EXPECT_EQ(s->features[PROBE_MTHP].state, HUGIFY_FEATURE_YES); // hugepages-8kB .. hugepages-2048kB
   EXPECT_EQ(s->unreadable_count, 0u);
   bool bound;
   EXPECT_EQ(status_could_reserve(s.get(), 0, 2 * MiB, &bound), 914u);
@@ -396,7 +401,7 @@ TEST(PoolStatusTree, TwoNodeServer) {
   EXPECT_EQ(status_could_reserve(s.get(), 1, 2 * MiB, &bound), 81u);
   EXPECT_EQ(status_could_reserve(s.get(), 0, GiB, &bound), (9811 + 713) * 4 * MiB / GiB);
   EXPECT_TRUE(bound);
-  EXPECT_EQ(diagnosis_ids(*s), (std::set<std::string>{"defrag_always", "max_ptes_none_bloat", "pool_on_other_node",
+  EXPECT_EQ(diagnosis_ids(*s), (std::set<std::string>{"defrag_always", "always_bloat", "pool_on_other_node",
                                                       "pool_without_mount", "boot_pages_missing",
                                                       "gigantic_none_free"}));
   status_diagnosis d[STATUS_MAX_DIAGNOSES];
@@ -435,8 +440,9 @@ TEST(PoolStatusTree, OlderKernelWithoutMthpAndACgroupLimit) {
   EXPECT_EQ(diagnosis_ids(*s), (std::set<std::string>{"thp_never", "cgroup_limit_below_pool"}));
   // The probes are what says a kernel lacks MADV_COLLAPSE (no file does); as they would find it on 5.15:
   s->live = true;
-  s->madv_collapse = HUGIFY_FEATURE_NO;
+  s->features[PROBE_MADV_COLLAPSE].state = HUGIFY_FEATURE_NO;
   EXPECT_TRUE(diagnosis_ids(*s).count("no_madv_collapse"));
+  EXPECT_EQ(s->features[PROBE_MTHP].state, HUGIFY_FEATURE_NO); // no hugepages-<N>kB directories before 6.8
   // A limit as tight on reservations makes mmap fail cleanly: a note, no longer a SIGBUS warning.
   s->cgroup_limits[0].rsvd_max = 512 * MiB;
   status_diagnosis d[STATUS_MAX_DIAGNOSES];
@@ -470,6 +476,120 @@ TEST(PoolStatusTree, SharedMemoryUnderShmemNever) {
   for (unsigned i = 0; i < s->mthp_count; i++)
     if (s->mthp[i].page_size == 2 * MiB) snprintf(s->mthp[i].shmem_enabled, sizeof s->mthp[i].shmem_enabled, "never");
   EXPECT_TRUE(diagnosis_ids(*s).count("shmem_never")) << "the 2 MiB control says never";
+}
+
+// Debian 12's 6.1: THP 'always' (Debian's build default) with max_ptes_none 511 is memory bloat, said with both
+// fixes; no mTHP directories, no DAMON; the calls (MADV_COLLAPSE, PAGEMAP_SCAN) a tree cannot answer.
+TEST(PoolStatusTree, Debian12KernelAlwaysWithMaxPtesNone511Bloats) {
+  auto s = read_status("debian12-6.1");
+  EXPECT_STREQ(s->kernel_release, "6.1.0-56-amd64");
+  ASSERT_TRUE(s->thp_present);
+  EXPECT_STREQ(s->thp_enabled, "always");
+  EXPECT_EQ(s->mthp_count, 0u);
+  EXPECT_EQ(s->features[PROBE_THP].state, HUGIFY_FEATURE_YES);
+  EXPECT_EQ(s->features[PROBE_MTHP].state, HUGIFY_FEATURE_NO);
+  EXPECT_EQ(s->features[PROBE_DAMON_VADDR].state, HUGIFY_FEATURE_NO);
+  EXPECT_EQ(s->features[PROBE_PAGE_IDLE].state, HUGIFY_FEATURE_NO);
+  for (enum probe_feature f : {PROBE_MADV_COLLAPSE, PROBE_PAGEMAP_SCAN, PROBE_SOFT_DIRTY, PROBE_THP_EXCEPT_ADVISED}) {
+    EXPECT_EQ(s->features[f].state, HUGIFY_FEATURE_UNKNOWN) << probe_features[f].id;
+    EXPECT_NE(std::string(s->features[f].detail).find("not probed"), std::string::npos) << s->features[f].detail;
+  }
+  ASSERT_EQ(diagnosis_ids(*s), (std::set<std::string>{"always_bloat"}));
+  status_diagnosis d[STATUS_MAX_DIAGNOSES];
+  ASSERT_EQ(status_diagnose(s.get(), d, STATUS_MAX_DIAGNOSES), 1u);
+  EXPECT_EQ(d[0].severity, STATUS_WARNING);
+  EXPECT_NE(std::string(d[0].message).find("'always' with khugepaged max_ptes_none 511"), std::string::npos)
+      << d[0].message;
+  EXPECT_NE(std::string(d[0].message).find("memory bloat"), std::string::npos) << d[0].message;
+  EXPECT_NE(std::string(d[0].fix).find("echo 255 > /sys/kernel/mm/transparent_hugepage/khugepaged/max_ptes_none"),
+            std::string::npos) << d[0].fix;
+  EXPECT_NE(std::string(d[0].fix).find("echo madvise > /sys/kernel/mm/transparent_hugepage/enabled"),
+            std::string::npos) << d[0].fix;
+  EXPECT_NE(std::string(d[0].fix).find("hugify agent"), std::string::npos) << d[0].fix;
+  // what the probes find on that kernel (no file says it): PAGEMAP_SCAN is missing, with its version
+  s->features[PROBE_PAGEMAP_SCAN].state = HUGIFY_FEATURE_NO;
+  unsigned n = status_diagnose(s.get(), d, STATUS_MAX_DIAGNOSES);
+  bool said = false;
+  for (unsigned i = 0; i < n; i++)
+    if (std::string(d[i].id) == "no_pagemap_scan") {
+      said = true;
+      EXPECT_NE(std::string(d[i].message).find("PAGEMAP_SCAN (Linux 6.7+)"), std::string::npos) << d[i].message;
+      EXPECT_STREQ(d[i].fix, "run Linux 6.7 or later");
+    }
+  EXPECT_TRUE(said);
+  // max_ptes_none 255: khugepaged collapses only ranges at least half in use; madvise: only advised memory
+  s->khugepaged.max_ptes_none = 255;
+  EXPECT_FALSE(diagnosis_ids(*s).count("always_bloat"));
+  s->khugepaged.max_ptes_none = 511;
+  snprintf(s->thp_enabled, sizeof s->thp_enabled, "madvise");
+  EXPECT_FALSE(diagnosis_ids(*s).count("always_bloat"));
+  EXPECT_TRUE(diagnosis_ids(*s).count("max_ptes_none_bloat"));
+}
+
+// Debian 12's PREEMPT_RT 6.1 has no THP: status says so, and that hugetlb is the road; every feature that needs
+// THP is "no" for that reason (not for a version), even in a tree, where calls are not tried.
+TEST(PoolStatusTree, KernelWithoutThpPointsToHugetlb) {
+  auto s = read_status("debian12-6.1-rt");
+  EXPECT_FALSE(s->thp_present);
+  EXPECT_TRUE(s->hugetlb_present);
+  EXPECT_EQ(s->anon_huge, STATUS_UNKNOWN); // no AnonHugePages line without THP
+  EXPECT_EQ(s->unreadable_count, 0u) << s->unreadable[0].path;
+  EXPECT_EQ(s->features[PROBE_THP].state, HUGIFY_FEATURE_NO);
+  for (int f = 0; f < PROBE_FEATURE_COUNT; f++) {
+    if (!probe_features[f].needs_thp) continue;
+    EXPECT_EQ(s->features[f].state, HUGIFY_FEATURE_NO) << probe_features[f].id;
+    EXPECT_NE(std::string(s->features[f].detail).find("CONFIG_TRANSPARENT_HUGEPAGE"), std::string::npos)
+        << probe_features[f].id << ": " << s->features[f].detail;
+  }
+  ASSERT_EQ(diagnosis_ids(*s), (std::set<std::string>{"thp_absent"}));
+  status_diagnosis d[STATUS_MAX_DIAGNOSES];
+  ASSERT_EQ(status_diagnose(s.get(), d, STATUS_MAX_DIAGNOSES), 1u);
+  EXPECT_NE(std::string(d[0].message).find("THP is not built into this kernel"), std::string::npos) << d[0].message;
+  EXPECT_NE(std::string(d[0].message).find("hugetlb is the road"), std::string::npos) << d[0].message;
+  EXPECT_EQ(std::string(d[0].message).find("6.1"), std::string::npos) << "no version is the cause: " << d[0].message;
+  EXPECT_NE(std::string(d[0].fix).find("hugify pool set 2M="), std::string::npos) << d[0].fix;
+  EXPECT_NE(std::string(d[0].fix).find("hugify run --heap hugetlb"), std::string::npos) << d[0].fix;
+}
+
+// DAMON's operations show only in a context's avail_operations: vaddr listed is yes, a list without it is no
+// (saying what is there), the sysfs without a context to tell by is unknown, no sysfs is no.
+TEST(PoolStatusTree, DamonVaddrFromAvailOperations) {
+  test_support::scratch_dir tmp("hugify-damon");
+  ASSERT_FALSE(tmp.path.empty());
+  std::string root = tmp.path;
+  char detail[256];
+  EXPECT_EQ(probe_feature_at(root.c_str(), PROBE_DAMON_VADDR, detail, sizeof detail), HUGIFY_FEATURE_NO);
+  std::string admin = root + "/sys/kernel/mm/damon/admin";
+  std::filesystem::create_directories(admin + "/kdamonds/0");
+  EXPECT_EQ(probe_feature_at(root.c_str(), PROBE_DAMON_VADDR, detail, sizeof detail), HUGIFY_FEATURE_UNKNOWN);
+  EXPECT_NE(std::string(detail).find("no context"), std::string::npos) << detail;
+  std::string context = admin + "/kdamonds/0/contexts/0";
+  std::filesystem::create_directories(context);
+  auto write = [&](const char *text) {
+    FILE *f = std::fopen((context + "/avail_operations").c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(text, f);
+    std::fclose(f);
+  };
+  write("paddr\n");
+  EXPECT_EQ(probe_feature_at(root.c_str(), PROBE_DAMON_VADDR, detail, sizeof detail), HUGIFY_FEATURE_NO);
+  EXPECT_NE(std::string(detail).find("paddr"), std::string::npos) << detail;
+  write("vaddr\nfvaddr\npaddr\n");
+  EXPECT_EQ(probe_feature_at(root.c_str(), PROBE_DAMON_VADDR, detail, sizeof detail), HUGIFY_FEATURE_YES);
+}
+
+// One table holds each feature's first version: every entry is filled, and its ids are distinct.
+TEST(PoolStatusTree, FeatureTableIsComplete) {
+  std::set<std::string> ids;
+  for (int f = 0; f < PROBE_FEATURE_COUNT; f++) {
+    const probe_feature_info &x = probe_features[f];
+    ASSERT_NE(x.id, nullptr) << f;
+    EXPECT_TRUE(ids.insert(x.id).second) << x.id;
+    EXPECT_GT(std::strlen(x.name), 0u) << x.id;
+    EXPECT_TRUE(std::isdigit(static_cast<unsigned char>(x.since[0]))) << x.id;
+    EXPECT_GT(std::strlen(x.source), 0u) << x.id;
+    EXPECT_GT(std::strlen(x.without), 0u) << x.id;
+  }
 }
 
 TEST(PoolStatusTree, MissingTreeIsReportedNotFatal) {
