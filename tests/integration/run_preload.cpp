@@ -494,7 +494,7 @@ TEST(RunPreload, TcmallocIsPreloadedUnderTheCover) {
     EXPECT_NE(missing.find("apt-get install libtcmalloc-minimal4"), std::string::npos) << missing;
     GTEST_SKIP() << missing;
   }
-  if (test_support::thp_setting_value("enabled") == "never") GTEST_SKIP() << "THP is 'never' here";
+  if (test_support::thp_mode() == "never") GTEST_SKIP() << "THP is 'never' here";
   std::string report = temp_path("tcmalloc.json");
   auto run = test_support::hugify({"run", "--heap", "tcmalloc", "--text", "off", "--report", report, "--", workload(),
                                    "--mib", "64"});

@@ -313,6 +313,15 @@ std::string thp_setting_value(const std::string &leaf) {
                                                                        : text.substr(open_at + 1, close_at - open_at - 1);
 }
 
+std::string thp_mode() { return thp_setting_value("enabled"); }
+
+std::string thp_missing() {
+  if (!thp_mode().empty()) return "";
+  return std::string("this kernel has no transparent huge pages: ") + kThpDir +
+         " is missing (built without CONFIG_TRANSPARENT_HUGEPAGE, as PREEMPT_RT kernels are: Debian 12's "
+         "6.1 -rt); THP needs a kernel built with it (Linux 2.6.38+); hugetlb is the road to huge pages here";
+}
+
 thp_setting::thp_setting(const std::string &leaf, const std::string &value) : path_(kThpDir + leaf) {
   std::string now = thp_setting_value(leaf);
   if (now.empty()) {

@@ -107,6 +107,14 @@ class thp_setting {
 // The bracketed choice of a THP setting ("madvise" of "always [madvise] never"), "" when absent.
 std::string thp_setting_value(const std::string &leaf);
 
+// The system THP mode (/sys/kernel/mm/transparent_hugepage/enabled): "always", "madvise" or "never"; ""
+// when the kernel has no THP at all. A test whose expectation depends on the mode states one per mode
+// with this (under "always" memory is huge from its first fault: the kernel's doing, not hugify's).
+std::string thp_mode();
+// Why a test that needs transparent huge pages cannot run here, naming what is missing; "" when THP is
+// there (in any mode: MADV_COLLAPSE and advised copies work under "never" too). The test skips with it.
+std::string thp_missing();
+
 // A fresh directory /tmp/<prefix>-XXXXXX, removed with all it holds when the object goes away ("" in
 // path when it could not be made).
 struct scratch_dir {
