@@ -115,6 +115,7 @@ TEST(Probe, MatchesTheMachine) {
 }
 
 TEST(Alloc, ThpBlockOf256MiBIsOnHugePages) {
+  HUGIFY_SKIP_WITHOUT_THP();
   if (test_support::thp_mode() == "never") GTEST_SKIP() << "THP is 'never' on this machine";
   hugify_opts opts = only(HUGIFY_PAGE_THP);
   hugify_info info{};

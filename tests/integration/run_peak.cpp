@@ -96,6 +96,7 @@ TEST(RunPeak, HugetlbPagesCountAsMemory) {
 // only sample of a program that unmaps nothing itself is the one taken at exit. Through the wrappers, the
 // perf map's munmap of the 18 MiB executable image would sample mid-way through the text step.
 TEST(RunPeak, TheTextStepTakesNoPeakSample) {
+  HUGIFY_SKIP_WITHOUT_THP();
   std::string path = temp_report("own-calls");
   std::string program = test_support::helper_path("text_program_static");
   auto run = test_support::hugify({"run", "--heap", "auto", "--text", "on", "--report", path, "--", program},
@@ -127,6 +128,7 @@ TEST(RunPeak, TheReportSaysWhenTheCodeMovedOrWhyNot) {
   EXPECT_TRUE(later.process.at("text_step.at_cpu_seconds").is_null()) << dump(later);
   EXPECT_EQ(later.number("classes.code.huge_bytes"), 0) << dump(later);
 
+  HUGIFY_SKIP_WITHOUT_THP(); // the code moves onto THP
   auto now = test_support::hugify({"run", "--text", "on", "--report", path, "--", program});
   ASSERT_EQ(now.status, 0) << now.err;
   report before_main(path);
@@ -232,6 +234,7 @@ code_of_tree run_tree(const std::vector<std::string> &command, const std::string
 }  // namespace
 
 TEST(RunTree, ADriversForkedWorkerReportsItsMovedCode) {
+  HUGIFY_SKIP_WITHOUT_THP();
   // A shell driver forks and execs the worker (the generated program with 18 MiB of code) and waits.
   auto tree = run_tree({"sh", "-c", "\"$0\" >/dev/null; true", test_support::helper_path("text_program_static")},
                        "text_program_static");
@@ -241,6 +244,7 @@ TEST(RunTree, ADriversForkedWorkerReportsItsMovedCode) {
 }
 
 TEST(RunTree, GccDriverReportsCc1plusMovedCode) {
+  HUGIFY_SKIP_WITHOUT_THP();
   // g++ is a driver: the work, and the big code (cc1plus, ~30 MiB of text), is in the child it runs.
   if (test_support::run({"g++", "--version"}).status != 0) GTEST_SKIP() << "g++ is not installed";
   std::string source = temp_report("tree-source") + ".cc", object = temp_report("tree-object") + ".o";

@@ -114,6 +114,12 @@ std::string thp_mode();
 // Why a test that needs transparent huge pages cannot run here, naming what is missing; "" when THP is
 // there (in any mode: MADV_COLLAPSE and advised copies work under "never" too). The test skips with it.
 std::string thp_missing();
+// In a test body: skip, naming what is missing, on a kernel without THP.
+#define HUGIFY_SKIP_WITHOUT_THP()                                        \
+  do {                                                                   \
+    std::string thp_missing_reason_ = test_support::thp_missing();      \
+    if (!thp_missing_reason_.empty()) GTEST_SKIP() << thp_missing_reason_; \
+  } while (0)
 
 // A fresh directory /tmp/<prefix>-XXXXXX, removed with all it holds when the object goes away ("" in
 // path when it could not be made).
