@@ -86,8 +86,9 @@ class child {
   }
   pid_t pid() const { return pid_; }
 
-  // Read stdout until a line equal to `line` has come, or EOF, or the timeout.
-  bool wait_for_line(const std::string &line, int timeout_ms = 30000) {
+  // Read stdout until a line equal to `line` has come, or EOF, or the timeout (far above any plausible
+  // delay: an emulated guest took 40 s for one 16 MiB copy; returns as soon as the line comes).
+  bool wait_for_line(const std::string &line, int timeout_ms = 300000) {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     while (out_.find(line + "\n") == std::string::npos) {
       int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count());
@@ -103,7 +104,7 @@ class child {
 
   // Wait until one of the child's threads blocks in read(0, ...): its start-up (and the preload's
   // constructor) is over and it waits for input.
-  bool wait_reading_stdin(int timeout_ms = 30000) {
+  bool wait_reading_stdin(int timeout_ms = 300000) {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     while (std::chrono::steady_clock::now() < deadline) {
       std::string dir = "/proc/" + std::to_string(pid_) + "/task";
