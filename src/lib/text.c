@@ -249,17 +249,18 @@ static int reserve_copy(size_t length, bool hugetlb, void **copy) {
   return os_map_aligned(length, OS_HUGE_2M, PROT_READ | PROT_WRITE, copy);
 }
 
-/* hugetlb when asked for and the pool has free pages for the whole window; otherwise THP, saying why. */
+/* hugetlb when asked for and the pool has free pages for the whole window; otherwise not, saying why (the
+ * caller tries THP). */
 static bool use_hugetlb(const struct remap *r, struct hugify_text_segment *s, size_t length) {
   if (r->opts.kind != HUGIFY_PAGE_2M) return false;
   struct hugify_hugetlb_size pool;
   if (os_hugetlb_read(OS_HUGE_2M, &pool) != 0) {
-    reason_add(s->reason, sizeof s->reason, "2M: no hugetlb pool of 2 MiB pages; used THP");
+    reason_add(s->reason, sizeof s->reason, "2M: no hugetlb pool of 2 MiB pages");
     return false;
   }
   uint64_t available = pool.available, pages = length / OS_HUGE_2M;
   if (available >= pages) return true;
-  reason_add(s->reason, sizeof s->reason, "2M: the pool has %llu free pages, %llu needed; used THP",
+  reason_add(s->reason, sizeof s->reason, "2M: the pool has %llu free pages, %llu needed",
                 (unsigned long long)available, (unsigned long long)pages);
   return false;
 }
@@ -361,6 +362,23 @@ static void verify(struct remap *r, struct hugify_text_segment *s) {
   }
 }
 
+/* The THP path (instead of hugetlb: then "used THP" is said), when the kernel has THP at all; on one built
+ * without it (PREEMPT_RT kernels) the window stays as it is, and the reason names what is missing and the
+ * road that is left. */
+static bool thp_copy_and_swap(struct remap *r, const struct hugify_text_object *o, struct hugify_text_segment *s,
+                              bool instead_of_hugetlb) {
+  char mode[16];
+  probe_thp_setting("enabled", mode, sizeof mode);
+  if (!mode[0]) {
+    reason_add(s->reason, sizeof s->reason,
+               "this kernel has no transparent huge pages (built without CONFIG_TRANSPARENT_HUGEPAGE): left on "
+               "4 KiB pages; a hugetlb pool can hold the code (--kind 2m, HUGIFY_TEXT_PAGES=2M)");
+    return false;
+  }
+  if (instead_of_hugetlb) reason_add(s->reason, sizeof s->reason, "used THP");
+  return copy_and_swap(r, o, s, false);
+}
+
 static void move_segment(struct remap *r, const struct hugify_text_object *o, struct hugify_text_segment *s) {
   uint64_t start = measure_now_ns();
   struct window_state state = {0, false};
@@ -380,7 +398,8 @@ static void move_segment(struct remap *r, const struct hugify_text_object *o, st
       reason_add(s->reason, sizeof s->reason, "trying THP");
       s->failed_step = 0;
     }
-    if (!moved && (!hugetlb || r->fail_step == 0)) moved = copy_and_swap(r, o, s, false);
+    if (!moved && (!hugetlb || r->fail_step == 0))
+      moved = thp_copy_and_swap(r, o, s, !hugetlb && r->opts.kind == HUGIFY_PAGE_2M);
     if (moved) verify(r, s);
   }
   s->nanoseconds = measure_now_ns() - start;

@@ -206,6 +206,16 @@ struct carver {
   atomic_int region_count;
 };
 
+/* Each 2 MiB window that begins inside a fresh piece gets its first touch now, a write of the zero already
+ * there: the fault takes a huge page for the whole window. A program whose first touch is a read would
+ * otherwise get the huge zero page, and before Linux 6.13 a write to it splits it onto 4 KiB pages (6.1
+ * measured: every runtime arena on 4 KiB pages; 6.13+ allocates a huge page there). A window that begins
+ * inside an earlier piece was touched when that piece was carved. */
+static void first_write(char *piece, size_t length) {
+  uintptr_t window = ((uintptr_t)piece + COVER_MIN - 1) & ~(uintptr_t)(COVER_MIN - 1);
+  for (; window < (uintptr_t)piece + length; window += COVER_MIN) *(volatile char *)window = 0;
+}
+
 /* A piece of `length` bytes from the carver's current region, or NULL (then the caller maps as usual). */
 static void *carve(struct carver *carver, size_t length) {
   size_t rounded = preload_page_up(length);
@@ -224,9 +234,10 @@ static void *carve(struct carver *carver, size_t length) {
     carver->next = region;
     carver->end = carver->next + carver->region_size;
   }
-  void *piece = carver->next;
+  char *piece = carver->next;
   carver->next += rounded;
   atomic_flag_clear_explicit(&carver->lock, memory_order_release);
+  first_write(piece, rounded);
   return piece;
 }
 

@@ -54,12 +54,6 @@ size_t count_block_like_mappings() {
   return count;
 }
 
-std::string thp_mode() {
-  std::string text = test_support::read_file("/sys/kernel/mm/transparent_hugepage/enabled");
-  size_t open = text.find('['), close = text.find(']');
-  return open == std::string::npos ? "" : text.substr(open + 1, close - open - 1);
-}
-
 // Checks both hugify_measure_backing and an independent smaps read agree that `fraction` of the block is on
 // the claimed kind.
 void expect_backed_by(void *p, size_t size, hugify_page_kind kind, double fraction) {
@@ -93,7 +87,7 @@ TEST(Probe, MatchesTheMachine) {
   uname(&name);
   EXPECT_STREQ(sys.kernel_release, name.release);
   EXPECT_EQ(sys.base_page_size, static_cast<uint64_t>(sysconf(_SC_PAGESIZE)));
-  EXPECT_EQ(std::string(sys.thp_enabled), thp_mode());
+  EXPECT_EQ(std::string(sys.thp_enabled), test_support::thp_mode());
   for (unsigned i = 0; i < sys.hugetlb_size_count; i++) {
     std::string dir = "/sys/kernel/mm/hugepages/hugepages-" + std::to_string(sys.hugetlb[i].page_size >> 10) + "kB/";
     EXPECT_EQ(sys.hugetlb[i].total, test_support::read_u64(dir + "nr_hugepages"));
@@ -122,7 +116,7 @@ TEST(Probe, MatchesTheMachine) {
 
 TEST(Alloc, ThpBlockOf256MiBIsOnHugePages) {
   REQUIRE_KERNEL_FEATURE("thp");
-  if (thp_mode() == "never") GTEST_SKIP() << "THP is 'never' on this machine";
+  if (test_support::thp_mode() == "never") GTEST_SKIP() << "THP is 'never' on this machine";
   hugify_opts opts = only(HUGIFY_PAGE_THP);
   hugify_info info{};
   size_t size = 256 * MiB;

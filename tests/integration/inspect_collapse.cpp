@@ -529,8 +529,7 @@ TEST(Inspect, EachClassWithin1PercentAndTotalsEqualSmaps) {
   ASSERT_TRUE(small.present()) << json;
   EXPECT_EQ(small.at("usage.base_bytes").u64(),
             test_support::smaps_field(c.pid, c.at("small"), c.size("small"), "Rss"));
-  std::string mode = test_support::read_file("/sys/kernel/mm/transparent_hugepage/enabled");
-  if (mode.find("[madvise]") != std::string::npos) {
+  if (test_support::thp_mode() == "madvise") {
     EXPECT_EQ(small["why_not_huge"].text(), "not_advised");
   }
   EXPECT_GE(process["collapsible_bytes"].u64(), 64 * MiB);

@@ -307,6 +307,7 @@ TEST(RunPreload, ReportIsValidAndMatchesAnIndependentSmapsRead) {
 }
 
 TEST(RunPreload, SingleThreadedHeapIsCovered) {
+  REQUIRE_KERNEL_FEATURE("thp");
   std::string report = temp_path("single.json");
   auto run = test_support::hugify({"run", "--report", report, "--", workload(), "--mib", "128", "--big", "64"});
   ASSERT_EQ(run.status, 0) << run.err;
@@ -316,6 +317,7 @@ TEST(RunPreload, SingleThreadedHeapIsCovered) {
 }
 
 TEST(RunPreload, MultiThreadedHeapIsCoveredArenasIncluded) {
+  REQUIRE_KERNEL_FEATURE("thp");
   // glibc 2.36's tunable alone leaves thread arenas on 4 KiB pages; hugify run must not.
   std::string report = temp_path("threads.json");
   usage at_stop;
@@ -329,6 +331,7 @@ TEST(RunPreload, MultiThreadedHeapIsCoveredArenasIncluded) {
 }
 
 TEST(RunPreload, OtherAllocatorsMmapsAreAlignedAndAdvised) {
+  REQUIRE_KERNEL_FEATURE("thp");
   // Raw anonymous mmaps of odd sizes (what other allocators and runtimes do): glibc's tunable never sees them.
   std::string report = temp_path("mmap.json");
   auto run = test_support::hugify({"run", "--report", report, "--", workload(), "--mib", "4", "--mmap", "96"});
@@ -340,6 +343,7 @@ TEST(RunPreload, OtherAllocatorsMmapsAreAlignedAndAdvised) {
 // preload's 2 MiB regions, and each still behaves as its own mapping (the helper checks munmap, mprotect,
 // mremap and fork itself).
 TEST(RunPreload, RuntimeArenasGoOnHugePagesAndKeepTheirOwnSemantics) {
+  REQUIRE_KERNEL_FEATURE("thp");
   std::string plain_path = temp_path("arenas-off.json"), arenas_path = temp_path("arenas-on.json");
   std::string helper = test_support::helper_path("run_runtime_arenas");
   auto plain = test_support::hugify({"run", "--report", plain_path, "--", helper}, {{"HUGIFY_RUNTIME_ARENAS", "0"}});
@@ -398,6 +402,7 @@ TEST(RunPreload, RuntimeArenasLeaveGuardPagesAndReservationsAlone) {
 }
 
 TEST(RunPreload, ChildProcessesAreCoveredAndInTheTreeReport) {
+  REQUIRE_KERNEL_FEATURE("thp");
   std::string report = temp_path("child.json");
   // dash forks both commands (and exits with _exit, which the report does not cover: docs/run.md)
   auto run = test_support::hugify({"run", "--report", report, "--", "sh", "-c",
@@ -445,6 +450,7 @@ TEST(RunPreload, ThpDisabledByPrctlIsRespected) {
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   std::string json = test_support::read_file(report);
   EXPECT_EQ(allocated(load_report(report), "thp_bytes"), 0) << json;
+  REQUIRE_KERNEL_FEATURE("thp"); // without THP the prctl changes nothing, and is not the reason
   EXPECT_NE(json.find("PR_SET_THP_DISABLE"), std::string::npos) << json;
 }
 
@@ -463,6 +469,7 @@ TEST(RunPreload, HugetlbHeapComesFromThePool) {
 
 // Absent allocators are the exit-3 path with the install command; present ones are preloaded and used.
 TEST(RunPreload, JemallocAndMimallocArePreloaded) {
+  REQUIRE_KERNEL_FEATURE("thp");
   const char *modes[] = {"jemalloc", "mimalloc"};
   int present = 0;
   for (int i = 0; i < 2; i++) {
@@ -495,7 +502,7 @@ TEST(RunPreload, TcmallocIsPreloadedUnderTheCover) {
     GTEST_SKIP() << missing;
   }
   REQUIRE_KERNEL_FEATURE("thp");
-  if (test_support::thp_setting_value("enabled") == "never") GTEST_SKIP() << "THP is 'never' here";
+  if (test_support::thp_mode() == "never") GTEST_SKIP() << "THP is 'never' here";
   std::string report = temp_path("tcmalloc.json");
   auto run = test_support::hugify({"run", "--heap", "tcmalloc", "--text", "off", "--report", report, "--", workload(),
                                    "--mib", "64"});

@@ -86,8 +86,9 @@ class child {
   }
   pid_t pid() const { return pid_; }
 
-  // Read stdout until a line equal to `line` has come, or EOF, or the timeout.
-  bool wait_for_line(const std::string &line, int timeout_ms = 30000) {
+  // Read stdout until a line equal to `line` has come, or EOF, or the timeout (far above any plausible
+  // delay: an emulated guest took 40 s for one 16 MiB copy; returns as soon as the line comes).
+  bool wait_for_line(const std::string &line, int timeout_ms = 300000) {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     while (out_.find(line + "\n") == std::string::npos) {
       int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count());
@@ -103,7 +104,7 @@ class child {
 
   // Wait until one of the child's threads blocks in read(0, ...): its start-up (and the preload's
   // constructor) is over and it waits for input.
-  bool wait_reading_stdin(int timeout_ms = 30000) {
+  bool wait_reading_stdin(int timeout_ms = 300000) {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     while (std::chrono::steady_clock::now() < deadline) {
       std::string dir = "/proc/" + std::to_string(pid_) + "/task";
@@ -347,6 +348,16 @@ TEST(TextRemapGenerated, BaselineRunsAndChecksItself) {
 
 TEST(TextRemapGenerated, LibraryCallMovesCodeOfTheExecutable) {
   held_run h = run_held("static", {"--remap"});
+  if (!test_support::missing_kernel_feature("thp").empty()) {
+    // A kernel without THP: the code stays where it was, and the segment names what is missing.
+    ASSERT_EQ(h.result.status, 0) << h.result.out << h.result.err;
+    EXPECT_EQ(h.output.checksum, expected_checksum());
+    expect_untouched(h.vmas, h.output, "static --remap without THP");
+    ASSERT_EQ(h.output.segments.size(), 1u) << h.result.out;
+    EXPECT_NE(h.output.segments[0].reason.find("no transparent huge pages"), std::string::npos)
+        << h.output.segments[0].reason;
+    GTEST_SKIP() << test_support::missing_kernel_feature("thp");
+  }
   expect_moved(h, "static --remap");
   ASSERT_EQ(h.output.segments.size(), 1u) << h.result.out;
   const segment_line &s = h.output.segments[0];
@@ -358,6 +369,7 @@ TEST(TextRemapGenerated, LibraryCallMovesCodeOfTheExecutable) {
 }
 
 TEST(TextRemapGenerated, LibraryCallMovesCodeOfASharedObject) {
+  REQUIRE_KERNEL_FEATURE("thp");
   held_run h = run_held("shared", {"--remap"});
   expect_moved(h, "shared --remap");
   bool found = false;
@@ -370,6 +382,7 @@ TEST(TextRemapGenerated, LibraryCallMovesCodeOfASharedObject) {
 }
 
 TEST(TextRemapGenerated, PreloadMovesCodeBeforeMain) {
+  REQUIRE_KERNEL_FEATURE("thp");
   for (std::string variant : {"static", "shared"}) {
     held_run h = run_held(variant, {}, preload_env);
     expect_moved(h, variant + " under the preload");
@@ -392,6 +405,7 @@ bool has_thread(pid_t pid, const std::string &name) {
 // Nothing here depends on speed: the program is busy for longer than the threshold, then waits, and the
 // test polls until the move is seen, with a limit far above any plausible delay.
 TEST(TextRemapGenerated, AutoModeMovesCodeOnceTheProcessHasUsedTheCpu) {
+  REQUIRE_KERNEL_FEATURE("thp");
   for (std::string variant : {"static", "shared"}) {
     held_run h;
     child c({program(variant), "--busy-ms", "300", "--hold"},
@@ -423,6 +437,7 @@ TEST(TextRemapGenerated, AutoModeLeavesAShortProgramsCodeAlone) {
 }
 
 TEST(TextRemapGenerated, PreloadVerboseSaysWhatMovedOnStderrOnly) {
+  REQUIRE_KERNEL_FEATURE("thp");
   command_result plain = test_support::run({program("shared")});
   command_result r = test_support::run({program("shared")}, with(preload_env, {{"HUGIFY_VERBOSE", "1"}}));
   ASSERT_EQ(r.status, 0) << r.err;
@@ -435,6 +450,7 @@ TEST(TextRemapGenerated, PreloadVerboseSaysWhatMovedOnStderrOnly) {
 }
 
 TEST(TextRemapGenerated, SecondCallFindsNothingLeftToMove) {
+  REQUIRE_KERNEL_FEATURE("thp");
   held_run h = run_held("static", {"--remap", "--remap"});
   expect_moved(h, "static --remap --remap");
   ASSERT_EQ(h.output.remap_lines.size(), 2u);
@@ -469,6 +485,7 @@ TEST(TextRemapGenerated, PreloadOptionsChooseTheObjects) {
     EXPECT_EQ(h.output.checksum, expected_checksum()) << context;
     expect_untouched(h.vmas, h.output, context);
   }
+  REQUIRE_KERNEL_FEATURE("thp");
   held_run h = run_held("shared", {}, with(preload_env, {{"HUGIFY_TEXT_INCLUDE", "/nowhere/*:libhugify_text_code.so"}}));
   expect_moved(h, "HUGIFY_TEXT_INCLUDE by file name");
 }
@@ -510,6 +527,7 @@ TEST(TextRemapGenerated, HugetlbPagesWhenThePoolHasThem) {
 }
 
 TEST(TextRemapGenerated, HugetlbFallsBackToThpWhenThePoolIsShort) {
+  REQUIRE_KERNEL_FEATURE("thp");
   // Make the pool short for real: reserve every free page in this process (an untouched hugetlb mapping
   // holds its reservation) while the child runs.
   uint64_t free_pages = test_support::free_hugetlb(2 * MiB);
@@ -528,6 +546,7 @@ TEST(TextRemapGenerated, HugetlbFallsBackToThpWhenThePoolIsShort) {
 }
 
 TEST(TextRemapGenerated, PerfMapNamesTheMovedFunctions) {
+  REQUIRE_KERNEL_FEATURE("thp");
   held_run h = run_held("static", {"--remap", "--perf-map"});
   expect_moved(h, "--perf-map");
   ASSERT_FALSE(h.output.perf_map.empty()) << h.result.out;
@@ -559,6 +578,7 @@ TEST(TextRemapGenerated, PerfMapNamesTheMovedFunctions) {
 }
 
 TEST(TextRemapGenerated, AlignedLinkMovesTheSegmentFromItsStart) {
+  REQUIRE_KERNEL_FEATURE("thp");
   held_run h = run_held("aligned", {"--remap"});
   expect_moved(h, "aligned --remap");
   ASSERT_EQ(h.output.segments.size(), 1u) << h.result.out;
@@ -577,6 +597,7 @@ TEST(TextRemapGenerated, AlignedLinkMovesTheSegmentFromItsStart) {
 
 // Step K fails: the program runs on with the right result, and before the swap nothing changed.
 TEST(TextRemapGenerated, FaultAtEveryStepLeavesAWorkingProgram) {
+  REQUIRE_KERNEL_FEATURE("thp");
   for (int step = 1; step < HUGIFY_TEXT_STEP_COUNT; step++) {
     std::string name = hugify_text_step_name(static_cast<hugify_text_step>(step));
     bool before_swap = step <= HUGIFY_TEXT_STEP_SWAP && step != HUGIFY_TEXT_STEP_NAME && step != HUGIFY_TEXT_STEP_IN_PLACE;
@@ -709,6 +730,7 @@ std::string find_program(const std::string &name) {
 }
 
 TEST(TextRemapThirdParty, NodeGetsAtLeastWhatItsOwnLargePagesGive) {
+  REQUIRE_KERNEL_FEATURE("thp");
   std::string node = find_program("node");
   if (node.empty()) GTEST_SKIP() << "node is not installed";
   const std::string smaps_script = "process.stdout.write(require('fs').readFileSync('/proc/self/smaps', 'utf8'))";
@@ -764,11 +786,12 @@ TEST(TextRemapThirdParty, Cc1plusCompilesTheSameBytes) {
   std::string a = test_support::read_file(std::string(dir) + "/plain.s"), b = test_support::read_file(std::string(dir) + "/remapped.s");
   EXPECT_GT(a.size(), 1000u);
   EXPECT_TRUE(a == b) << "the assembly differs with the remap";
+  test_support::run({"rm", "-rf", dir});
+  REQUIRE_KERNEL_FEATURE("thp");
   hugify_elf_info info;
   ASSERT_EQ(hugify_elf_read(cc1plus.c_str(), &info), 0);
   EXPECT_GE(static_cast<double>(huge), 0.9 * static_cast<double>(info.huge_expected))
       << huge / MiB << " MiB on huge pages, " << info.huge_expected / MiB << " MiB of windows";
-  test_support::run({"rm", "-rf", dir});
 }
 
 TEST(TextRemapThirdParty, RustcDriverSharedObjectMoves) {
@@ -806,6 +829,7 @@ TEST(TextRemapThirdParty, RustcDriverSharedObjectMoves) {
   for (const auto &v : vmas)
     if (v.path.find("librustc_driver") != std::string::npos) driver_path = v.path;
   if (driver_path.empty()) GTEST_SKIP() << "this rustc has no librustc_driver shared object";
+  REQUIRE_KERNEL_FEATURE("thp");
   hugify_elf_info info;
   ASSERT_EQ(hugify_elf_read(driver_path.c_str(), &info), 0);
   driver_window = info.huge_expected;

@@ -337,6 +337,8 @@ std::string thp_setting_value(const std::string &leaf) {
                                                                        : text.substr(open_at + 1, close_at - open_at - 1);
 }
 
+std::string thp_mode() { return thp_setting_value("enabled"); }
+
 thp_setting::thp_setting(const std::string &leaf, const std::string &value) : path_(kThpDir + leaf) {
   std::string now = thp_setting_value(leaf);
   if (now.empty()) {

@@ -120,6 +120,12 @@ class thp_setting {
 // The bracketed choice of a THP setting ("madvise" of "always [madvise] never"), "" when absent.
 std::string thp_setting_value(const std::string &leaf);
 
+// The system THP mode (/sys/kernel/mm/transparent_hugepage/enabled): "always", "madvise" or "never"; ""
+// when the kernel has no THP at all (REQUIRE_KERNEL_FEATURE("thp") skips such a kernel, naming it). A test
+// whose expectation depends on the mode states one per mode with this (under "always" memory is huge from
+// its first fault: the kernel's doing, not hugify's).
+std::string thp_mode();
+
 // Whether a program is on PATH (an optional package's command: the test skips naming it when not).
 bool installed(const std::string &program);
 // A TCP port on 127.0.0.1 that was free a moment ago.
