@@ -529,6 +529,41 @@ bool parse_cgroup_v2_path(const char *text, char *out, size_t cap) {
   return false;
 }
 
+bool parse_cgroup_v1_path(const char *text, const char *controller, char *out, size_t cap) {
+  const char *cursor = text, *line, *end;
+  size_t want = strlen(controller);
+  while (text_next_line(&cursor, &line, &end)) {
+    const char *first = memchr(line, ':', (size_t)(end - line));
+    const char *second = first ? memchr(first + 1, ':', (size_t)(end - first - 1)) : NULL;
+    if (!second || second == first + 1) continue; /* "0::/path" is v2 */
+    bool named = false;
+    for (const char *c = first + 1; c < second && !named;) {
+      const char *comma = memchr(c, ',', (size_t)(second - c));
+      const char *stop = comma ? comma : second;
+      named = (size_t)(stop - c) == want && strncmp(c, controller, want) == 0;
+      c = stop + 1;
+    }
+    if (!named || second[1] != '/') continue;
+    size_t n = (size_t)(end - second - 1);
+    if (cap == 0) return true;
+    if (n >= cap) n = cap - 1;
+    memcpy(out, second + 1, n);
+    out[n] = '\0';
+    return true;
+  }
+  return false;
+}
+
+bool parse_memory_stat_thp(const char *text, struct cgroup_thp *out) {
+  memset(out, 0, sizeof *out);
+  if (parse_keyed_value(text, "anon_thp", &out->anon)) {
+    out->has_shmem = parse_keyed_value(text, "shmem_thp", &out->shmem);
+    out->has_file = parse_keyed_value(text, "file_thp", &out->file);
+    return true;
+  }
+  return parse_keyed_value(text, "rss_huge", &out->anon); /* v1: this cgroup's own, not total_rss_huge */
+}
+
 bool parse_cgroup_limit(const char *text, uint64_t *value) {
   while (isspace((unsigned char)*text)) text++;
   if (strncmp(text, "max", 3) == 0) {
@@ -591,6 +626,8 @@ bool parse_smaps_rollup(const char *text, struct smaps_rollup *out) {
   parse_keyed_value(text, "Private_Hugetlb", &private_hugetlb);
   parse_keyed_value(text, "Shared_Hugetlb", &shared_hugetlb);
   if (out->anon_thp > out->anonymous) out->anon_thp = out->anonymous;
+  parse_keyed_value(text, "ShmemPmdMapped", &out->shmem_thp);
+  parse_keyed_value(text, "FilePmdMapped", &out->file_thp);
   out->hugetlb = private_hugetlb + shared_hugetlb;
   return true;
 }
