@@ -9,15 +9,12 @@
 set -euo pipefail
 build=${1:?usage: top_cost.sh BUILD_DIR [PROCESSES] [REFRESHES]}
 count=${2:-300} refreshes=${3:-30}
-pids=()
+# shellcheck source=targets.sh
+source "$(dirname "$0")/targets.sh"
 out=$(mktemp)
-cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -f "$out"; }
+cleanup() { stop_idle_targets; rm -f "$out"; }
 trap cleanup EXIT
-for _ in $(seq "$count"); do
-  "$build/tests/agent_target" --dense 8M > /dev/null &
-  pids+=($!)
-done
-sleep 2
+start_idle_targets "$build" "$count"
 # user + system time of the whole run (bash's times of its children) over its refreshes
 TIMEFORMAT='%U %S %R'
 times=$( { time "$build/bin/hugify" top --json --rows 0 --interval 1 --count "$refreshes" > "$out"; } 2>&1 )

@@ -156,6 +156,17 @@ static int see_process(pid_t pid, void *context) {
   return 0;
 }
 
+/* Drop the rows not seen this refresh and compute the others' share; the rows kept. */
+static size_t keep_seen(struct top_row *rows, size_t count) {
+  size_t kept = 0;
+  for (size_t i = 0; i < count; i++) {
+    if (!rows[i].seen) continue;
+    rows[i].share = share_of(&rows[i].m);
+    rows[kept++] = rows[i];
+  }
+  return kept;
+}
+
 static void sum_groups(struct top *t) {
   for (size_t i = 0; i < t->group_count; i++) {
     struct top_row *g = &t->groups[i];
@@ -173,13 +184,7 @@ static void sum_groups(struct top *t) {
     g->m.rss += p->m.rss, g->m.anonymous += p->m.anonymous, g->m.anon_thp += p->m.anon_thp;
     g->m.shmem_thp += p->m.shmem_thp, g->m.file_thp += p->m.file_thp, g->m.hugetlb += p->m.hugetlb;
   }
-  size_t kept = 0;
-  for (size_t i = 0; i < t->group_count; i++) {
-    if (!t->groups[i].seen) continue;
-    t->groups[i].share = share_of(&t->groups[i].m);
-    t->groups[kept++] = t->groups[i];
-  }
-  t->group_count = kept;
+  t->group_count = keep_seen(t->groups, t->group_count);
 }
 
 static void read_agent(struct top *t) {
@@ -206,13 +211,7 @@ static int refresh(struct top *t) {
     t->procs[i].previous = t->refresh > 1 ? t->procs[i].share : -1;
   }
   int rc = os_for_each_process(see_process, t);
-  size_t kept = 0;
-  for (size_t i = 0; i < t->count; i++) {
-    if (!t->procs[i].seen) continue;
-    t->procs[i].share = share_of(&t->procs[i].m);
-    t->procs[kept++] = t->procs[i];
-  }
-  t->count = kept;
+  t->count = keep_seen(t->procs, t->count);
   sum_groups(t);
   read_agent(t);
   return rc;

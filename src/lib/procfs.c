@@ -515,17 +515,19 @@ bool parse_id_list(const char *text, uint64_t *bitmap, unsigned max_ids) {
   return *p == '\0';
 }
 
+/* The n bytes at `from` into out (cut to cap - 1, NUL-ended; nothing when cap is 0). True. */
+static bool copy_cut(char *out, size_t cap, const char *from, size_t n) {
+  if (cap == 0) return true;
+  if (n >= cap) n = cap - 1;
+  memcpy(out, from, n);
+  out[n] = '\0';
+  return true;
+}
+
 bool parse_cgroup_v2_path(const char *text, char *out, size_t cap) {
   const char *cursor = text, *line, *end;
-  while (text_next_line(&cursor, &line, &end)) {
-    if (end - line < 4 || strncmp(line, "0::", 3) != 0) continue;
-    size_t n = (size_t)(end - line - 3);
-    if (cap == 0) return true;
-    if (n >= cap) n = cap - 1;
-    memcpy(out, line + 3, n);
-    out[n] = '\0';
-    return true;
-  }
+  while (text_next_line(&cursor, &line, &end))
+    if (end - line >= 4 && strncmp(line, "0::", 3) == 0) return copy_cut(out, cap, line + 3, (size_t)(end - line - 3));
   return false;
 }
 
@@ -543,13 +545,7 @@ bool parse_cgroup_v1_path(const char *text, const char *controller, char *out, s
       named = (size_t)(stop - c) == want && strncmp(c, controller, want) == 0;
       c = stop + 1;
     }
-    if (!named || second[1] != '/') continue;
-    size_t n = (size_t)(end - second - 1);
-    if (cap == 0) return true;
-    if (n >= cap) n = cap - 1;
-    memcpy(out, second + 1, n);
-    out[n] = '\0';
-    return true;
+    if (named && second[1] == '/') return copy_cut(out, cap, second + 1, (size_t)(end - second - 1));
   }
   return false;
 }
