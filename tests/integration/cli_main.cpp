@@ -8,7 +8,7 @@
 
 namespace {
 
-const char *const commands[] = {"status", "pool", "inspect", "collapse", "run", "check", "bench", "elf"};
+const char *const commands[] = {"status", "pool", "inspect", "top", "collapse", "run", "check", "bench", "elf"};
 
 TEST(Cli, HelpListsEveryCommand) {
   auto result = test_support::hugify({"--help"});
