@@ -168,7 +168,9 @@ TEST(Fleet, PerCgroupHugeBytesMatchTheKernel) {
   unlink(prom.c_str());
   for (int i = 0; i < 3; i++) {
     double huge = metric(text, "hugify_agent_cgroup_huge_bytes{cgroup=\"" + paths[i] + "\"}");
-    double charged = metric(text, "hugify_agent_cgroup_kernel_thp_bytes{cgroup=\"" + paths[i] + "\",kind=\"anon\"}");
+    double charged = 0; // every kind the kernel reports (shmem THP where shmem_enabled allows it)
+    for (const char *kind : {"anon", "shmem", "file"})
+      charged += std::max(0.0, metric(text, "hugify_agent_cgroup_kernel_thp_bytes{cgroup=\"" + paths[i] + "\",kind=\"" + kind + "\"}"));
     EXPECT_GE(huge, 0) << text;
     EXPECT_LE(std::abs(huge - charged), 0.02 * std::max(huge, charged)) << paths[i] << "\n" << text;
   }
