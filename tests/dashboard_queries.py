@@ -23,7 +23,8 @@ def queries(dashboard):
 
 
 def fixed(expr, instance):
-    values = {"instance": re.escape(instance), "cgroup": ".+", "__rate_interval": "10s", "__interval": "1s",
+    # a regular expression inside a PromQL string: its backslashes doubled
+    values = {"instance": re.escape(instance).replace("\\", "\\\\"), "cgroup": ".+", "__rate_interval": "10s", "__interval": "1s",
               "__range": "1m"}
     def replace(match):
         name = match.group(1) or match.group(2)
