@@ -37,8 +37,9 @@ struct service {
   FILE *out = nullptr;
   void start(const std::vector<std::string> &args) {
     int to[2], from[2];
-    ASSERT_EQ(pipe(to), 0);
-    ASSERT_EQ(pipe(from), 0);
+    // close-on-exec: a later service must not hold this one's stdin open (it would never see its end)
+    ASSERT_EQ(pipe2(to, O_CLOEXEC), 0);
+    ASSERT_EQ(pipe2(from, O_CLOEXEC), 0);
     pid = fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
