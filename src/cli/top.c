@@ -6,7 +6,7 @@
  *
  * Cost: a refresh reads /proc/PID/statm of every process (one small read); /proc/PID/smaps_rollup (a walk of
  * the process's page tables, the costly read) only for a process that is new, whose resident size changed,
- * or whose last walk is TOP_REWALK refreshes old. */
+ * or whose last walk is TOP_REWALK refreshes old (spread over the refreshes by pid). */
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -144,7 +144,9 @@ static int see_process(pid_t pid, void *context) {
     fleet_cgroup_of(&t->memory, pid, r->cgroup, sizeof r->cgroup);
   }
   r->seen = true;
-  if (known && r->rss_pages == resident && t->refresh - r->walked_at < TOP_REWALK) return 0;
+  /* unchanged: walked again once every TOP_REWALK refreshes, on a refresh that depends on its pid (so the
+   * processes' re-walks are spread over the refreshes, not all on one) */
+  if (known && r->rss_pages == resident && (t->refresh + (unsigned)pid) % TOP_REWALK != 0) return 0;
   snprintf(path, sizeof path, "/proc/%d/smaps_rollup", (int)pid);
   char *text = NULL;
   if (os_read_file(path, &text, NULL) == 0 && parse_smaps_rollup(text, &r->m)) {
