@@ -9,14 +9,11 @@ build=${1:?usage: agent_idle_cpu.sh BUILD_DIR [PROCESSES] [WARMUP_SECONDS] [SECO
 count=${2:-50} warmup=${3:-25} seconds=${4:-120}
 source "$(dirname "$0")/../scripts/lib.sh"
 HUGIFY=$build/bin/hugify need_hugify; need_tools "$build/tests/agent_target=hugify's test helpers (cmake --build $build)"
-pids=()
-cleanup() { kill "${pids[@]}" "${agent:-}" 2>/dev/null || true; wait 2>/dev/null || true; }
+# shellcheck source=targets.sh
+source "$(dirname "$0")/targets.sh"
+cleanup() { stop_idle_targets "${agent:-}"; }
 trap cleanup EXIT
-for _ in $(seq "$count"); do
-  "$build/tests/agent_target" --dense 8M > /dev/null &
-  pids+=($!)
-done
-sleep 2
+start_idle_targets "$build" "$count"
 "$build/bin/hugify" agent --comm agent_target --min-rss 0 2> /tmp/agent_idle_cpu.$$.err &
 agent=$!
 ticks() { awk '{ print $14 + $15 }' "/proc/$agent/stat"; }

@@ -4,7 +4,7 @@
 HUGIFY_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 HUGIFY_PACKAGES="build-essential cmake ninja-build pkg-config libgtest-dev libabsl-dev libmimalloc-dev
   libjemalloc-dev libtcmalloc-minimal4 libhugetlbfs-bin python3 python3-prometheus-client util-linux libjansson-dev libinih-dev
-  libmicrohttpd-dev clang libfuzzer-14-dev libclang-rt-14-dev valgrind"
+  libmicrohttpd-dev clang libfuzzer-14-dev libclang-rt-14-dev valgrind prometheus tmux"
 # The servers the server tests and recipes use (tests/integration/servers.cpp, docs/servers.md), with their
 # load tools: redis-benchmark (redis-tools), pgbench (postgresql-15), memcaslap (libmemcached-tools).
 HUGIFY_SERVER_PACKAGES="redis-server redis-tools postgresql memcached libmemcached-tools python3-yaml"
@@ -26,7 +26,7 @@ install_dependencies() {
   say "installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   # Where systemd runs, Debian starts a server's service when it is installed (redis on 6379, postgres on
-  # 5432, memcached on 11211): a policy-rc.d that says no (101) keeps them stopped; the tests start their
+  # 5432, memcached on 11211, prometheus on 9090): a policy-rc.d that says no (101) keeps them stopped; the tests start their
   # own instances on 127.0.0.1 with temporary directories. Ours is removed afterwards, a present one kept.
   local policy=/usr/sbin/policy-rc.d ours=0 status=0
   if [ ! -e "$policy" ]; then

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "agent_policy.h"
+#include "cgroup.h"
 #include "cli.h"
 #include "hugify.h"
 #include "inspect.h"
@@ -40,6 +41,7 @@ struct agent_config {
   char metrics_file[PATH_MAX];
   char state_file[PATH_MAX];   /* "" : none */
   char listen[128];
+  uint64_t metrics_cgroups; /* cgroups with series of their own; the rest are summed as cgroup="other" */
   bool once, dry_run;
   /* the command line only (never in the file): */
   const char *config_path;
@@ -66,6 +68,7 @@ struct failure_count {
 struct process_state {
   pid_t pid;
   char comm[16];
+  char cgroup[256];                /* in the memory controller's hierarchy, "" unknown (fleet_cgroup_of) */
   bool seen;                       /* in the current pass */
   bool selected;
   struct hugify_usage classes[HUGIFY_CLASS_COUNT];
@@ -83,6 +86,8 @@ struct process_state {
   uint64_t measured_rss;           /* VmRSS when they were taken */
   unsigned quiet_passes;           /* passes since, skipped because nothing changed */
   char last_action[224];
+  double last_pause;               /* seconds: the longest pause of its last collapse, -1 none yet */
+  double last_action_time;         /* Unix time of last_action's collapse, 0 none */
 };
 
 /* What the running daemon's state file (--state-file) says of one process: its ledger at its last pass. */
@@ -96,6 +101,8 @@ struct daemon_process {
   char allocator[16];
   char advice[512];                /* "" : none */
   char last_action[224];
+  double last_pause;               /* seconds, -1 unknown */
+  double last_action_time;         /* Unix time, 0 unknown */
 };
 
 /* The daemon's state as --status read it (agent_state.c). */
@@ -128,6 +135,9 @@ struct agent {
   uint64_t passes, collapsed_bytes, budget_stops, memory_gate_closed_passes;
   uint64_t recollapsed_bytes, bloat_bytes, churn_backoffs;
   struct agent_harm harm;          /* the pauses its collapses caused, the longest call */
+  struct cgroup_memory_root memory_root; /* where the processes' cgroups and memory.stat are (first pass) */
+  uint64_t retired_undone;         /* undone bytes of the processes that exited: the host counter never falls */
+  struct failure_count retired_failures[FAILURE_KINDS];
   bool memory_open;
   char memory_reason[160];
   uint64_t available;
@@ -161,6 +171,8 @@ void agent_run_pass(struct agent *a, bool collapse);
 double agent_own_cpu_seconds(void);
 /* Render the metrics; write the metrics file; hand them to the HTTP thread. */
 void agent_publish_metrics(struct agent *a);
+/* A process leaves the agent's table (it exited or is no longer selected): its counters stay in the host's. */
+void agent_retire_process(struct agent *a, const struct process_state *p);
 /* Serve /metrics on --listen (libmicrohttpd, loaded with dlopen here only); 0, or an exit code after the
  * message (3 when the library is missing). */
 int agent_start_http(struct agent *a);

@@ -14,6 +14,7 @@ static void config_defaults(struct agent_config *c) {
   memset(c, 0, sizeof *c);
   c->selectors.min_rss = UINT64_C(16) << 20;
   c->interval = 10;
+  c->metrics_cgroups = 20;
   c->cpu_budget_percent = 2;
   c->min_present_percent = 50;
   c->free_floor = UINT64_C(512) << 20;
@@ -131,6 +132,9 @@ static const struct option_spec agent_options[] = {
     OPT_CALLBACK("metrics-file", "FILE", set_metrics_file, "a file name", 0,
                  "Prometheus text format, replaced atomically after every pass (for node_exporter's\n"
                  "textfile collector: FILE ending in .prom in its directory)"),
+    OPT_COUNT("metrics-cgroups", struct agent_config, metrics_cgroups, "N", 0, 1000,
+              "the N cgroups with most memory that is or could be on huge pages get series of\n"
+              "their own; the others are summed as cgroup=\"other\" (default 20; docs/agent.md)"),
     OPT_CALLBACK("state-file", "FILE", set_state_file, "a file name, or none", 0,
                  "the daemon's last pass (its JSON object, with the ledger of collapses that last), replaced\n"
                  "atomically after every pass; --status reads it (default for root " AGENT_STATE_FILE_DEFAULT ",\n"

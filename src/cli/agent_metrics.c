@@ -25,115 +25,228 @@ double agent_own_cpu_seconds(void) {
          (double)u.ru_stime.tv_usec * 1e-6;
 }
 
-enum process_metric { RESIDENT, HUGE, COLLAPSIBLE, COLLAPSED, FAILURES, LASTING, RECOLLAPSED, UNDONE, BLOAT, BACKED_OFF };
+/* The label scheme (docs/agent.md, "Metrics and labels"): host totals without labels, and gauges per cgroup
+ * for the --metrics-cgroups cgroups with most memory that is or could be on huge pages, the rest summed as
+ * cgroup="other". No pid or comm label: a host of thousands of short processes makes a bounded number of
+ * series. Labels otherwise come from small fixed sets (class, reason, passes, kind). */
 
-static double process_value(const struct agent *a, const struct process_state *p, enum process_metric which) {
-  switch (which) {
-  case COLLAPSIBLE: return (double)p->collapsible;
-  case COLLAPSED: return (double)p->collapsed_bytes;
-  case RECOLLAPSED: return (double)p->ledger.recollapsed_bytes;
-  case UNDONE: return (double)p->ledger.undone_bytes;
-  case BLOAT: return (double)p->bloat_bytes;
-  case BACKED_OFF: return agent_ledger_allows(&p->ledger, a->passes) ? 0 : 1;
-  default: return 0;
+/* Add a process's failure counts, by reason, to totals. */
+static void add_failures(struct failure_count *totals, const struct failure_count *from) {
+  for (size_t k = 0; k < FAILURE_KINDS && from[k].reason[0]; k++)
+    for (size_t r = 0; r < FAILURE_KINDS; r++) {
+      if (totals[r].reason[0] && strcmp(totals[r].reason, from[k].reason) != 0) continue;
+      snprintf(totals[r].reason, sizeof totals[r].reason, "%s", from[k].reason);
+      totals[r].windows += from[k].windows;
+      break;
+    }
+}
+
+void agent_retire_process(struct agent *a, const struct process_state *p) {
+  a->retired_undone += p->ledger.undone_bytes;
+  add_failures(a->retired_failures, p->failures);
+}
+
+/* The figures of one cgroup (or of "other"): sums over the selected processes in it. */
+struct cgroup_sum {
+  const char *cgroup;
+  uint64_t resident, huge, collapsible;
+  unsigned processes, backed_off;
+};
+
+static uint64_t eligible(const struct cgroup_sum *c) { return c->huge + c->collapsible; }
+
+static int by_eligible(const void *x, const void *y) {
+  const struct cgroup_sum *a = x, *b = y;
+  uint64_t ea = eligible(a), eb = eligible(b);
+  return ea < eb ? 1 : ea > eb ? -1 : strcmp(a->cgroup, b->cgroup);
+}
+
+static void add_to(struct cgroup_sum *c, const struct agent *a, const struct process_state *p) {
+  c->resident += p->total.resident;
+  c->huge += hugify_usage_huge(&p->total);
+  c->collapsible += p->collapsible;
+  c->processes++;
+  c->backed_off += !agent_ledger_allows(&p->ledger, a->passes);
+}
+
+/* The cgroups of the selected processes, most eligible memory first; the ones past `keep` summed into the
+ * entry at index `keep` ("other"). Returns how many entries to print, *out malloc'd (NULL when empty). */
+static size_t cgroup_sums(const struct agent *a, size_t keep, struct cgroup_sum **out) {
+  struct cgroup_sum *sums = calloc(a->process_count + 1, sizeof *sums);
+  size_t count = 0;
+  *out = sums;
+  if (!sums) return 0;
+  for (size_t i = 0; i < a->process_count; i++) {
+    const struct process_state *p = &a->processes[i];
+    const char *name = p->cgroup[0] ? p->cgroup : "unknown";
+    size_t k = 0;
+    while (k < count && strcmp(sums[k].cgroup, name) != 0) k++;
+    if (k == count) sums[count++].cgroup = name;
+    add_to(&sums[k], a, p);
+  }
+  if (count > 1) qsort(sums, count, sizeof *sums, by_eligible);
+  if (count <= keep) return count;
+  struct cgroup_sum other = {.cgroup = "other"};
+  for (size_t k = keep; k < count; k++) {
+    other.resident += sums[k].resident, other.huge += sums[k].huge, other.collapsible += sums[k].collapsible;
+    other.processes += sums[k].processes, other.backed_off += sums[k].backed_off;
+  }
+  sums[keep] = other;
+  return keep + 1;
+}
+
+enum cgroup_metric { CG_RESIDENT, CG_HUGE, CG_COLLAPSIBLE, CG_PROCESSES, CG_BACKED_OFF };
+
+static void cgroup_family(FILE *out, const struct cgroup_sum *sums, size_t count, enum cgroup_metric which,
+                          const char *name, const char *help) {
+  prometheus_family(out, name, "gauge", help);
+  for (size_t k = 0; k < count; k++) {
+    const struct cgroup_sum *c = &sums[k];
+    double value = which == CG_RESIDENT ? (double)c->resident : which == CG_HUGE ? (double)c->huge
+                 : which == CG_COLLAPSIBLE ? (double)c->collapsible : which == CG_PROCESSES ? (double)c->processes
+                 : (double)c->backed_off;
+    const char *labels[] = {"cgroup", c->cgroup, NULL, NULL};
+    prometheus_sample(out, name, labels, value);
   }
 }
 
-/* One family of per-process samples, labelled pid and comm (and class or reason). */
-static void process_family(const struct agent *a, FILE *out, enum process_metric which, const char *name,
-                           const char *type, const char *help) {
-  prometheus_family(out, name, type, help);
-  for (size_t i = 0; i < a->process_count; i++) {
-    const struct process_state *p = &a->processes[i];
-    char pid[16];
-    snprintf(pid, sizeof pid, "%d", (int)p->pid);
-    const char *labels[] = {"pid", pid, "comm", p->comm, NULL, NULL, NULL};
-    if (which == LASTING) {
-      labels[4] = "passes";
-      double shares[2] = {agent_ledger_early_share(&p->ledger), agent_ledger_late_share(&p->ledger)};
-      for (int k = 0; k < 2; k++) {
-        if (shares[k] < 0) continue; /* nothing judged yet: no sample rather than a made-up 0 or 1 */
-        labels[5] = k == 0 ? "1" : "10";
-        prometheus_sample(out, name, labels, shares[k]);
-      }
-    } else if (which == BACKED_OFF) {
-      labels[4] = "allocator";
-      labels[5] = allocator_name(p->allocator);
-      prometheus_sample(out, name, labels, process_value(a, p, which));
-    } else if (which != FAILURES && which != RESIDENT && which != HUGE) {
-      prometheus_sample(out, name, labels, process_value(a, p, which));
-    } else if (which == FAILURES) {
-      labels[4] = "reason";
-      for (size_t k = 0; k < FAILURE_KINDS && p->failures[k].reason[0]; k++) {
-        labels[5] = p->failures[k].reason;
-        prometheus_sample(out, name, labels, (double)p->failures[k].windows);
-      }
-    } else {
-      labels[4] = "class";
-      for (int k = 0; k < HUGIFY_CLASS_COUNT; k++) {
-        labels[5] = hugify_memory_class_name(k);
-        const struct hugify_usage *u = &p->classes[k];
-        prometheus_sample(out, name, labels, (double)(which == RESIDENT ? u->resident : hugify_usage_huge(u)));
-      }
+/* The kernel's THP bytes of each cgroup with series of its own (memory.stat), by kind. */
+static void kernel_family(const struct agent *a, FILE *out, const struct cgroup_sum *sums, size_t count) {
+  const char *name = "hugify_agent_cgroup_kernel_thp_bytes";
+  prometheus_family(out, name, "gauge",
+                    "THP bytes the kernel charges the cgroup (memory.stat anon_thp, shmem_thp, file_thp; cgroup v1: "
+                    "rss_huge), beside the agent's walks of its processes.");
+  for (size_t k = 0; k < count; k++) {
+    struct cgroup_thp t;
+    if (sums[k].cgroup[0] != '/' || cgroup_read_thp("", &a->memory_root, sums[k].cgroup, &t) != 0) continue;
+    const char *kinds[] = {"anon", "shmem", "file"};
+    const uint64_t values[] = {t.anon, t.shmem, t.file};
+    const bool present[] = {true, t.has_shmem, t.has_file};
+    for (int i = 0; i < 3; i++) {
+      if (!present[i]) continue;
+      const char *labels[] = {"cgroup", sums[k].cgroup, "kind", kinds[i], NULL, NULL};
+      prometheus_sample(out, name, labels, (double)values[i]);
     }
   }
 }
 
+/* Host totals of the selected processes by class (resident or huge). */
+static void class_family(const struct agent *a, FILE *out, bool huge, const char *name, const char *help) {
+  prometheus_family(out, name, "gauge", help);
+  for (int k = 0; k < HUGIFY_CLASS_COUNT; k++) {
+    double sum = 0;
+    for (size_t i = 0; i < a->process_count; i++) {
+      const struct hugify_usage *u = &a->processes[i].classes[k];
+      sum += (double)(huge ? hugify_usage_huge(u) : u->resident);
+    }
+    const char *labels[] = {"class", hugify_memory_class_name(k), NULL, NULL};
+    prometheus_sample(out, name, labels, sum);
+  }
+}
+
+/* Windows the kernel refused, by errno, over every process the agent served (also those gone). */
+static void failure_family(const struct agent *a, FILE *out) {
+  struct failure_count totals[FAILURE_KINDS];
+  memcpy(totals, a->retired_failures, sizeof totals);
+  for (size_t i = 0; i < a->process_count; i++) add_failures(totals, a->processes[i].failures);
+  const char *name = "hugify_agent_collapse_failures_total";
+  prometheus_family(out, name, "counter", "2 MiB windows the kernel refused to collapse, by errno.");
+  for (size_t r = 0; r < FAILURE_KINDS && totals[r].reason[0]; r++) {
+    const char *labels[] = {"reason", totals[r].reason, NULL, NULL};
+    prometheus_sample(out, name, labels, (double)totals[r].windows);
+  }
+}
+
+/* The share of collapsed bytes still huge 1 and 10 passes later, over the processes, weighted by what the
+ * agent collapsed in each; no sample until one is judged. */
+static void lasting_family(const struct agent *a, FILE *out) {
+  const char *name = "hugify_agent_lasting_ratio";
+  prometheus_family(out, name, "gauge", "Share of the bytes the agent collapsed that were still huge 1 and 10 passes later.");
+  for (int k = 0; k < 2; k++) {
+    double sum = 0, weight = 0;
+    for (size_t i = 0; i < a->process_count; i++) {
+      const struct process_state *p = &a->processes[i];
+      double share = k == 0 ? agent_ledger_early_share(&p->ledger) : agent_ledger_late_share(&p->ledger);
+      if (share < 0) continue;
+      double w = p->collapsed_bytes ? (double)p->collapsed_bytes : 1;
+      sum += share * w, weight += w;
+    }
+    if (weight <= 0) continue;
+    const char *labels[] = {"passes", k == 0 ? "1" : "10", NULL, NULL};
+    prometheus_sample(out, name, labels, sum / weight);
+  }
+}
+
+static void host_gauge(FILE *out, const char *name, const char *type, const char *help, double value) {
+  prometheus_family(out, name, type, help);
+  prometheus_sample(out, name, NULL, value);
+}
+
+static void render_cgroups(struct agent *a, FILE *out) {
+  struct cgroup_sum *sums;
+  size_t count = cgroup_sums(a, (size_t)a->config.metrics_cgroups, &sums);
+  cgroup_family(out, sums, count, CG_RESIDENT, "hugify_agent_cgroup_resident_bytes",
+                "Resident memory of the selected processes in the cgroup (smaps; hugetlb included).");
+  cgroup_family(out, sums, count, CG_HUGE, "hugify_agent_cgroup_huge_bytes",
+                "Of which on huge pages (THP and hugetlb).");
+  cgroup_family(out, sums, count, CG_COLLAPSIBLE, "hugify_agent_cgroup_collapsible_bytes",
+                "Resident memory of the selected processes in the cgroup that is not huge but could be collapsed.");
+  cgroup_family(out, sums, count, CG_PROCESSES, "hugify_agent_cgroup_processes", "Selected processes in the cgroup.");
+  cgroup_family(out, sums, count, CG_BACKED_OFF, "hugify_agent_cgroup_backed_off_processes",
+                "Processes of the cgroup backed off because their collapses do not last.");
+  kernel_family(a, out, sums, count);
+  free(sums);
+}
+
 static void render_metrics(struct agent *a, FILE *out) {
-  process_family(a, out, RESIDENT, "hugify_agent_process_resident_bytes", "gauge",
-                 "Resident memory of a selected process by class (smaps; hugetlb included).");
-  process_family(a, out, HUGE, "hugify_agent_process_huge_bytes", "gauge",
-                 "Memory of a selected process on huge pages (THP and hugetlb) by class.");
-  process_family(a, out, COLLAPSIBLE, "hugify_agent_process_collapsible_bytes", "gauge",
-                 "Resident memory of a selected process that is not huge but could be collapsed.");
-  process_family(a, out, COLLAPSED, "hugify_agent_process_collapsed_bytes_total", "counter",
-                 "Bytes the agent put on huge pages in a process (windows collapsed).");
-  process_family(a, out, FAILURES, "hugify_agent_process_collapse_failures_total", "counter",
-                 "2 MiB windows the kernel refused to collapse, by errno.");
-  process_family(a, out, LASTING, "hugify_agent_process_lasting_ratio", "gauge",
-                 "Share of the bytes the agent collapsed that were still huge 1 and 10 passes later.");
-  process_family(a, out, RECOLLAPSED, "hugify_agent_process_recollapsed_bytes_total", "counter",
-                 "Bytes collapsed again: windows the agent had collapsed before and that were split since.");
-  process_family(a, out, UNDONE, "hugify_agent_process_undone_bytes_total", "counter",
-                 "Collapsed bytes found split again within a few passes (the allocator gave the memory back).");
-  process_family(a, out, BLOAT, "hugify_agent_process_bloat_bytes_total", "counter",
-                 "Bytes the agent's collapses zero-filled: per window collapsed, 2 MiB minus the bytes present before.");
-  process_family(a, out, BACKED_OFF, "hugify_agent_process_churn_backoff", "gauge",
-                 "1 while the process is backed off because its collapses do not last.");
-  prometheus_family(out, "hugify_agent_selected_processes", "gauge", "Processes selected in the last pass.");
-  prometheus_sample(out, "hugify_agent_selected_processes", NULL, (double)a->process_count);
-  prometheus_family(out, "hugify_agent_collapsed_bytes_total", "counter", "Bytes the agent put on huge pages.");
-  prometheus_sample(out, "hugify_agent_collapsed_bytes_total", NULL, (double)a->collapsed_bytes);
-  prometheus_family(out, "hugify_agent_recollapsed_bytes_total", "counter", "Bytes collapsed again after a split.");
-  prometheus_sample(out, "hugify_agent_recollapsed_bytes_total", NULL, (double)a->recollapsed_bytes);
-  prometheus_family(out, "hugify_agent_bloat_bytes_total", "counter", "Bytes the agent's collapses zero-filled.");
-  prometheus_sample(out, "hugify_agent_bloat_bytes_total", NULL, (double)a->bloat_bytes);
-  prometheus_family(out, "hugify_agent_churn_backoffs_total", "counter",
-                    "Times a process was backed off because its collapses did not last.");
-  prometheus_sample(out, "hugify_agent_churn_backoffs_total", NULL, (double)a->churn_backoffs);
+  render_cgroups(a, out);
+  class_family(a, out, false, "hugify_agent_resident_bytes",
+               "Resident memory of the selected processes by class (smaps; hugetlb included).");
+  class_family(a, out, true, "hugify_agent_huge_bytes", "Of which on huge pages (THP and hugetlb), by class.");
+  double collapsible = 0, undone = (double)a->retired_undone, backed_off = 0;
+  for (size_t i = 0; i < a->process_count; i++) {
+    collapsible += (double)a->processes[i].collapsible;
+    undone += (double)a->processes[i].ledger.undone_bytes;
+    backed_off += !agent_ledger_allows(&a->processes[i].ledger, a->passes);
+  }
+  host_gauge(out, "hugify_agent_collapsible_bytes", "gauge",
+             "Resident memory of the selected processes that is not huge but could be collapsed.", collapsible);
+  failure_family(a, out);
+  lasting_family(a, out);
+  host_gauge(out, "hugify_agent_undone_bytes_total", "counter",
+             "Collapsed bytes found split again within a few passes (the allocator gave the memory back).", undone);
+  host_gauge(out, "hugify_agent_backed_off_processes", "gauge",
+             "Processes backed off now because their collapses do not last.", backed_off);
+  host_gauge(out, "hugify_agent_selected_processes", "gauge", "Processes selected in the last pass.",
+             (double)a->process_count);
+  host_gauge(out, "hugify_agent_collapsed_bytes_total", "counter", "Bytes the agent put on huge pages.",
+             (double)a->collapsed_bytes);
+  host_gauge(out, "hugify_agent_recollapsed_bytes_total", "counter", "Bytes collapsed again after a split.",
+             (double)a->recollapsed_bytes);
+  host_gauge(out, "hugify_agent_bloat_bytes_total", "counter",
+             "Bytes the agent's collapses zero-filled: per window collapsed, 2 MiB minus the bytes present before.",
+             (double)a->bloat_bytes);
+  host_gauge(out, "hugify_agent_churn_backoffs_total", "counter",
+             "Times a process was backed off because its collapses did not last.", (double)a->churn_backoffs);
   prometheus_histogram(out, "hugify_agent_pause_seconds",
                        "How long each collapse call held up the process it acted on (an upper bound, from its "
                        "threads' schedstat; calls while no thread of it ran are not counted).",
                        pause_bucket_bounds, PAUSE_BUCKETS, a->harm.pauses.counts, a->harm.pauses.sum);
-  prometheus_family(out, "hugify_agent_longest_call_seconds", "gauge", "The longest single collapse call.");
-  prometheus_sample(out, "hugify_agent_longest_call_seconds", NULL, a->harm.longest_call);
-  prometheus_family(out, "hugify_agent_passes_total", "counter", "Passes over the processes.");
-  prometheus_sample(out, "hugify_agent_passes_total", NULL, (double)a->passes);
-  prometheus_family(out, "hugify_agent_cpu_seconds_total", "counter", "CPU time of the agent (user and system).");
-  prometheus_sample(out, "hugify_agent_cpu_seconds_total", NULL, agent_own_cpu_seconds());
-  prometheus_family(out, "hugify_agent_cpu_budget_fraction", "gauge", "The CPU budget, as a fraction of one core.");
-  prometheus_sample(out, "hugify_agent_cpu_budget_fraction", NULL, a->config.cpu_budget);
-  prometheus_family(out, "hugify_agent_budget_stops_total", "counter", "Collapses cut short because the CPU budget was spent.");
-  prometheus_sample(out, "hugify_agent_budget_stops_total", NULL, (double)a->budget_stops);
-  prometheus_family(out, "hugify_agent_memory_gate_open", "gauge",
-                    "1 when available memory and memory pressure allow collapsing, else 0.");
-  prometheus_sample(out, "hugify_agent_memory_gate_open", NULL, a->memory_open ? 1 : 0);
-  prometheus_family(out, "hugify_agent_memory_gate_closed_passes_total", "counter", "Passes without collapse because memory was short.");
-  prometheus_sample(out, "hugify_agent_memory_gate_closed_passes_total", NULL, (double)a->memory_gate_closed_passes);
-  prometheus_family(out, "hugify_agent_last_pass_seconds", "gauge", "Wall time of the last pass.");
-  prometheus_sample(out, "hugify_agent_last_pass_seconds", NULL, a->last_pass_seconds);
-  prometheus_family(out, "hugify_agent_last_pass_timestamp_seconds", "gauge", "When the last pass ended (Unix time).");
-  prometheus_sample(out, "hugify_agent_last_pass_timestamp_seconds", NULL, a->last_pass_end);
+  host_gauge(out, "hugify_agent_longest_call_seconds", "gauge", "The longest single collapse call.", a->harm.longest_call);
+  host_gauge(out, "hugify_agent_passes_total", "counter", "Passes over the processes.", (double)a->passes);
+  host_gauge(out, "hugify_agent_cpu_seconds_total", "counter", "CPU time of the agent (user and system).",
+             agent_own_cpu_seconds());
+  host_gauge(out, "hugify_agent_cpu_budget_fraction", "gauge", "The CPU budget, as a fraction of one core.",
+             a->config.cpu_budget);
+  host_gauge(out, "hugify_agent_budget_stops_total", "counter", "Collapses cut short because the CPU budget was spent.",
+             (double)a->budget_stops);
+  host_gauge(out, "hugify_agent_memory_gate_open", "gauge",
+             "1 when available memory and memory pressure allow collapsing, else 0.", a->memory_open ? 1 : 0);
+  host_gauge(out, "hugify_agent_memory_gate_closed_passes_total", "counter",
+             "Passes without collapse because memory was short.", (double)a->memory_gate_closed_passes);
+  host_gauge(out, "hugify_agent_last_pass_seconds", "gauge", "Wall time of the last pass.", a->last_pass_seconds);
+  host_gauge(out, "hugify_agent_last_pass_timestamp_seconds", "gauge", "When the last pass ended (Unix time).",
+             a->last_pass_end);
 }
 
 void agent_publish_metrics(struct agent *a) {

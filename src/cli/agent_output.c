@@ -254,6 +254,10 @@ void agent_print_json(const struct agent *a, FILE *out, const char *mode) {
       json_put_u64(&j, p->failures[k].reason, p->failures[k].windows);
     json_close(&j);
     json_put_string(&j, "last_action", p->last_action[0] ? p->last_action : NULL);
+    if (p->last_pause >= 0) json_put_double(&j, "last_pause_seconds", p->last_pause);
+    else json_put_null(&j, "last_pause_seconds");
+    if (p->last_action_time > 0) json_put_double(&j, "last_collapse_time", p->last_action_time);
+    else json_put_null(&j, "last_collapse_time");
     put_lasting(&j, a, p);
     if (a->daemon.fresh) put_daemon_process(&j, agent_daemon_process(&a->daemon, p->pid, p->comm));
     json_close(&j);

@@ -8,6 +8,7 @@
 #include "agent.h"
 #include "array.h"
 #include "collapse.h"
+#include "fleet.h"
 #include "format.h"
 #include "os.h"
 #include "probe.h"
@@ -42,6 +43,7 @@ static struct process_state *state_of(struct agent *a, pid_t pid, const char *co
     if (strcmp(p->comm, comm) != 0) { /* the pid was reused */
       agent_ledger_free(&p->ledger);
       memset(p, 0, sizeof *p);
+      p->last_pause = -1;
     }
     p->pid = pid;
     snprintf(p->comm, sizeof p->comm, "%s", comm);
@@ -52,6 +54,7 @@ static struct process_state *state_of(struct agent *a, pid_t pid, const char *co
   memset(p, 0, sizeof *p);
   p->pid = pid;
   snprintf(p->comm, sizeof p->comm, "%s", comm);
+  p->last_pause = -1;
   return p;
 }
 
@@ -157,6 +160,7 @@ static void record_collapse(struct agent *a, struct process_state *p, const stru
            policy->backed_off ? ", " : "", policy->backed_off ? held_text : "",
            policy->backed_off ? " held back (collapses undone)" : "");
   p->idle_signature = 0;
+  if (report->attempted) p->last_pause = report->longest_pause, p->last_action_time = measure_clock_seconds(CLOCK_REALTIME);
   if (report->attempted) inspect_into(p, rss); /* the figures after, for the metrics */
   if (policy->planned == 0 && !policy->stopped && !policy->backed_off)
     p->idle_signature = p->total.resident ^ (p->collapsible << 1);
@@ -268,6 +272,7 @@ static int visit_process(pid_t pid, void *context) {
   struct process_state *p = state_of(a, process.pid, process.comm);
   if (!p) return 1;
   p->seen = p->selected = true;
+  fleet_cgroup_of(&a->memory_root, pid, p->cgroup, sizeof p->cgroup);
   if (!budget_keep_going(a)) return 0; /* spent: its figures stay those of the last pass */
   serve_process(a, p, process.rss, walk->may_collapse, walk->start);
   return 0;
@@ -276,7 +281,7 @@ static int visit_process(pid_t pid, void *context) {
 /* One pass over every process. collapse = false: observe only (--status). */
 void agent_run_pass(struct agent *a, bool collapse) {
   double start = measure_clock_seconds(CLOCK_MONOTONIC);
-  a->passes++;
+  if (a->passes++ == 0) cgroup_memory_hierarchy("", &a->memory_root);
   read_memory_state(a);
   if (!a->memory_open) a->memory_gate_closed_passes++;
   for (size_t i = 0; i < a->process_count; i++) a->processes[i].seen = false;
@@ -286,7 +291,7 @@ void agent_run_pass(struct agent *a, bool collapse) {
   size_t kept = 0;
   for (size_t i = 0; i < a->process_count; i++) {
     if (a->processes[i].seen) a->processes[kept++] = a->processes[i];
-    else agent_ledger_free(&a->processes[i].ledger);
+    else agent_retire_process(a, &a->processes[i]), agent_ledger_free(&a->processes[i].ledger);
   }
   a->process_count = kept;
   budget_keep_going(a); /* charge the rest of the pass */

@@ -57,6 +57,8 @@ static bool read_processes(struct daemon_state *d, const struct json_doc *doc) {
     p->pid = (pid_t)pid;
     p->collapsed = count_of(item, "collapsed_bytes");
     json_doc_string(item, "last_action", p->last_action, sizeof p->last_action);
+    p->last_pause = number_or(item, "last_pause_seconds", -1);
+    p->last_action_time = number_or(item, "last_collapse_time", 0);
     p->early_share = number_or(item, "lasting.huge_after_1_pass_fraction", -1);
     p->late_share = number_or(item, "lasting.huge_after_10_passes_fraction", -1);
     p->recollapsed = count_of(item, "lasting.recollapsed_bytes");

@@ -44,9 +44,10 @@ int cmd_bench(int argc, char **argv);
 int cmd_elf(int argc, char **argv);
 int cmd_agent(int argc, char **argv);
 int cmd_env(int argc, char **argv);
+int cmd_top(int argc, char **argv);
 
 extern const struct command_help help_collapse, help_inspect, help_elf, help_status, help_bench, help_check, help_pool,
-    help_run, help_env, help_agent;
+    help_run, help_env, help_agent, help_top;
 
 /* ---- output.c: messages ---- */
 /* "hugify CMD: message" on stderr; returns `code` so callers can `return fail(EXIT_USAGE, ...)`. */

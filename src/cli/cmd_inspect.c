@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "fleet.h"
 #include "hugify.h"
 #include "inspect.h"
 #include "units.h"
@@ -12,8 +13,11 @@
 struct inspect_args {
   bool maps, all;
   uint64_t top;
+  int by; /* enum cgroup_key, -1: by process */
   struct json_output json;
 };
+
+static const char *const by_names[] = {"cgroup", "unit", "container", NULL}; /* enum cgroup_key */
 
 static const struct option_spec inspect_options[] = {
     OPT_GROUP("Options"),
@@ -21,6 +25,9 @@ static const struct option_spec inspect_options[] = {
     OPT_FLAG("all", 0, struct inspect_args, all,
              "every process, ranked by anonymous memory NOT on huge pages (who would gain most)"),
     OPT_COUNT("top", struct inspect_args, top, "N", 0, 1000000, "with --all: the first N processes (default 20; 0 = all)"),
+    OPT_ENUM("by", struct inspect_args, by, "cgroup|unit|container", by_names,
+             "with --all: one row per cgroup, systemd unit or container instead of per process, the kernel's\n"
+             "THP bytes of each (memory.stat) beside the sum of its processes' walks, and why they differ"),
     OPT_JSON(struct inspect_args, json,
              "JSON on stdout instead of the text (schema hugify.inspect/1: docs/inspect.md);\n"
              "--json=FILE: the text on stdout and the JSON to FILE"),
@@ -29,7 +36,7 @@ static const struct option_spec inspect_options[] = {
 
 const struct command_help help_inspect = {
     "usage: hugify inspect PID... [--maps] [--json[=FILE]]\n"
-    "       hugify inspect --all [--top N] [--json[=FILE]]\n"
+    "       hugify inspect --all [--top N] [--by cgroup|unit|container] [--json[=FILE]]\n"
     "\n"
     "How much of a process is on huge pages, measured from /proc/PID/smaps: resident memory and the part on\n"
     "huge pages by class (code per object, heap, other anonymous memory, thread stacks, shared memory, file\n"
@@ -43,6 +50,7 @@ const struct command_help help_inspect = {
     "  hugify inspect $(pidof postgres)      coverage of each postgres process\n"
     "  hugify inspect 1234 --maps            ... with one row per mapping\n"
     "  hugify inspect --all --top 10         the ten processes with most anonymous memory on 4 KiB pages\n"
+    "  hugify inspect --all --by unit        the same per systemd service, with the kernel's figures\n"
     "  hugify inspect 1234 --json | jq .processes[0].classes.heap\n"
     "\n"
     "Exit status: 0 done; 1 a process does not exist (any more); 2 bad usage; 3 not permitted to read a\n"
@@ -288,6 +296,103 @@ static int inspect_all(long top, FILE *json, bool text) {
   return EXIT_DONE;
 }
 
+/* ---- --all --by ---------------------------------------------------------------------------------- */
+
+static void print_groups_json(const struct fleet *f, size_t shown, FILE *json, const struct inspect_ranking *ranking) {
+  struct json_writer j;
+  json_begin(&j, json);
+  json_put_string(&j, "schema", "hugify.inspect/1");
+  json_put_string(&j, "by", cgroup_key_name(f->by));
+  if (f->memory.version) json_put_i64(&j, "cgroup_version", f->memory.version);
+  else json_put_null(&j, "cgroup_version");
+  json_open_array(&j, "groups");
+  for (size_t i = 0; i < shown; i++) {
+    const struct fleet_group *g = &f->groups[i];
+    json_open_object(&j, NULL);
+    json_put_string(&j, "name", g->name[0] ? g->name : NULL);
+    json_put_string(&j, "cgroup", g->cgroup[0] ? g->cgroup : NULL);
+    if (f->by == CGROUP_BY_CONTAINER) json_put_string(&j, "runtime", g->runtime && g->runtime[0] ? g->runtime : NULL);
+    json_put_u64(&j, "processes", g->processes);
+    json_put_u64(&j, "rss_bytes", g->memory.rss);
+    json_put_u64(&j, "anonymous_bytes", g->memory.anonymous);
+    json_put_u64(&j, "anon_not_huge_bytes", g->memory.anonymous - g->memory.anon_thp);
+    json_put_u64(&j, "hugetlb_bytes", g->memory.hugetlb);
+    json_put_cgroup_thp(&j, "walk", &g->walk);
+    if (g->has_kernel) json_put_cgroup_thp(&j, "kernel", &g->kernel);
+    else json_put_null(&j, "kernel");
+    json_put_string(&j, "difference", g->difference[0] ? g->difference : NULL);
+    json_close(&j);
+  }
+  json_close(&j);
+  json_put_u64(&j, "processes", ranking->count);
+  json_put_u64(&j, "unreadable", ranking->unreadable);
+  json_end(&j);
+}
+
+/* "12.0 MiB / 12.1 MiB": the walk's figure, then the kernel's ("-" when it has none). */
+static void walk_and_kernel(uint64_t walk, bool has_kernel, uint64_t kernel, char *out, size_t cap) {
+  char a[32], b[32] = "-";
+  bytes(walk, a, sizeof a);
+  if (has_kernel) bytes(kernel, b, sizeof b);
+  snprintf(out, cap, "%s / %s", a, b);
+}
+
+static void print_groups_text(const struct fleet *f, size_t shown, const struct inspect_ranking *ranking) {
+  static const char *const headers[] = {"group", "procs", "anon not huge", "anon THP walk/kernel",
+                                        "shmem THP walk/kernel", "file THP walk/kernel", "rss"};
+  static const bool right[] = {false, true, true, true, true, true, true};
+  struct table t;
+  table_init(&t, 7, headers, right);
+  for (size_t i = 0; i < shown; i++) {
+    const struct fleet_group *g = &f->groups[i];
+    char procs[32], not_huge[32], anon[80], shmem[80], file[80], rss[32];
+    snprintf(procs, sizeof procs, "%zu", g->processes);
+    bytes(g->memory.anonymous - g->memory.anon_thp, not_huge, sizeof not_huge);
+    walk_and_kernel(g->walk.anon, g->has_kernel, g->kernel.anon, anon, sizeof anon);
+    walk_and_kernel(g->walk.shmem, g->has_kernel && g->kernel.has_shmem, g->kernel.shmem, shmem, sizeof shmem);
+    walk_and_kernel(g->walk.file, g->has_kernel && g->kernel.has_file, g->kernel.file, file, sizeof file);
+    bytes(g->memory.rss, rss, sizeof rss);
+    table_row(&t, g->name[0] ? g->name : "(none)", procs, not_huge, anon, shmem, file, rss);
+  }
+  printf("Processes grouped by %s, ranked by anonymous memory not on huge pages; THP bytes as the sum of the\n"
+         "processes' smaps_rollup / the kernel's memory.stat of the %s:\n\n",
+         cgroup_key_name(f->by), f->memory.version == 1 ? "cgroup (v1 memory controller)" : "cgroup");
+  table_print(&t, stdout, "  ");
+  table_free(&t);
+  bool any = false;
+  for (size_t i = 0; i < shown; i++) {
+    const struct fleet_group *g = &f->groups[i];
+    if (!g->difference[0]) continue;
+    if (!any) printf("\n  where the two differ, and why:\n");
+    any = true;
+    printf("  %s: %s\n", g->name, g->difference);
+  }
+  if (f->memory.version == 0) printf("\n  no memory controller: the kernel's per-cgroup figures are not available\n");
+  else if (f->memory.version == 1) printf("\n  cgroup v1: memory.stat reports anonymous THP only (rss_huge)\n");
+  printf("\n  %zu groups of %zu processes%s", f->count, ranking->count, shown < f->count ? "" : "\n");
+  if (shown < f->count) printf(", %zu shown (--top 0 for all)\n", shown);
+  if (ranking->unreadable)
+    printf("  %u process(es) could not be read (ptrace read access needed: run as root)\n", ranking->unreadable);
+}
+
+static int inspect_groups(enum cgroup_key by, long top, FILE *json, bool text) {
+  struct inspect_ranking ranking;
+  int rc = inspect_rank_processes(&ranking);
+  if (rc) return fail(EXIT_SHORT, "inspect", "cannot rank the processes: %s", strerror(-rc));
+  struct fleet f;
+  rc = fleet_group_processes(&ranking, by, &f);
+  if (rc) {
+    inspect_ranking_free(&ranking);
+    return fail(EXIT_SHORT, "inspect", "cannot group the processes: %s", strerror(-rc));
+  }
+  size_t shown = top > 0 && (size_t)top < f.count ? (size_t)top : f.count;
+  if (json) print_groups_json(&f, shown, json, &ranking);
+  if (text) print_groups_text(&f, shown, &ranking);
+  fleet_free(&f);
+  inspect_ranking_free(&ranking);
+  return EXIT_DONE;
+}
+
 /* ---- the command --------------------------------------------------------------------------------- */
 
 /* The PID operands: EXIT_DONE, or EXIT_USAGE after the message. */
@@ -362,7 +467,7 @@ static int inspect_processes(const int *pids, int pid_count, FILE *out, bool tex
 }
 
 int cmd_inspect(int argc, char **argv) {
-  struct inspect_args args = {.top = 20};
+  struct inspect_args args = {.top = 20, .by = -1};
   static struct option_result parsed; /* large: off the stack */
   if (parse_command_options("inspect", inspect_options, OPTIONS_ANYWHERE, argc, argv, &args, &parsed) != EXIT_DONE)
     return EXIT_USAGE;
@@ -382,9 +487,14 @@ int cmd_inspect(int argc, char **argv) {
     if (maps) return usage_error("inspect", "--maps is for single processes, not --all");
     FILE *out = json_output_open(&json, "inspect");
     if (json.wanted && !out) return EXIT_USAGE;
-    int status = inspect_all(top, out, json_output_text(&json));
+    int status = args.by >= 0 ? inspect_groups((enum cgroup_key)args.by, top, out, json_output_text(&json))
+                              : inspect_all(top, out, json_output_text(&json));
     if (!json_output_close(out, &json, "inspect") && status == EXIT_DONE) status = EXIT_SHORT;
     return status;
+  }
+  if (args.by >= 0) {
+    free(pids);
+    return usage_error("inspect", "--by groups the processes of --all");
   }
   if (pid_count == 0) {
     free(pids);

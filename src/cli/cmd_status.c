@@ -192,6 +192,25 @@ static void print_features(const struct status_snapshot *s) {
   }
 }
 
+/* The THP bytes the kernel charges the top-level cgroups (memory.stat). */
+static void print_cgroup_thp(const struct status_snapshot *s) {
+  if (!s->cgroup_memory.version) {
+    printf("THP per cgroup: no memory controller mounted\n");
+    return;
+  }
+  printf("THP per cgroup (memory.stat, cgroup v%d at %s; inspect --all --by cgroup for every cgroup):\n",
+         s->cgroup_memory.version, s->cgroup_memory.mount);
+  for (unsigned i = 0; i < s->cgroup_thp_count; i++) {
+    const struct cgroup_thp *t = &s->cgroup_thp[i].thp;
+    char anon[32], shmem[32] = "-", file[32] = "-";
+    format_bytes(t->anon, anon, sizeof anon);
+    if (t->has_shmem) format_bytes(t->shmem, shmem, sizeof shmem);
+    if (t->has_file) format_bytes(t->file, file, sizeof file);
+    printf("  %-40s anon %s, shmem %s, file %s\n", s->cgroup_thp[i].path, anon, shmem, file);
+  }
+  if (!s->cgroup_thp_count) printf("  no cgroup below the root\n");
+}
+
 static void print_system(const struct status_snapshot *s) {
   printf("\nBoot parameters (/proc/cmdline)\n  %s\n",
          s->boot.params[0] ? s->boot.params : s->boot_known ? "none about huge pages" : "?");
@@ -216,6 +235,7 @@ static void print_system(const struct status_snapshot *s) {
   } else {
     printf("cgroup: %s\n", s->cgroup_version == 1 ? "v1 only (hugetlb limits not read)" : "?");
   }
+  print_cgroup_thp(s);
   printf("may change pools: %s\n", s->can_change_pools ? "yes" : "no");
   print_features(s);
   if (s->unreadable_count) {
@@ -395,6 +415,16 @@ static void json_limits(struct json_writer *j, const struct status_snapshot *s) 
   if (s->cgroup_version) json_put_i64(j, "version", s->cgroup_version);
   else json_put_null(j, "version");
   json_put_string(j, "path", s->cgroup_path[0] ? s->cgroup_path : NULL);
+  if (s->cgroup_memory.version) json_put_i64(j, "memory_version", s->cgroup_memory.version);
+  else json_put_null(j, "memory_version");
+  json_open_array(j, "thp");
+  for (unsigned i = 0; i < s->cgroup_thp_count; i++) {
+    json_open_object(j, NULL);
+    json_put_string(j, "path", s->cgroup_thp[i].path);
+    json_put_cgroup_thp(j, "memory_stat", &s->cgroup_thp[i].thp);
+    json_close(j);
+  }
+  json_close(j);
   json_open_array(j, "hugetlb");
   for (unsigned i = 0; i < s->cgroup_limit_count; i++) {
     const struct cgroup_hugetlb_limit *l = &s->cgroup_limits[i];

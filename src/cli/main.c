@@ -11,6 +11,7 @@ static const struct command commands[] = {
     {"status", cmd_status, "everything the kernel says about huge pages here, with diagnoses and fixes", &help_status},
     {"pool", cmd_pool, "reserve, show, clear and persist hugetlb pools per size and NUMA node", &help_pool},
     {"inspect", cmd_inspect, "how much of a process is on huge pages, by class and page kind", &help_inspect},
+    {"top", cmd_top, "a live view: processes or cgroups losing huge pages, the agent's last action", &help_top},
     {"collapse", cmd_collapse, "put a running process's anonymous memory on huge pages now", &help_collapse},
     {"run", cmd_run, "run a program with its heap and code on huge pages; report what it got", &help_run},
     {"env", cmd_env, "the environment of `run`, for systemd units, containers and scripts", &help_env},

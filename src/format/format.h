@@ -47,6 +47,9 @@ struct hugify_usage;
 /* key: {"resident_bytes", "base_bytes", "thp_bytes", "hugetlb_2m_bytes", "hugetlb_1g_bytes", "huge_bytes",
  * "huge_fraction", "anonymous_bytes", "anon_thp_bytes"} */
 void json_put_usage(struct json_writer *j, const char *key, const struct hugify_usage *usage);
+/* key: {"anon_thp_bytes", "shmem_thp_bytes", "file_thp_bytes"} of a struct cgroup_thp (null: not reported). */
+struct cgroup_thp;
+void json_put_cgroup_thp(struct json_writer *j, const char *key, const struct cgroup_thp *thp);
 /* key: {"<reason>": bytes, ...} for every reason of enum hugify_not_huge_reason but "none". */
 void json_put_not_huge(struct json_writer *j, const char *key, const uint64_t *not_huge);
 

@@ -503,18 +503,49 @@ bool parse_id_list(const char *text, uint64_t *bitmap, unsigned max_ids) {
   return *p == '\0';
 }
 
+/* The n bytes at `from` into out (cut to cap - 1, NUL-ended; nothing when cap is 0). True. */
+static bool copy_cut(char *out, size_t cap, const char *from, size_t n) {
+  if (cap == 0) return true;
+  if (n >= cap) n = cap - 1;
+  memcpy(out, from, n);
+  out[n] = '\0';
+  return true;
+}
+
 bool parse_cgroup_v2_path(const char *text, char *out, size_t cap) {
   const char *cursor = text, *line, *end;
+  while (text_next_line(&cursor, &line, &end))
+    if (end - line >= 4 && strncmp(line, "0::", 3) == 0) return copy_cut(out, cap, line + 3, (size_t)(end - line - 3));
+  return false;
+}
+
+bool parse_cgroup_v1_path(const char *text, const char *controller, char *out, size_t cap) {
+  const char *cursor = text, *line, *end;
+  size_t want = strlen(controller);
   while (text_next_line(&cursor, &line, &end)) {
-    if (end - line < 4 || strncmp(line, "0::", 3) != 0) continue;
-    size_t n = (size_t)(end - line - 3);
-    if (cap == 0) return true;
-    if (n >= cap) n = cap - 1;
-    memcpy(out, line + 3, n);
-    out[n] = '\0';
-    return true;
+    const char *first = memchr(line, ':', (size_t)(end - line));
+    const char *second = first ? memchr(first + 1, ':', (size_t)(end - first - 1)) : NULL;
+    if (!second || second == first + 1) continue; /* "0::/path" is v2 */
+    bool named = false;
+    for (const char *c = first + 1; c < second && !named;) {
+      const char *comma = memchr(c, ',', (size_t)(second - c));
+      const char *stop = comma ? comma : second;
+      named = (size_t)(stop - c) == want && strncmp(c, controller, want) == 0;
+      c = stop + 1;
+    }
+    if (named && second[1] == '/') return copy_cut(out, cap, second + 1, (size_t)(end - second - 1));
   }
   return false;
+}
+
+bool parse_memory_stat_thp(const char *text, struct cgroup_thp *out) {
+  memset(out, 0, sizeof *out);
+  if (parse_keyed_value(text, "anon_thp", &out->anon)) {
+    out->has_shmem = parse_keyed_value(text, "shmem_thp", &out->shmem);
+    out->has_file = parse_keyed_value(text, "file_thp", &out->file);
+    return true;
+  }
+  return parse_keyed_value(text, "rss_huge", &out->anon); /* v1: this cgroup's own, not total_rss_huge */
 }
 
 bool parse_cgroup_limit(const char *text, uint64_t *value) {
@@ -579,6 +610,8 @@ bool parse_smaps_rollup(const char *text, struct smaps_rollup *out) {
   parse_keyed_value(text, "Private_Hugetlb", &private_hugetlb);
   parse_keyed_value(text, "Shared_Hugetlb", &shared_hugetlb);
   if (out->anon_thp > out->anonymous) out->anon_thp = out->anonymous;
+  parse_keyed_value(text, "ShmemPmdMapped", &out->shmem_thp);
+  parse_keyed_value(text, "FilePmdMapped", &out->file_thp);
   out->hugetlb = private_hugetlb + shared_hugetlb;
   return true;
 }

@@ -163,6 +163,16 @@ static inline bool id_list_has(const uint64_t *bitmap, unsigned id) { return (bi
 
 /* /proc/PID/cgroup: the cgroup v2 path (line "0::/path"). False when the process is in no v2 hierarchy. */
 bool parse_cgroup_v2_path(const char *text, char *out, size_t cap);
+/* /proc/PID/cgroup: the path in the cgroup v1 hierarchy that holds `controller` ("4:memory:/x", also in a
+ * joined hierarchy "4:cpu,memory:/x"). False when no v1 line names it. */
+bool parse_cgroup_v1_path(const char *text, const char *controller, char *out, size_t cap);
+/* memory.stat of a cgroup: its THP bytes. cgroup v2 has anon_thp, shmem_thp and file_thp (the latter two
+ * since Linux 5.x/6.x); cgroup v1 only rss_huge (anonymous THP). False when the text has none of them. */
+struct cgroup_thp {
+  uint64_t anon, shmem, file;
+  bool has_shmem, has_file; /* false: this memory.stat does not report them (v1, older kernels) */
+};
+bool parse_memory_stat_thp(const char *text, struct cgroup_thp *out);
 /* A cgroup limit file ("max" or bytes): "max" -> UINT64_MAX. */
 bool parse_cgroup_limit(const char *text, uint64_t *value);
 /* The name a hugetlb cgroup gives a page size in its file names (mm/hugetlb_cgroup.c, mem_fmt):
@@ -182,6 +192,7 @@ bool parse_schedstat(const char *text, uint64_t *run_ns, uint64_t *wait_ns);
  * AnonHugePages line (a kernel thread's is empty). */
 struct smaps_rollup {
   uint64_t rss, anonymous, anon_thp, hugetlb; /* hugetlb: Private_Hugetlb + Shared_Hugetlb */
+  uint64_t shmem_thp, file_thp;               /* ShmemPmdMapped, FilePmdMapped (0 when absent) */
 };
 bool parse_smaps_rollup(const char *text, struct smaps_rollup *out);
 

@@ -202,6 +202,8 @@ static void read_numa(struct status_snapshot *s) {
 
 /* The caller's cgroup v2 and, per page size, the tightest hugetlb limit on the way up to the root. */
 static void read_cgroup(struct status_snapshot *s) {
+  if (cgroup_memory_hierarchy(s->root, &s->cgroup_memory))
+    s->cgroup_thp_count = (unsigned)cgroup_tree_thp(s->root, &s->cgroup_memory, s->cgroup_thp, STATUS_MAX_CGROUPS);
   char *text = read_text(s, "/proc/self/cgroup");
   if (!text) return;
   bool v2 = parse_cgroup_v2_path(text, s->cgroup_path, sizeof s->cgroup_path);

@@ -11,6 +11,8 @@
 #include "hugify.h"
 #include "cgroup.h"
 #include "probe.h"
+
+#define STATUS_MAX_CGROUPS 12
 #include "procfs.h"
 
 /* A counter or setting that could not be read. */
@@ -111,6 +113,9 @@ struct status_snapshot {
   char cgroup_mount[256];        /* where the v2 hierarchy is mounted */
   unsigned cgroup_limit_count;
   struct cgroup_hugetlb_limit cgroup_limits[HUGIFY_MAX_HUGETLB_SIZES];
+  struct cgroup_memory_root cgroup_memory;  /* where memory.stat is (version 0: no memory controller) */
+  unsigned cgroup_thp_count;                /* the top-level cgroups with most THP, by memory.stat */
+  struct cgroup_named_thp cgroup_thp[STATUS_MAX_CGROUPS];
 
   unsigned node_count;
   struct status_node nodes[HUGIFY_MAX_NODES];

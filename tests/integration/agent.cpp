@@ -25,6 +25,10 @@
 
 #include "test_support.hpp"
 
+extern "C" {
+#include "fleet.h"
+}
+
 namespace {
 
 constexpr uint64_t MiB = uint64_t{1} << 20;
@@ -156,6 +160,9 @@ std::vector<std::string> agent_argv(const std::vector<std::string> &args) {
   argv.insert(argv.end(), args.begin(), args.end());
   return argv;
 }
+
+// A TCP port on 127.0.0.1 that was free a moment ago, as text for the command lines.
+std::string free_port() { return std::to_string(test_support::free_port()); }
 
 bool collapse_available(std::string &why) {
   for (const char *feature : {"madv_collapse", "process_madvise_collapse"})
@@ -323,12 +330,25 @@ TEST(Agent, MetricsParseAndMatchInspect) {
       ADD_FAILURE() << "no " << key << " in " << object;
       return -1.0;
     };
-    std::string labels = "class=" + klass + ",comm=agent_target,pid=" + pid;
-    EXPECT_EQ(metric(parsed.out, "hugify_agent_process_resident_bytes", labels), number("resident")) << klass;
-    EXPECT_EQ(metric(parsed.out, "hugify_agent_process_huge_bytes", labels), number("huge")) << klass;
+    // host totals by class: the one selected process (no pid or comm label: docs/agent.md, "Metrics and labels")
+    std::string labels = "class=" + klass;
+    EXPECT_EQ(metric(parsed.out, "hugify_agent_resident_bytes", labels), number("resident")) << klass;
+    EXPECT_EQ(metric(parsed.out, "hugify_agent_huge_bytes", labels), number("huge")) << klass;
   }
-  EXPECT_GE(metric(parsed.out, "hugify_agent_process_collapsed_bytes_total", "comm=agent_target,pid=" + pid),
-            (double)(8 * MiB));
+  EXPECT_EQ(parsed.out.find("pid="), std::string::npos) << "no series per process\n" << parsed.out;
+  EXPECT_GE(metric(parsed.out, "hugify_agent_collapsed_bytes_total{}"), (double)(8 * MiB));
+  // its cgroup has a series of its own, with the kernel's figure beside it when memory.stat has one
+  struct cgroup_memory_root memory;
+  cgroup_memory_hierarchy("", &memory);
+  char cgroup[512];
+  fleet_cgroup_of(&memory, target.pid, cgroup, sizeof cgroup);
+  ASSERT_TRUE(cgroup[0]);
+  EXPECT_EQ(metric(parsed.out, "hugify_agent_cgroup_processes", std::string("cgroup=") + cgroup), 1) << parsed.out;
+  EXPECT_GE(metric(parsed.out, "hugify_agent_cgroup_huge_bytes", std::string("cgroup=") + cgroup), (double)(8 * MiB));
+  if (memory.version) {
+    EXPECT_GE(metric(parsed.out, "hugify_agent_cgroup_kernel_thp_bytes", std::string("cgroup=") + cgroup + ",kind=anon"),
+              0) << parsed.out;
+  }
   EXPECT_GE(metric(parsed.out, "hugify_agent_cpu_seconds_total{}"), 0);
   // The pause histogram: parsed by the client, buckets cumulative, +Inf equal to the count.
   double previous = 0;
@@ -365,15 +385,8 @@ TEST(Agent, MetricsParseAndMatchInspect) {
   EXPECT_EQ(cumulative, pause["count"].u64()) << "the last bucket (le null: +Inf) holds every pause";
 
   // The same over HTTP, from a daemon bound to localhost.
-  int s = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  ASSERT_EQ(bind(s, (sockaddr *)&address, sizeof address), 0);
-  getsockname(s, (sockaddr *)&address, &length);
-  std::string port = std::to_string(ntohs(address.sin_port));
-  close(s);
+  std::string port = free_port();
+  ASSERT_FALSE(port.empty());
   process agent;
   agent.start(agent_argv({"--pid", pid, "--min-rss", "0", "--interval", "0.2", "--metrics-file", metrics,
                           "--listen", port}),
@@ -388,7 +401,7 @@ TEST(Agent, MetricsParseAndMatchInspect) {
       "print(sorted(names))\n";
   auto http = test_support::run({python, "-c", fetch, port});
   EXPECT_EQ(http.status, 0) << http.err;
-  EXPECT_NE(http.out.find("hugify_agent_process_huge_bytes"), std::string::npos) << http.out;
+  EXPECT_NE(http.out.find("hugify_agent_cgroup_huge_bytes"), std::string::npos) << http.out;
   EXPECT_EQ(agent.stop(SIGTERM), 0);
 }
 
@@ -552,8 +565,8 @@ TEST(Agent, BacksOffAProcessWhoseCollapsesDoNotLast) {
                           "--cpu-budget", "100", "--metrics-file", metrics, "--json=" + json}),
               dir + "/agent.err");
   ASSERT_GE(wait_passes(agent, metrics, 2), 2) << test_support::read_file(dir + "/agent.err");
-  std::string pid = "pid=\"" + std::to_string(target.pid) + "\",comm=\"agent_target\"";
-  ASSERT_GE(metric(test_support::read_file(metrics), "hugify_agent_process_collapsed_bytes_total", pid),
+  // the host's counters: the agent selects this one process
+  ASSERT_GE(metric(test_support::read_file(metrics), "hugify_agent_collapsed_bytes_total"),
             (double)regions["churn"].size)
       << "the first pass collapses the dense region";
   // Churn once per agent pass: every window collapsed is split again before the next pass looks.
@@ -566,16 +579,17 @@ TEST(Agent, BacksOffAProcessWhoseCollapsesDoNotLast) {
   }
   std::string text = test_support::read_file(metrics);
   EXPECT_EQ(agent.stop(SIGTERM), 0);
-  double collapsed = metric(text, "hugify_agent_process_collapsed_bytes_total", pid);
-  double recollapsed = metric(text, "hugify_agent_process_recollapsed_bytes_total", pid);
+  double collapsed = metric(text, "hugify_agent_collapsed_bytes_total");
+  double recollapsed = metric(text, "hugify_agent_recollapsed_bytes_total");
   double size = (double)regions["churn"].size;
   std::printf("churn region %.0f MiB: collapsed %.0f MiB, re-collapsed %.0f MiB over %d rounds\n", size / MiB,
               collapsed / MiB, recollapsed / MiB, rounds);
   // Without the ledger every pass re-collapses the whole region (20x); with it, at most 1x over the run.
   EXPECT_LE(recollapsed, size) << text;
   EXPECT_GE(metric(text, "hugify_agent_churn_backoffs_total"), 1) << text;
-  EXPECT_GE(metric(text, "hugify_agent_process_lasting_ratio", pid + ",passes=\"1\""), 0) << "measured" << text;
-  EXPECT_GE(metric(text, "hugify_agent_process_undone_bytes_total", pid), size) << text;
+  EXPECT_GE(metric(text, "hugify_agent_lasting_ratio", "passes=\"1\""), 0) << "measured" << text;
+  EXPECT_GE(metric(text, "hugify_agent_undone_bytes_total"), size) << text;
+  EXPECT_GE(metric(text, "hugify_agent_backed_off_processes"), 1) << text;
   // It says why, and which setting would keep the pages (the helper uses glibc's malloc).
   std::string last = last_json_object(json);
   EXPECT_NE(last.find("\"backed_off\": true"), std::string::npos) << last;
@@ -671,4 +685,57 @@ TEST(Agent, StatusShowsTheDaemonsLedgerFromItsStateFile) {
   r = test_support::hugify({"agent", "--status", "--state-file", link, "--pid", pid, "--min-rss", "0"});
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_NE(r.err.find("symbolic link"), std::string::npos) << r.err;
+}
+
+// Issue 33: the dashboard and the alert rules the hugify package installs (dist/grafana, dist/prometheus).
+const std::string dist = std::string(HUGIFY_FIXTURES_DIR) + "/../../dist";
+
+TEST(Agent, AlertRulesPassPromtool) {
+  if (test_support::run({"sh", "-c", "command -v promtool"}).status != 0)
+    GTEST_SKIP() << "no promtool (Debian: apt-get install prometheus)";
+  auto check = test_support::run({"promtool", "check", "rules", dist + "/prometheus/hugify-rules.yml"});
+  EXPECT_EQ(check.status, 0) << check.out << check.err;
+  auto unit = test_support::run({"sh", "-c", "cd \"$1\" && promtool test rules hugify-rules.test.yml", "sh",
+                                 dist + "/prometheus"});
+  EXPECT_EQ(unit.status, 0) << unit.out << unit.err;
+}
+
+// Every query of the dashboard, its variables given fixed values, against a real Prometheus (127.0.0.1 only,
+// a temporary directory, stopped after) that scraped a real agent serving a process it collapsed.
+TEST(Agent, DashboardQueriesReturnDataFromALiveAgent) {
+  REQUIRE_COLLAPSE();
+  if (test_support::run({"sh", "-c", "command -v prometheus"}).status != 0)
+    GTEST_SKIP() << "no prometheus (Debian: apt-get install prometheus)";
+  process target;
+  start_target(target, {"--dense", "8M"});
+  std::string dir = temp_dir(), agent_port = free_port(), prometheus_port = free_port();
+  ASSERT_FALSE(agent_port.empty() || prometheus_port.empty());
+  process agent;
+  agent.start(agent_argv({"--pid", std::to_string(target.pid), "--min-rss", "0", "--interval", "0.5",
+                          "--cpu-budget", "100", "--listen", "127.0.0.1:" + agent_port}),
+              dir + "/agent.err");
+  std::string instance = "127.0.0.1:" + agent_port;
+  {
+    std::ofstream config(dir + "/prometheus.yml");
+    config << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+           << "rule_files:\n  - " << dist << "/prometheus/hugify-rules.yml\n"
+           << "scrape_configs:\n  - job_name: hugify\n    static_configs:\n      - targets: ['" << instance << "']\n";
+  }
+  process prometheus;
+  prometheus.start({"prometheus", "--config.file=" + dir + "/prometheus.yml", "--storage.tsdb.path=" + dir + "/data",
+                    "--web.listen-address=127.0.0.1:" + prometheus_port},
+                   dir + "/prometheus.err");
+  std::string url = "http://127.0.0.1:" + prometheus_port;
+  // until every query has data: the lasting share needs a pass after the collapse, rates two scrapes
+  test_support::command_result r;
+  for (int attempt = 0; attempt < 60; attempt++) {
+    usleep(1000 * 1000);
+    r = test_support::run({"python3", std::string(HUGIFY_FIXTURES_DIR) + "/../dashboard_queries.py",
+                           dist + "/grafana/hugify.json", url, instance, dist + "/prometheus/hugify-rules.yml"});
+    if (r.status == 0 && attempt >= 12) break; /* and the rates span 10 s of scrapes */
+  }
+  EXPECT_EQ(r.status, 0) << r.out << r.err << test_support::read_file(dir + "/prometheus.err");
+  std::printf("%s", r.out.c_str());
+  EXPECT_EQ(prometheus.stop(SIGTERM), 0);
+  EXPECT_EQ(agent.stop(SIGTERM), 0);
 }
