@@ -66,7 +66,9 @@ TEST(RunPeak, UnmapHookAloneCatchesThePeak) {
   EXPECT_EQ(r.string("peak.measured_at"), "sample") << dump(r);
   EXPECT_GE(r.number("peak.allocated.resident_bytes"), 100.0 * (1 << 20)) << dump(r);
   // Raw mmaps are advised for THP; a kernel without THP leaves them on 4 KiB pages (the peak is still caught).
-  if (test_support::missing_kernel_feature("thp").empty()) EXPECT_GE(r.number("peak.allocated.huge_fraction"), 0.90) << dump(r);
+  if (test_support::missing_kernel_feature("thp").empty()) {
+    EXPECT_GE(r.number("peak.allocated.huge_fraction"), 0.90) << dump(r);
+  }
   EXPECT_LT(r.number("classes.heap.resident_bytes") + r.number("classes.anon.resident_bytes"), 64.0 * (1 << 20))
       << "the blocks were unmapped before exit: " << dump(r);
   EXPECT_EQ(r.number("peak.interval_seconds"), 0) << dump(r);
