@@ -98,3 +98,23 @@ restore_thp_settings() {
     fi
   done
 }
+
+# matrix_tests KERNEL: the kernel matrix's tests for KERNEL (tests/kernel_matrix.txt), one line per test
+# program: "test_X FILTER" with FILTER the program's patterns joined for --gtest_filter, in the file's order.
+# A line's third field limits it: "only:K1,K2" or "not:K1,K2".
+# HUGIFY_KERNEL_MATRIX names another file of that form (a subset of your own).
+KERNEL_MATRIX=${HUGIFY_KERNEL_MATRIX:-$HUGIFY_ROOT/tests/kernel_matrix.txt}
+matrix_tests() {
+  awk -v kernel="$1" '
+    { sub(/#.*/, "") }
+    NF < 2 { next }
+    NF >= 3 {
+      split($3, rule, ":"); split(rule[2], names, ","); listed = 0
+      for (i in names) if (names[i] == kernel) listed = 1
+      if ((rule[1] == "only" && !listed) || (rule[1] == "not" && listed)) next
+    }
+    !($1 in filter) { order[++count] = $1; filter[$1] = $2; next }
+    { filter[$1] = filter[$1] ":" $2 }
+    END { for (i = 1; i <= count; i++) print order[i], filter[order[i]] }
+  ' "$KERNEL_MATRIX"
+}
