@@ -1,4 +1,5 @@
-# lib.sh - shared by scripts/demo, scripts/test and .ci/run: dependencies, build, hugetlb pool.
+# lib.sh - shared by scripts/demo, scripts/test, scripts/kernels, scripts/kernel-guest and .ci/run: dependencies,
+# build, hugetlb pool, THP settings, the kernel matrix's subset.
 # Sourced, not run.
 
 HUGIFY_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -120,4 +121,32 @@ restore_thp_settings() {
       say "$file restored to ${SAVED_THP[$file]} (it was $now)"
     fi
   done
+}
+
+# matrix_tests KERNEL MODE: the kernel matrix's tests for KERNEL under THP MODE (tests/kernel_matrix.txt),
+# one line per test program: "test_X FILTER", FILTER the program's patterns joined for --gtest_filter, in
+# the file's order. Fields after the pattern limit a line: "only:K1,K2" or "not:K1,K2" (kernels),
+# "mode:M1,M2" (THP modes; a kernel without THP, MODE none, runs every line once).
+# HUGIFY_KERNEL_MATRIX names another file of that form (a subset of your own).
+KERNEL_MATRIX=${HUGIFY_KERNEL_MATRIX:-$HUGIFY_ROOT/tests/kernel_matrix.txt}
+matrix_tests() {
+  awk -v kernel="$1" -v mode="$2" '
+    function listed(list, name,   names, i) {
+      split(list, names, ",")
+      for (i in names) if (names[i] == name) return 1
+      return 0
+    }
+    { sub(/#.*/, "") }
+    NF < 2 { next }
+    {
+      for (f = 3; f <= NF; f++) {
+        split($f, rule, ":")
+        if ((rule[1] == "only" && !listed(rule[2], kernel)) || (rule[1] == "not" && listed(rule[2], kernel)) ||
+            (rule[1] == "mode" && mode != "none" && !listed(rule[2], mode))) next
+      }
+    }
+    !($1 in filter) { order[++count] = $1; filter[$1] = $2; next }
+    { filter[$1] = filter[$1] ":" $2 }
+    END { for (i = 1; i <= count; i++) print order[i], filter[order[i]] }
+  ' "$KERNEL_MATRIX"
 }
