@@ -349,7 +349,8 @@ int os_pagemap_resident(uintptr_t start, uintptr_t end, struct resident_bytes *o
 static int pagemap_scan_regions(int fd, uintptr_t start, uintptr_t end, const struct os_pm_scan_arg *filter,
                                 void (*each)(void *context, uint64_t from, uint64_t to, uint64_t categories),
                                 void *context) {
-  struct os_page_region regions[256];
+  /* zeroed: valgrind does not know PAGEMAP_SCAN, so it would take what the kernel writes here as unset */
+  struct os_page_region regions[256] = {{0}};
   struct os_pm_scan_arg arg;
   uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), at = start & ~(page - 1);
   uintptr_t scan_end = (end + page - 1) & ~(page - 1), first = at;
