@@ -481,8 +481,7 @@ static void json_experiment(struct json_writer *j, const struct bench *b, enum e
 
 void write_json(const struct bench *b, FILE *out, int exit_status) {
   struct json_writer j;
-  json_begin(&j, out);
-  json_put_string(&j, "schema", "hugify.bench/2");
+  json_begin(&j, out, "hugify.bench/2");
   json_put_bool(&j, "quick", b->quick);
   json_put_u64(&j, "max_size_bytes", b->max_size);
   json_put_double(&j, "elapsed_seconds", b->seconds);
