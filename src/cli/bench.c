@@ -277,7 +277,7 @@ int cmd_bench(int argc, char **argv) {
   char warnings[512] = "";
   options_from_environment(&options, warnings, sizeof warnings);
   if (warnings[0]) fprintf(stderr, "hugify bench: %s\n", warnings);
-  b->unavailable = options.bench_unavailable;
+  b->unavailable = options.test.bench_unavailable;
 
   hugify_probe(&b->system);
   read_cpu_model(b->cpu, sizeof b->cpu);
