@@ -251,8 +251,7 @@ int main(int argc, char **argv) {
 
   if (json) {
     struct json_writer j;
-    json_begin(&j, stdout);
-    json_put_string(&j, "schema", "hugify.run_targets/1");
+    json_begin(&j, stdout, "hugify.run_targets/1");
     json_put_string(&j, "program", program[0]);
     json_put_string(&j, "key", time_key);
     json_put_i64(&j, "rounds", rounds);

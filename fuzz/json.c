@@ -30,8 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   FILE *out = open_memstream(&document, &length);
   if (!out) abort();
   struct json_writer writer;
-  json_begin(&writer, out);
-  json_put_string(&writer, "schema", "hugify.fuzz/1");
+  json_begin(&writer, out, "hugify.fuzz/1");
   json_put_string(&writer, "value", pieces[0]);
   json_open_array(&writer, "pieces");
   for (size_t i = 0; i < count; i++) json_put_string(&writer, NULL, pieces[i]);

@@ -19,7 +19,8 @@
    only in os.c (and the preload's interposers): everything else goes through os_*.
 6. Every file hugify writes goes through safe_file.c: no open()/fopen() that creates or writes a file
    elsewhere (os.c writes the kernel's settings files, which it never creates; /dev/null is no file).
-7. Every JSON schema the sources write ("hugify.NAME/N") is in docs/design.md's list.
+7. Every JSON schema the sources write ("hugify.NAME/N") is in docs/design.md's list, and every document
+   names its schema where it begins: json_begin's third argument is such a string literal.
 Prints every violation with its file and line (or the cycle) and exits 1; exits 0 when the layers hold.
 """
 import os
@@ -43,6 +44,7 @@ PURE_LIBC = re.compile(r"^(str\w*|mem\w*|__ctype_\w+|(__isoc99_|__isoc23_)?sscan
 MEMORY_CALL = re.compile(r"(?<![\w.>])(mmap|mmap64|munmap|mremap|madvise|mprotect|process_madvise)\s*\(")
 WRITE_OPEN = re.compile(r"\b(open|openat|creat)\s*\(.*\bO_(WRONLY|RDWR|CREAT)\b|\bfopen\s*\([^;]*\"[wa]")
 SCHEMA = re.compile(r'"(hugify\.[a-z_.]+/[0-9]+)"')
+JSON_BEGIN = re.compile(r"\bjson_begin\s*\(([^;]*)\)\s*;")
 
 
 # Exceptions to rule 4: none. Nothing may be added here.
@@ -109,11 +111,14 @@ def call_violations(source):
 
 
 def schema_violations(source):
-    """Rule 7: the schemas the sources name, all in docs/design.md."""
+    """Rule 7: the schemas the sources name, all in docs/design.md; each document begins with a literal one."""
     with open(os.path.join(source, "docs", "design.md"), encoding="utf-8") as f:
         design = f.read()
     problems, seen = [], set()
-    for path, number, line in source_lines(source, ("lib", "cli", "format")):
+    for path, number, line in source_lines(source):
+        begin = JSON_BEGIN.search(line)
+        if begin and not SCHEMA.search(begin.group(1).split(",")[-1]):
+            problems.append(f"{path}:{number}: json_begin without its schema as a \"hugify.NAME/N\" literal (JSON)")
         for schema in SCHEMA.findall(line):
             if schema not in seen and f"`{schema}`" not in design:
                 problems.append(f"{path}:{number}: schema {schema} is not in docs/design.md's list (JSON)")

@@ -202,8 +202,7 @@ static void put_daemon_process(struct json_writer *j, const struct daemon_proces
 
 void agent_print_json(const struct agent *a, FILE *out, const char *mode) {
   struct json_writer j;
-  json_begin(&j, out);
-  json_put_string(&j, "schema", "hugify.agent/1");
+  json_begin(&j, out, "hugify.agent/1");
   json_put_string(&j, "mode", mode);
   json_put_i64(&j, "agent_pid", getpid());
   json_put_i64(&j, "time_unix_seconds", (int64_t)measure_clock_seconds(CLOCK_REALTIME)); /* when written: its age */

@@ -277,7 +277,7 @@ int cmd_bench(int argc, char **argv) {
   char warnings[512] = "";
   options_from_environment(&options, warnings, sizeof warnings);
   if (warnings[0]) fprintf(stderr, "hugify bench: %s\n", warnings);
-  b->unavailable = options.bench_unavailable;
+  b->unavailable = options.test.bench_unavailable;
 
   hugify_probe(&b->system);
   read_cpu_model(b->cpu, sizeof b->cpu);
@@ -296,7 +296,9 @@ int cmd_bench(int argc, char **argv) {
   if (b->run[EXP_ABSL]) run_absl(b);
   b->seconds = measure_now() - b->started;
   summarise(b);
-  diagnose_noise(b);
+  struct measure_noise_series series;
+  size_t noisy_count = noisiest_series(b, &series);
+  measure_noise_diagnose(&b->machine, &series, noisy_count, noisy_count > 0, b->noise, sizeof b->noise);
   progress(true, "bench: done in %.0f s", b->seconds);
 
   rc = finish(b);

@@ -120,7 +120,7 @@ const struct point *find_point(const struct bench *b, enum experiment e, enum hu
 void summarise(struct bench *b);
 bool low_coverage(const struct point *p);
 bool noisy(const struct point *p);
-void diagnose_noise(struct bench *b);
+size_t noisiest_series(const struct bench *b, struct measure_noise_series *out);
 bool experiment_has_points(const struct bench *b, enum experiment e);
 bool kind_short(const struct bench *b, enum hugify_page_kind kind);
 void kind_skip_text(const struct bench *b, enum hugify_page_kind kind, char *out, size_t cap);

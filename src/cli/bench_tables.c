@@ -59,21 +59,16 @@ void summarise(struct bench *b) {
 bool low_coverage(const struct point *p) { return p->coverage < COVERAGE_MIN; }
 bool noisy(const struct point *p) { return p->spread.noisy; }
 
-/* When points are noisy: the likely cause, from the machine's load and the kernel time of the noisiest. */
-void diagnose_noise(struct bench *b) {
+/* The series of the noisiest point (0 when none is noisy), for measure_noise_diagnose. */
+size_t noisiest_series(const struct bench *b, struct measure_noise_series *out) {
   const struct point *worst = NULL;
   for (size_t i = 0; i < b->point_count; i++)
     if (noisy(&b->points[i]) && (!worst || b->points[i].spread.relative_spread > worst->spread.relative_spread))
       worst = &b->points[i];
-  measure_noise_read(&b->machine);
-  b->machine.system_spread = b->machine.system_share = -1;
-  b->noise[0] = '\0';
-  if (!worst) return;
-  struct measure_spread system;
-  measure_spread_of(worst->system, (size_t)worst->repeats, CONFIDENCE, NOISY_SPREAD, &system);
-  double cpu = worst->spread.median * 1e-9 * (double)worst->ops / (double)worst->repeats;
-  measure_noise_note(&b->machine, &system, cpu);
-  measure_noise_cause(&b->machine, b->noise, sizeof b->noise);
+  if (!worst) return 0;
+  measure_spread_of(worst->system, (size_t)worst->repeats, CONFIDENCE, NOISY_SPREAD, &out->system);
+  out->cpu_median = worst->spread.median * 1e-9 * (double)worst->ops / (double)worst->repeats;
+  return 1;
 }
 
 bool experiment_has_points(const struct bench *b, enum experiment e) {
@@ -481,8 +476,7 @@ static void json_experiment(struct json_writer *j, const struct bench *b, enum e
 
 void write_json(const struct bench *b, FILE *out, int exit_status) {
   struct json_writer j;
-  json_begin(&j, out);
-  json_put_string(&j, "schema", "hugify.bench/2");
+  json_begin(&j, out, "hugify.bench/2");
   json_put_bool(&j, "quick", b->quick);
   json_put_u64(&j, "max_size_bytes", b->max_size);
   json_put_double(&j, "elapsed_seconds", b->seconds);

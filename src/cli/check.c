@@ -530,24 +530,6 @@ static bool narrow(const struct stats_interval *s) {
   return s->low >= s->estimate * (1.0 - CHECK_PRECISION) && s->high <= s->estimate * (1.0 + CHECK_PRECISION);
 }
 
-/* When some interval is wider than +-2 %: the likely cause, from the machine's load and from the
- * configuration whose kernel time varied most. */
-static void diagnose_noise(struct check *c) {
-  bool wide = false;
-  for (int i = 1; i < c->config_count; i++) wide |= c->configs[i]->ratio_rc != 0 || !narrow(&c->configs[i]->ratio);
-  measure_noise_read(&c->machine);
-  c->machine.system_spread = c->machine.system_share = -1;
-  for (int i = 0; i < c->config_count; i++) {
-    const struct config *config = c->configs[i];
-    struct measure_spread system, cpu;
-    measure_spread_of(config->system, config->runs, CHECK_CONFIDENCE, 0, &system);
-    measure_spread_of(config->cpu, config->runs, CHECK_CONFIDENCE, 0, &cpu);
-    measure_noise_note(&c->machine, &system, cpu.median);
-  }
-  c->noise[0] = '\0';
-  if (wide) measure_noise_cause(&c->machine, c->noise, sizeof c->noise);
-}
-
 static int measure(struct check *c) {
   struct measure_series *series = calloc((size_t)c->config_count, sizeof *series);
   if (!series) return -1;
@@ -562,13 +544,22 @@ static int measure(struct check *c) {
   progress(true, "check: %zu rounds done", c->rounds);
   compute_ratios(c);
   if (c->load.load_command) compute_latency(c);
-  diagnose_noise(c);
+  /* When some interval is wider than +-2 %: the likely cause, from the machine's load and from the
+   * configuration whose kernel time varied most. */
+  bool wide = false;
+  for (int i = 1; i < c->config_count; i++) wide |= c->configs[i]->ratio_rc != 0 || !narrow(&c->configs[i]->ratio);
+  struct measure_noise_series noise[CONFIG_COUNT];
+  for (int i = 0; i < c->config_count; i++) {
+    struct measure_spread cpu;
+    measure_spread_of(c->configs[i]->system, c->configs[i]->runs, CHECK_CONFIDENCE, 0, &noise[i].system);
+    measure_spread_of(c->configs[i]->cpu, c->configs[i]->runs, CHECK_CONFIDENCE, 0, &cpu);
+    noise[i].cpu_median = cpu.median;
+  }
+  measure_noise_diagnose(&c->machine, noise, (size_t)c->config_count, wide, c->noise, sizeof c->noise);
   return 0;
 }
 
 /* ---- the verdict --------------------------------------------------------------------------------- */
-
-
 
 static struct config *find_config(const struct check *c, enum config_id id, int *index) {
   *index = -1;

@@ -354,7 +354,6 @@ static void json_series(struct json_writer *j, const char *key, const double *va
 }
 
 static void json_header(struct json_writer *j, const struct check *c) {
-  json_put_string(j, "schema", "hugify.check/2");
   json_open_array(j, "command");
   for (char **a = c->command; *a; a++) json_put_string(j, NULL, *a);
   json_close(j);
@@ -593,7 +592,7 @@ static void json_noise(struct json_writer *j, const struct check *c) {
 
 void check_print_json(const struct check *c, const struct verdict *v, FILE *out) {
   struct json_writer j;
-  json_begin(&j, out);
+  json_begin(&j, out, "hugify.check/2");
   json_header(&j, c);
   json_open_array(&j, "configs");
   for (int i = 0; i < c->config_count; i++) json_config(&j, c, i);

@@ -295,8 +295,7 @@ static void put_ranges(struct json_writer *j, const struct hugify_collapse_repor
 
 static void print_json(FILE *out, const struct hugify_collapse_report *r) {
   struct json_writer j;
-  json_begin(&j, out);
-  json_put_string(&j, "schema", "hugify.collapse/1");
+  json_begin(&j, out, "hugify.collapse/1");
   json_put_i64(&j, "pid", r->pid);
   json_put_string(&j, "command", r->command);
   json_put_bool(&j, "dry_run", r->dry_run);

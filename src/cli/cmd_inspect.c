@@ -246,8 +246,7 @@ static int inspect_all(long top, FILE *json, bool text) {
   size_t shown = top > 0 && (size_t)top < count ? (size_t)top : count;
   if (json) {
     struct json_writer j;
-    json_begin(&j, json);
-    json_put_string(&j, "schema", "hugify.inspect/1");
+    json_begin(&j, json, "hugify.inspect/1");
     json_open_array(&j, "ranking");
     for (size_t i = 0; i < shown; i++) {
       json_open_object(&j, NULL);
@@ -300,8 +299,7 @@ static int inspect_all(long top, FILE *json, bool text) {
 
 static void print_groups_json(const struct fleet *f, size_t shown, FILE *json, const struct inspect_ranking *ranking) {
   struct json_writer j;
-  json_begin(&j, json);
-  json_put_string(&j, "schema", "hugify.inspect/1");
+  json_begin(&j, json, "hugify.inspect/1");
   json_put_string(&j, "by", cgroup_key_name(f->by));
   if (f->memory.version) json_put_i64(&j, "cgroup_version", f->memory.version);
   else json_put_null(&j, "cgroup_version");
@@ -430,8 +428,7 @@ static int inspect_processes(const int *pids, int pid_count, FILE *out, bool tex
   int status = EXIT_DONE;
   struct json_writer j;
   if (out) {
-    json_begin(&j, out);
-    json_put_string(&j, "schema", "hugify.inspect/1");
+    json_begin(&j, out, "hugify.inspect/1");
     json_open_array(&j, "processes");
   }
   /* Errors are collected so the JSON stays one document. */

@@ -317,8 +317,7 @@ static int pool_show(const struct pool_args *a) {
   }
   if (a->json_out) {
     struct json_writer j;
-    json_begin(&j, a->json_out);
-    json_put_string(&j, "schema", "hugify.pool/2");
+    json_begin(&j, a->json_out, "hugify.pool/2");
     json_put_u64(&j, "default_page_size_bytes", s->default_hugetlb_size);
     view_pool_json(&j, "pools", s->pools, s->pool_count);
     view_mount_json(&j, "mounts", s);
@@ -489,8 +488,7 @@ struct set_outcome {
 
 static void print_set_json(const struct pool_args *a, const struct set_outcome *o) {
   struct json_writer j;
-  json_begin(&j, a->json_out);
-  json_put_string(&j, "schema", "hugify.pool.set/2");
+  json_begin(&j, a->json_out, "hugify.pool.set/2");
   json_put_string(&j, "command", a->verb);
   json_put_bool(&j, "dry_run", a->dry_run);
   json_put_bool(&j, "written", o->written);
@@ -643,8 +641,7 @@ static int pool_mount(struct pool_args *a, const struct machine *m) {
   }
   if (a->json_out) {
     struct json_writer j;
-    json_begin(&j, a->json_out);
-    json_put_string(&j, "schema", "hugify.pool.mount/2");
+    json_begin(&j, a->json_out, "hugify.pool.mount/2");
     json_put_u64(&j, "page_size_bytes", size);
     json_put_string(&j, "dir", dir);
     json_put_bool(&j, "dry_run", a->dry_run);

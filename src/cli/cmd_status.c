@@ -508,8 +508,7 @@ static void json_diagnoses(struct json_writer *j, const struct status_diagnosis 
 static void print_json(FILE *out, const struct status_snapshot *s, const struct status_diagnosis *d,
                        unsigned count) {
   struct json_writer j;
-  json_begin(&j, out);
-  json_put_string(&j, "schema", "hugify.status/2");
+  json_begin(&j, out, "hugify.status/2");
   json_put_string(&j, "root", s->root);
   json_put_string(&j, "kernel", s->kernel_release);
   json_put_string(&j, "hypervisor", s->hypervisor[0] ? s->hypervisor : NULL);
@@ -561,8 +560,7 @@ static void print_watch_text(const struct status_snapshot *before, const struct 
 static void print_watch_json(FILE *out, const struct status_snapshot *before, const struct status_snapshot *now,
                              unsigned interval, double seconds) {
   struct json_writer j;
-  json_begin(&j, out);
-  json_put_string(&j, "schema", "hugify.status.watch/2");
+  json_begin(&j, out, "hugify.status.watch/2");
   json_put_u64(&j, "interval", interval);
   json_put_double(&j, "elapsed_seconds", seconds);
   json_open_object(&j, "counters");

@@ -221,8 +221,7 @@ int cmd_elf(int argc, char **argv) {
   bool text = json_output_text(&json);
   struct json_writer j;
   if (out) {
-    json_begin(&j, out);
-    json_put_string(&j, "schema", "hugify.elf/1");
+    json_begin(&j, out, "hugify.elf/1");
     json_open_array(&j, "files");
   }
   int status = EXIT_DONE, printed = 0;

@@ -225,8 +225,7 @@ static void print_json(FILE *out, const struct run_settings *settings, const str
                        enum env_form form) {
   static const char *const form_names[] = {"shell", "systemd", "docker", "kubernetes"};
   struct json_writer j;
-  json_begin(&j, out);
-  json_put_string(&j, "schema", "hugify.env/1");
+  json_begin(&j, out, "hugify.env/1");
   json_put_string(&j, "form", form_names[form]);
   json_put_string(&j, "heap", options_heap_name(environment->heap));
   json_put_bool(&j, "text", settings->text != TEXT_OFF);

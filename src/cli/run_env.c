@@ -95,8 +95,8 @@ static bool find_preload(const struct hugify_options *options, char *out, size_t
 /* The allocator library of --heap mimalloc|jemalloc in HUGIFY_ALLOCATOR_DIRS when set, else in the usual
  * Debian and other library directories. */
 static bool find_allocator(const struct hugify_options *options, const char *file, char *out, size_t cap) {
-  if (options->allocator_dirs[0]) {
-    for (const char *dir = options->allocator_dirs; *dir;) {
+  if (options->test.allocator_dirs[0]) {
+    for (const char *dir = options->test.allocator_dirs; *dir;) {
       size_t length = strcspn(dir, ":");
       if (length > 0) {
         snprintf(out, cap, "%.*s/%s", (int)length, dir, file);

@@ -168,8 +168,7 @@ static void heap_owners(const struct run_tree *tree, char *out, size_t cap) {
 
 void run_tree_write_json(FILE *out, const struct run_tree *tree, const char *command, int exit_status) {
   struct json_writer j;
-  json_begin(&j, out);
-  json_put_string(&j, "schema", "hugify.run/1");
+  json_begin(&j, out, "hugify.run/1");
   json_put_string(&j, "command", command);
   json_put_i64(&j, "exit_status", exit_status);
   json_put_u64(&j, "process_count", json_array_size(tree->processes));

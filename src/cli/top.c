@@ -349,8 +349,7 @@ static void print_json(struct top *t, FILE *out) {
   size_t count;
   order(t, &rows, &count);
   struct json_writer j;
-  json_begin(&j, out);
-  json_put_string(&j, "schema", "hugify.top/1");
+  json_begin(&j, out, "hugify.top/1");
   json_put_u64(&j, "refresh", t->refresh);
   json_put_string(&j, "view", t->args.cgroups ? "cgroups" : "processes");
   json_put_string(&j, "sort", sort_names[t->args.sort]);

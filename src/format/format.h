@@ -11,10 +11,11 @@
 #include <stdio.h>
 
 /* ---- JSON writer (streaming; commas, nesting and indentation handled) ----
- * Every document is one object whose first member is "schema": "hugify.<name>/<version>" (the caller
- * writes it right after json_begin). Strings come out as valid UTF-8 whatever the input: control
- * characters are escaped and every byte that is not part of a well-formed UTF-8 sequence becomes U+FFFD
- * (file names and command lines are bytes, not text). Numbers that are not finite are written as null. */
+ * Every document is one object whose first member is "schema": "hugify.<name>/<version>", written by
+ * json_begin from its argument (tests/layering.py checks that each such string is in docs/design.md).
+ * Strings come out as valid UTF-8 whatever the input: control characters are escaped and every byte that
+ * is not part of a well-formed UTF-8 sequence becomes U+FFFD (file names and command lines are bytes, not
+ * text). Numbers that are not finite are written as null. */
 #define JSON_MAX_DEPTH 32
 /* The names (json_writer, json_open_*, json_put_*) stay clear of jansson's (json_object, json_string,
  * ...): a program may write with this and read with jansson. */
@@ -24,7 +25,8 @@ struct json_writer {
   bool need_comma[JSON_MAX_DEPTH];
   char closer[JSON_MAX_DEPTH];
 };
-void json_begin(struct json_writer *j, FILE *out);              /* opens the top-level object */
+/* Opens the top-level object and writes its first member, "schema": schema ("hugify.status/2"). */
+void json_begin(struct json_writer *j, FILE *out, const char *schema);
 void json_end(struct json_writer *j);                           /* closes what is open, "}\n", flushes */
 void json_open_object(struct json_writer *j, const char *key);  /* key NULL inside arrays */
 void json_open_array(struct json_writer *j, const char *key);

@@ -72,11 +72,12 @@ static void json_key(struct json_writer *j, const char *key) {
   }
 }
 
-void json_begin(struct json_writer *j, FILE *out) {
+void json_begin(struct json_writer *j, FILE *out, const char *schema) {
   memset(j, 0, sizeof *j);
   j->out = out;
   fputc('{', out);
   j->depth = 1;
+  json_put_string(j, "schema", schema);
 }
 
 void json_end(struct json_writer *j) {

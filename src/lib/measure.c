@@ -334,12 +334,20 @@ void measure_noise_read(struct measure_noise *noise) {
   }
 }
 
-void measure_noise_note(struct measure_noise *noise, const struct measure_spread *system, double cpu_median) {
-  if (system->median < MEASURE_SYSTEM_FLOOR) return;
-  double spread = (system->max - system->min) / system->median;
-  if (spread <= noise->system_spread) return;
-  noise->system_spread = spread;
-  noise->system_share = cpu_median > 0 ? system->median / cpu_median : 0;
+void measure_noise_diagnose(struct measure_noise *noise, const struct measure_noise_series *series, size_t count,
+                            bool wide, char *out, size_t cap) {
+  measure_noise_read(noise);
+  noise->system_spread = noise->system_share = -1;
+  for (size_t i = 0; i < count; i++) {
+    const struct measure_spread *system = &series[i].system;
+    if (system->median < MEASURE_SYSTEM_FLOOR) continue;
+    double spread = (system->max - system->min) / system->median;
+    if (spread <= noise->system_spread) continue;
+    noise->system_spread = spread;
+    noise->system_share = series[i].cpu_median > 0 ? system->median / series[i].cpu_median : 0;
+  }
+  out[0] = '\0';
+  if (wide) measure_noise_cause(noise, out, cap);
 }
 
 void measure_noise_cause(const struct measure_noise *noise, char *out, size_t cap) {

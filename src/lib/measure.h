@@ -206,10 +206,17 @@ struct measure_noise {
 void measure_noise_read(struct measure_noise *noise);
 /* Below this median kernel time (seconds) a series' spread is the clock's tick, not the kernel's noise. */
 #define MEASURE_SYSTEM_FLOOR 0.005
-/* Note one series of kernel times (its spread) and the median CPU time of the same runs: the noisiest series
- * so far (by its system spread, from MEASURE_SYSTEM_FLOOR up) goes into noise->system_*. bench and check
- * both diagnose through it. Pure. */
-void measure_noise_note(struct measure_noise *noise, const struct measure_spread *system, double cpu_median);
+/* One series of runs, as the diagnosis sees it: the spread of its kernel times, its median CPU time. */
+struct measure_noise_series {
+  struct measure_spread system;
+  double cpu_median;
+};
+/* The noise diagnosis, bench's and check's alike: reads the machine's side (measure_noise_read), puts the
+ * noisiest of the `count` series (by its system spread, from MEASURE_SYSTEM_FLOOR up) into noise->system_*,
+ * and when `wide` (some interval came out wide) writes the likely cause into out (measure_noise_cause);
+ * out is "" otherwise. */
+void measure_noise_diagnose(struct measure_noise *noise, const struct measure_noise_series *series, size_t count,
+                            bool wide, char *out, size_t cap);
 /* The likely cause of wide intervals, as a sentence ("" when nothing stands out). Pure. */
 void measure_noise_cause(const struct measure_noise *noise, char *out, size_t cap);
 

@@ -66,14 +66,16 @@ enum option_type {
   OPT_BOOL, OPT_HEAP, OPT_SIZE, OPT_STRING, OPT_STEP, OPT_KINDS, OPT_PID, OPT_TEXT, OPT_TEXT_PAGES, OPT_MILLISECONDS,
   OPT_CPU_MILLISECONDS
 };
-static const struct {
+struct option_row {
   const char *name;
   enum option_type type;
   size_t offset, cap;
   const char *expected;
-} option_table[] = {
+};
 #define OPT(name, type, member, expected) \
   {name, type, offsetof(struct hugify_options, member), sizeof(((struct hugify_options *)0)->member), expected}
+/* The options (docs/run.md lists each). */
+static const struct option_row option_table[] = {
     OPT("HUGIFY_VERBOSE", OPT_BOOL, verbose, "0 or 1"),
     OPT("HUGIFY_TEXT", OPT_TEXT, text, "0, 1 or auto"),
     OPT("HUGIFY_TEXT_AFTER_MS", OPT_CPU_MILLISECONDS, text_after_ms, "milliseconds of CPU time from 0 to 3600000"),
@@ -82,19 +84,22 @@ static const struct {
     OPT("HUGIFY_REPORT_JSON", OPT_BOOL, report_json, "0 or 1"),
     OPT("HUGIFY_RUN_PID", OPT_PID, run_pid, "a process id"),
     OPT("HUGIFY_PRELOAD_PATH", OPT_STRING, preload_path, "the path of libhugify-preload.so"),
-    OPT("HUGIFY_ALLOCATOR_DIRS", OPT_STRING, allocator_dirs, "directories separated by ':'"),
     OPT("HUGIFY_PERF_MAP", OPT_BOOL, perf_map, "0 or 1"),
     OPT("HUGIFY_TEXT_MAIN_ONLY", OPT_BOOL, text_main_only, "0 or 1"),
     OPT("HUGIFY_TEXT_MIN_SIZE", OPT_SIZE, text_min_size, "a size such as 2M"),
     OPT("HUGIFY_TEXT_INCLUDE", OPT_STRING, text_include, "patterns separated by ':'"),
     OPT("HUGIFY_TEXT_EXCLUDE", OPT_STRING, text_exclude, "patterns separated by ':'"),
-    OPT("HUGIFY_TEXT_FAIL_STEP", OPT_STEP, text_fail_step, "a step number from 1 to 99"),
-    OPT("HUGIFY_BENCH_UNAVAILABLE", OPT_KINDS, bench_unavailable, "page kinds such as 2M,1G"),
     OPT("HUGIFY_TEXT_PAGES", OPT_TEXT_PAGES, text_hugetlb, "thp or 2M"),
     OPT("HUGIFY_RUNTIME_ARENAS", OPT_BOOL, runtime_arenas, "0 or 1"),
     OPT("HUGIFY_PEAK_INTERVAL_MS", OPT_MILLISECONDS, peak_interval_ms, "milliseconds from 0 to 10000"),
-#undef OPT
 };
+/* TEST ONLY: the test suite's knobs (struct hugify_test_options; docs/run.md, "Test-only variables"). */
+static const struct option_row test_option_table[] = {
+    OPT("HUGIFY_TEXT_FAIL_STEP", OPT_STEP, test.text_fail_step, "a step number from 1 to 99"),
+    OPT("HUGIFY_BENCH_UNAVAILABLE", OPT_KINDS, test.bench_unavailable, "page kinds such as 2M,1G"),
+    OPT("HUGIFY_ALLOCATOR_DIRS", OPT_STRING, test.allocator_dirs, "directories separated by ':'"),
+};
+#undef OPT
 
 static bool parse_one(enum option_type type, const char *text, void *field, size_t cap) {
   uint64_t number;
@@ -132,22 +137,30 @@ static bool parse_one(enum option_type type, const char *text, void *field, size
   return false;
 }
 
+/* Each row whose variable is set: parsed into out, or one warning. Returns the number of bad values. */
+static int parse_rows(const struct option_row *rows, size_t count, options_lookup lookup, void *context,
+                      struct hugify_options *out, char *warnings, size_t cap) {
+  int bad = 0;
+  for (size_t i = 0; i < count; i++) {
+    const char *text = lookup(rows[i].name, context);
+    if (!text) continue;
+    if (parse_one(rows[i].type, text, (char *)out + rows[i].offset, rows[i].cap)) continue;
+    bad++;
+    reason_add(warnings, cap, "%s=%s: expected %s; using the default", rows[i].name, text, rows[i].expected);
+  }
+  return bad;
+}
+
 int options_parse(options_lookup lookup, void *context, struct hugify_options *out, char *warnings, size_t cap) {
   memset(out, 0, sizeof *out);
   out->heap = HEAP_OFF;
   out->peak_interval_ms = 20;
   out->text_after_ms = OPTIONS_TEXT_AFTER_MS;
   out->runtime_arenas = true;
-  int bad = 0;
-  for (size_t i = 0; i < sizeof option_table / sizeof option_table[0]; i++) {
-    const char *text = lookup(option_table[i].name, context);
-    if (!text) continue;
-    if (parse_one(option_table[i].type, text, (char *)out + option_table[i].offset, option_table[i].cap)) continue;
-    bad++;
-    reason_add(warnings, cap, "%s=%s: expected %s; using the default", option_table[i].name, text,
-                  option_table[i].expected);
-  }
-  return bad;
+  return parse_rows(option_table, sizeof option_table / sizeof option_table[0], lookup, context, out, warnings,
+                    cap) +
+         parse_rows(test_option_table, sizeof test_option_table / sizeof test_option_table[0], lookup, context, out,
+                    warnings, cap);
 }
 
 /* secure_getenv: in a setuid/setgid or file-capability program (AT_SECURE, e.g. the preload installed

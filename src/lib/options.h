@@ -30,15 +30,11 @@ struct hugify_options {
                             process writes its report to FILE.<pid> and keeps quiet on stderr */
   char preload_path[4096];/* HUGIFY_PRELOAD_PATH=FILE: read by the CLI only: libhugify-preload.so to use
                             instead of the one next to the hugify binary */
-  char allocator_dirs[1024];/* HUGIFY_ALLOCATOR_DIRS=DIR[:DIR...]: read by the CLI only: where --heap
-                            mimalloc|jemalloc looks for the allocator instead of the system's library
-                            directories (tests point it at an empty directory: as if none were installed) */
   bool perf_map;         /* HUGIFY_PERF_MAP=1: write /tmp/perf-PID.map for moved code */
   bool text_main_only;   /* HUGIFY_TEXT_MAIN_ONLY=1: only the main executable */
   uint64_t text_min_size;/* HUGIFY_TEXT_MIN_SIZE=SIZE: skip objects with less code */
   char text_include[1024];/* HUGIFY_TEXT_INCLUDE=PAT[:PAT...]: only objects whose path matches (fnmatch) */
   char text_exclude[1024];/* HUGIFY_TEXT_EXCLUDE=PAT[:PAT...]: never these */
-  int text_fail_step;    /* HUGIFY_TEXT_FAIL_STEP=K: test-only fault injection, 0 = off */
   bool text_hugetlb;     /* HUGIFY_TEXT_PAGES=thp|2M: 2M = code on hugetlb pages when the pool has them */
   bool runtime_arenas;   /* HUGIFY_RUNTIME_ARENAS (default 1; 0 turns it off): with --heap auto|thp, anonymous
                             read+write mmaps of 64 KiB to 2 MiB after a process's first 8 (a runtime's arenas:
@@ -46,8 +42,16 @@ struct hugify_options {
                             (docs/runtimes.md) */
   unsigned peak_interval_ms; /* HUGIFY_PEAK_INTERVAL_MS=N: with a report, how often the preload samples the
                                 process's memory to catch its peak (default 20; 0 = only before large unmaps) */
-  unsigned bench_unavailable; /* HUGIFY_BENCH_UNAVAILABLE=KIND[,KIND]: test-only: hugify bench treats
-                                 these page kinds as unavailable (bit 1 << enum hugify_page_kind) */
+  /* TEST ONLY: the test suite's knobs, parsed from options.c's test_option_table (no user sets them: they
+   * are not in docs/run.md's list of options, but in its "Test-only variables"). */
+  struct hugify_test_options {
+    int text_fail_step;          /* HUGIFY_TEXT_FAIL_STEP=K: step K of the text remap fails, 0 = off */
+    unsigned bench_unavailable;  /* HUGIFY_BENCH_UNAVAILABLE=KIND[,KIND]: hugify bench treats these page kinds
+                                    as unavailable (bit 1 << enum hugify_page_kind) */
+    char allocator_dirs[1024];   /* HUGIFY_ALLOCATOR_DIRS=DIR[:DIR...]: read by the CLI only: where --heap
+                                    mimalloc|jemalloc|tcmalloc looks for the allocator instead of the system's
+                                    library directories (an empty directory: as if none were installed) */
+  } test;
 };
 
 /* HUGIFY_TEXT_AFTER_MS's default: see docs/run.md "When the code moves" for the figures behind it. */

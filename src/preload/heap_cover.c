@@ -41,6 +41,7 @@
 typedef void *(*mmap_function)(void *, size_t, int, int, int, off_t);
 static mmap_function next_mmap;   /* the mmap after ours (libc's), resolved in the constructor */
 static atomic_int cover_active;   /* 1: auto/thp mode and THP usable in this process */
+static atomic_int cover_pending;  /* 1: auto/thp mode, THP not checked yet (cover_on checks it) */
 static atomic_int cover_warned;   /* one fallback line for a failing madvise */
 static atomic_int shared_active;  /* 1: auto/thp mode and THP not disabled by prctl: cover shared memory */
 static atomic_int shared_noted;   /* the one fallback line about shmem_enabled */
@@ -71,13 +72,23 @@ static void advise(void *start, size_t length) {
     preload_fallback("heap mmap cover", "madvise(MADV_HUGEPAGE) failed: %s", strerror(-rc));
 }
 
+/* Without a report or HUGIFY_VERBOSE, the THP mode is read at the first mapping the cover would take, not
+ * at start: a short program that never maps 2 MiB never pays for it. What the check calls (open, read,
+ * close, prctl, snprintf) allocates nothing, so it is safe inside malloc's own mmap. */
+static void check_thp_usable(const char *mode_name);
+static pthread_once_t thp_checked = PTHREAD_ONCE_INIT;
+static void check_thp_once(void) { check_thp_usable(options_heap_name(preload_options()->heap)); }
+static bool cover_on(void) {
+  if (atomic_load_explicit(&cover_pending, memory_order_relaxed)) pthread_once(&thp_checked, check_thp_once);
+  return atomic_load_explicit(&cover_active, memory_order_relaxed);
+}
+
 /* Only fresh anonymous private memory big enough to hold a huge page, and nothing with placement or
  * page-size wishes of its own: stacks (MAP_STACK gets MADV_NOHUGEPAGE from the kernel), MAP_GROWSDOWN,
  * MAP_32BIT, MAP_HUGETLB, shared memory. */
 static bool wants_cover(size_t length, int flags) {
-  if (!atomic_load_explicit(&cover_active, memory_order_relaxed) || length < COVER_MIN) return false;
-  if (!(flags & MAP_ANONYMOUS) || (flags & MAP_TYPE) != MAP_PRIVATE) return false;
-  return !(flags & (MAP_STACK | MAP_GROWSDOWN | MAP_32BIT | MAP_HUGETLB));
+  if (length < COVER_MIN || !(flags & MAP_ANONYMOUS) || (flags & MAP_TYPE) != MAP_PRIVATE) return false;
+  return !(flags & (MAP_STACK | MAP_GROWSDOWN | MAP_32BIT | MAP_HUGETLB)) && cover_on();
 }
 
 /* ---- shared memory --------------------------------------------------------------------------------- */
@@ -280,12 +291,11 @@ static struct carver runtime_carver = {.region_size = COVER_MIN, .lock = ATOMIC_
 static bool wants_runtime_piece(void *addr, size_t length, int prot, int flags) {
   if (!runtime_enabled || addr || length < RUNTIME_PIECE_MIN || length >= COVER_MIN || prot != (PROT_READ | PROT_WRITE))
     return false;
-  if (!atomic_load_explicit(&cover_active, memory_order_relaxed)) return false;
   if (!(flags & MAP_ANONYMOUS) || (flags & MAP_TYPE) != MAP_PRIVATE) return false;
   if (flags & (MAP_FIXED | MAP_FIXED_NOREPLACE | MAP_STACK | MAP_GROWSDOWN | MAP_32BIT | MAP_HUGETLB | MAP_NORESERVE |
                MAP_POPULATE))
     return false;
-  return atomic_fetch_add_explicit(&runtime_seen, 1, memory_order_relaxed) >= RUNTIME_AFTER;
+  return cover_on() && atomic_fetch_add_explicit(&runtime_seen, 1, memory_order_relaxed) >= RUNTIME_AFTER;
 }
 
 /* TCMalloc's chunks (--heap tcmalloc): gperftools takes its memory 1 MiB at a time (mmap of 1 MiB + 4 KiB,
@@ -474,12 +484,16 @@ static void read_pool(uint64_t *free_pages, uint64_t *total_pages) {
 
 void preload_heap_start(const struct hugify_options *options) {
   next_mmap = (mmap_function)dlsym(RTLD_NEXT, "mmap");
-  const char *allocator = preload_malloc_library();
   heap_owner = find_library_heap_owner();
+  /* Most of what follows only says things (fallbacks), for a report or for stderr. Without either (a short
+   * program under `hugify env`), it is skipped, and the THP mode is read at the first mapping the cover
+   * would take (cover_on), not here: the start stays near an empty preload's (docs/run.md). */
+  bool told = options->report[0] || options->verbose;
+  const char *allocator = told ? preload_malloc_library() : "";
   /* Under valgrind, dlsym still finds libc's malloc: valgrind redirects it below the symbol tables. A
    * static sanitizer runtime (found later) owns malloc itself, so malloc is not libc's then. */
   bool glibc = strstr(allocator, "/libc.so") != NULL && !heap_owner;
-  if (heap_owner && options->heap != HEAP_OFF)
+  if (told && heap_owner && options->heap != HEAP_OFF)
     preload_fallback("heap", "malloc is %s's allocator (%s): it maps its memory with its own system calls, which "
                      "neither glibc's tunables nor the mmap cover reach (the program's own mmaps are still covered)",
                      heap_owner, owner_fallback_detail(allocator));
@@ -490,14 +504,15 @@ void preload_heap_start(const struct hugify_options *options) {
   case HEAP_THP:
     /* Shared memory follows shmem_enabled, not enabled: covered whatever the THP mode. */
     if (!thp_disabled_by_prctl()) atomic_store(&shared_active, 1);
-    check_thp_usable(options_heap_name(options->heap));
+    if (told) check_thp_usable(options_heap_name(options->heap));
+    else atomic_store(&cover_pending, 1);
     runtime_enabled = options->runtime_arenas && !heap_owner; /* a sanitizer's interceptors see every mapping */
     if (glibc && !tunable_is("glibc.malloc.hugetlb", "1"))
       preload_fallback("heap glibc malloc", "GLIBC_TUNABLES lacks glibc.malloc.hugetlb=1 (start the program with "
                        "`hugify run`): malloc's own memory is not advised");
     return;
   case HEAP_HUGETLB:
-    read_pool(&pool_free_at_start, &pool_total_at_start);
+    if (told) read_pool(&pool_free_at_start, &pool_total_at_start);
     if (glibc && !tunable_is("glibc.malloc.hugetlb", "2"))
       preload_fallback("heap glibc malloc", "GLIBC_TUNABLES lacks glibc.malloc.hugetlb=2 (start the program with "
                        "`hugify run --heap hugetlb`)");
@@ -508,7 +523,7 @@ void preload_heap_start(const struct hugify_options *options) {
     const char *name = options->heap == HEAP_MIMALLOC   ? "libmimalloc"
                        : options->heap == HEAP_JEMALLOC ? "libjemalloc"
                                                         : "libtcmalloc";
-    if (!strstr(allocator, name))
+    if (told && !strstr(allocator, name))
       preload_fallback("heap", "--heap %s: malloc is %s, not %s (start the program with `hugify run --heap %s`)",
                        options_heap_name(options->heap), allocator[0] ? allocator : "unknown", name,
                        options_heap_name(options->heap));

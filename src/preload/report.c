@@ -147,8 +147,7 @@ static void put_text_step(struct json_writer *j, const struct hugify_options *op
 static void write_json(FILE *out, const struct measured *m, double seconds) {
   const struct hugify_options *options = preload_options();
   struct json_writer j;
-  json_begin(&j, out);
-  json_put_string(&j, "schema", "hugify.report/2");
+  json_begin(&j, out, "hugify.report/2");
   json_put_i64(&j, "pid", getpid());
   json_put_i64(&j, "parent_pid", getppid());
   json_put_bool(&j, "top_level", preload_is_top_level());

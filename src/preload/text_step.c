@@ -61,7 +61,7 @@ static void text_step(const struct hugify_options *options) {
       .exclude = options->text_exclude,
   };
   struct hugify_text_report report;
-  text_inject_failure(options->text_fail_step);
+  text_inject_failure(options->test.text_fail_step);
   int rc = hugify_remap_text(&opts, &report);
   if (rc != 0) {
     preload_fallback("text", "%s", report.reason[0] ? report.reason : "the text remap failed");

@@ -279,7 +279,7 @@ TEST(Options, GoodValues) {
   EXPECT_EQ(options.heap, HEAP_AUTO);
   EXPECT_EQ(options.text_min_size, 4u << 20);
   EXPECT_STREQ(options.report, "/tmp/r.json");
-  EXPECT_STREQ(options.allocator_dirs, "/opt/a/lib:/opt/b/lib");
+  EXPECT_STREQ(options.test.allocator_dirs, "/opt/a/lib:/opt/b/lib");
 }
 
 TEST(Options, TextModeAndItsCpuThreshold) {
@@ -311,7 +311,7 @@ TEST(Options, BadValuesKeepDefaultsWithOneWarningEach) {
   EXPECT_EQ(options_parse(lookup_table, &env, &options, warnings, sizeof warnings), 3);
   EXPECT_FALSE(options.text);
   EXPECT_EQ(options.heap, HEAP_OFF);
-  EXPECT_EQ(options.text_fail_step, 0);
+  EXPECT_EQ(options.test.text_fail_step, 0);
   EXPECT_TRUE(options.verbose);
   EXPECT_NE(strstr(warnings, "HUGIFY_HEAP=banana"), nullptr) << warnings;
   EXPECT_NE(strstr(warnings, "HUGIFY_TEXT=maybe"), nullptr) << warnings;

@@ -35,8 +35,7 @@ std::string capture(const std::function<void(FILE *)> &write) {
 std::string document_with(const std::string &value) {
   return capture([&](FILE *out) {
     json_writer j;
-    json_begin(&j, out);
-    json_put_string(&j, "schema", "hugify.test/1");
+    json_begin(&j, out, "hugify.test/1");
     json_put_string(&j, "s", value.c_str());
     json_end(&j);
   });
@@ -53,8 +52,7 @@ std::string read_back(const std::string &value) {
 TEST(JsonWriter, NestsAndReadsBackWithJansson) {
   std::string text = capture([](FILE *out) {
     json_writer j;
-    json_begin(&j, out);
-    json_put_string(&j, "schema", "hugify.test/1");
+    json_begin(&j, out, "hugify.test/1");
     json_put_u64(&j, "big_bytes", UINT64_C(1) << 52);
     json_put_i64(&j, "negative", -42);
     json_put_double(&j, "half", 0.5);
@@ -103,8 +101,7 @@ TEST(JsonWriter, NestsAndReadsBackWithJansson) {
 TEST(JsonWriter, LayoutIsStable) {
   std::string text = capture([](FILE *out) {
     json_writer j;
-    json_begin(&j, out);
-    json_put_string(&j, "schema", "hugify.test/1");
+    json_begin(&j, out, "hugify.test/1");
     json_open_array(&j, "empty");
     json_close(&j);
     json_open_object(&j, "one");
@@ -148,7 +145,7 @@ TEST(JsonWriter, ReplacesEveryByteThatIsNotUtf8WithUFFFD) {
   // Keys go through the same escaping.
   std::string text = capture([](FILE *out) {
     json_writer j;
-    json_begin(&j, out);
+    json_begin(&j, out, "hugify.test/1");
     json_put_u64(&j, "key\xff", 1);
     json_end(&j);
   });
@@ -167,7 +164,7 @@ TEST(JsonWriter, UsageObjectHasBytesAndFraction) {
   not_huge[HUGIFY_WHY_NOHUGEPAGE] = 4096;
   std::string text = capture([&](FILE *out) {
     json_writer j;
-    json_begin(&j, out);
+    json_begin(&j, out, "hugify.test/1");
     json_put_usage(&j, "usage", &usage);
     json_put_not_huge(&j, "not_huge_bytes", not_huge);
     hugify_usage empty{};

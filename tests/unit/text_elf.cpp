@@ -371,7 +371,7 @@ TEST(TextOptions, PageKindAndFaultStepFromTheEnvironment) {
   char warnings[512] = "";
   EXPECT_EQ(options_parse(lookup, &vars, &options, warnings, sizeof warnings), 0) << warnings;
   EXPECT_TRUE(options.text_hugetlb);
-  EXPECT_EQ(options.text_fail_step, HUGIFY_TEXT_STEP_SWAP);
+  EXPECT_EQ(options.test.text_fail_step, HUGIFY_TEXT_STEP_SWAP);
   EXPECT_EQ(options.text_min_size, 8 * MiB);
   EXPECT_STREQ(options.text_exclude, "libLLVM*:libc.so*");
   vars = {{"HUGIFY_TEXT_PAGES", "thp"}};
