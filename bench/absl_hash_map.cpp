@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // absl_hash_map.cpp - the seed's hash-table workload: reserve(N), then N x try_emplace(i, i) into an
 // absl::flat_hash_map<size_t, size_t> with a crc32 hash, with std::allocator and with hugify::allocator.
 // Each run is a fresh child process (fork), allocators alternating; prints the median time, the measured

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* agent_growth - a process that grows its heap by SIZE over SECONDS (malloc'd steps, every page written,
  * never advised), and the share of its heap on huge pages second by second, under one regime:
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """agent_growth_chart.py - draw agent_growth's series (one file per regime) as one standalone SVG line chart:
 share of the growing heap on huge pages against time.
 

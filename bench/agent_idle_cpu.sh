@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # agent_idle_cpu.sh - the agent's steady-state CPU with many selected idle processes: N agent_target
 # processes (8 MiB each on 4 KiB pages, then idle), `hugify agent --comm agent_target` with its defaults;
 # the agent's CPU time (utime + stime from /proc/PID/stat) over a window after its first passes.

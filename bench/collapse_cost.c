@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* collapse_cost - what hugify_collapse costs over the kernel's own work: two twin processes each hold the
  * same SIZE array on 4 KiB pages and keep reading it (live); one is collapsed by hugify_collapse, the other
  * by one bare process_madvise(MADV_COLLAPSE) over the same aligned range. Then a fresh pair, the other

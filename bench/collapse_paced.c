@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Experiment for issue 19 (not part of hugify): collapse a live process's private anonymous memory with
  * process_madvise(MADV_COLLAPSE), CHUNK bytes per call, and pace the calls, to measure what each pacing
  * lever does to the target's latency. After each call of duration t it sleeps t * (1 - duty) / duty, so

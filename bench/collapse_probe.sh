@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Issue 19: the bundled probe's own worst pause while hugify collapses it, against one window's collapse.
 # live_lookup (bench/live_lookup.c) times every operation of 64 dependent lookups in a SIZE array on 4 KiB
 # pages and prints each second's max and p99.9; after BEFORE seconds `hugify collapse PID --pace P` runs on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* live_lookup - random lookups in a big array, latency printed every second, so the effect of a live
  * `hugify collapse PID` on a running process can be watched.
  *

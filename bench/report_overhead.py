@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """report_overhead.py - what the run report's peak tracking costs a program.
 
 Runs one workload under `hugify run` in three ways, interleaved round by round (never back to back):

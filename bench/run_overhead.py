@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """run_overhead.py - what `hugify env`'s environment and `hugify run` cost a short-lived program.
 
 Runs each workload under several configurations, alternated round by round (each round starts with a

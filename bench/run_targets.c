@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* run_targets.c - `hugify run` against the other ways of getting a heap onto huge pages, paired in one go.
  * Runs a benchmark program that prints one JSON line with "seconds", "max_rss_bytes" and (optionally)
  * "huge_fraction", interleaved in a balanced order under:

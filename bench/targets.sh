@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # targets.sh - what agent_idle_cpu.sh and top_cost.sh share (sourced, not run): COUNT idle processes of
 # known shape (tests/agent_target: 8 MiB written on 4 KiB pages, then idle), stopped when the script exits.
 

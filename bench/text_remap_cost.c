@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* text_remap_cost.c - what the text remap costs, and what it buys a big compiler.
  *
  * 1. Cost per MiB moved: each run is a fresh child that loads big shared objects (LD_PRELOAD) (rustc's driver and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Issue 31: what each hugify command does and is worth under THP `enabled=always` (the default of most
 # distribution kernels), measured beside `madvise` on this machine. docs/kernels.md, "THP `always`".
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* threaded_heap.c - a multi-threaded heap workload: T threads each build a chained hash table of N small
  * malloc'd nodes, then look every key up in a scattered order. The nodes of each thread live in that
  * thread's glibc arena (or the allocator's per-thread heap), which is the part of the heap glibc's own

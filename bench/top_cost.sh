@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # top_cost.sh - what `hugify top` costs: its CPU per refresh with PROCESSES agent_target processes (8 MiB
 # each, idle) besides whatever the machine runs, at a 1 s refresh, as the JSON batch mode does it (the live
 # view reads the same files). Prints the CPU time per refresh and as a share of one core, and how many

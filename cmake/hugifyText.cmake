@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # hugify_enable_huge_text(target): link `target` (an executable, shared library or module) so that each of
 # its executable segments starts on a 2 MiB boundary (-z max-page-size=0x200000 -z common-page-size=0x200000).
 # hugify's text remap moves only whole 2 MiB windows of code onto huge pages; with the segment starting on

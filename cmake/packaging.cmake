@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Debian packages from the install rules, one per component (scripts/package; docs/packaging.md):
 #   hugify          (component hugify) the CLI, the preload, the workload, the agent's unit and config, the
 #                   man pages, the bash completion, the docs

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* alloc_check.c - a consumer of the installed libhugify (C): allocate 64 MiB through the fallback chain,
  * fault it in, and check what really backs it. Exit 0 when the block is on the huge pages hugify_alloc
  * reported, 1 when it fell short. */

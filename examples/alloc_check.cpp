@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // alloc_check.cpp - a consumer of the installed hugify.hpp: a std::vector on hugify::allocator and a
 // std::pmr::list on hugify::memory_resource, each checked with hugify_measure_backing. Exit 0 when both are on
 // huge pages, 1 when either fell short.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # build-against-install.sh PREFIX - build the examples against hugify installed in PREFIX, both ways
 # (CMake find_package and pkg-config), run them, and check they use PREFIX's library. Exit 0 when all pass.
 #   cmake --install build --prefix /tmp/hugify-install && examples/build-against-install.sh /tmp/hugify-install

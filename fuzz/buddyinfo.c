@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* /proc/buddyinfo: parse_buddyinfo, then the free-page estimate made from it for every page size. */
 #include <stdbool.h>
 #include <stdlib.h>

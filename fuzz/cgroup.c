@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cgroup files: /proc/PID/cgroup (parse_cgroup_v2_path, parse_cgroup_v1_path), a limit file such as
  * hugetlb.2MB.max (parse_cgroup_limit), memory.stat (parse_memory_stat_thp); the size names the hugetlb
  * controller gives its files; what a cgroup path names (cgroup_key_of: unit, container) and the reason the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* /proc/cmdline: parse_cmdline_hugepages. */
 #include <stdlib.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Command lines against an option table of every type (src/cli/parse_options.c): the input's lines are
  * argv. Whatever the words, parsing either fails with a message or leaves every value within its bounds,
  * operands in order inside argv, and the command's start inside argv. */

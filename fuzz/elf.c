@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ELF images (`hugify elf FILE`, the preload's text step on every loaded object, the perf map):
  * hugify_elf_parse, elf_functions, elf_needed (`hugify run` reading a program's DT_NEEDED) and elf_is_go over
  * arbitrary bytes. */

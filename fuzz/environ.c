@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* /proc/PID/environ (NUL-separated NAME=VALUE entries, the last one possibly cut): parse_environ_value, which
  * inspect uses for a CPython process's PYTHONMALLOC. The input is the file's bytes. */
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fuzz_input.h - what every target needs to turn libFuzzer's bytes into the parsers' inputs. */
 #ifndef HUGIFY_FUZZ_INPUT_H
 #define HUGIFY_FUZZ_INPUT_H

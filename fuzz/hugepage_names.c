@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Names and one-value files of sysfs: "hugepages-2048kB" directory names (parse_hugepages_dir_name),
  * counters (parse_u64) and choice files such as "always [madvise] never" (parse_bracketed_choice). */
 #include <stdlib.h>

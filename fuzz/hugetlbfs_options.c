@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The options of a hugetlbfs mount ("rw,relatime,pagesize=2M,size=16777216,..."): parse_hugetlbfs_options. */
 #include <stdlib.h>
 

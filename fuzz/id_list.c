@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Kernel id lists ("0-3,8,10-11": cpulist, has_cpu, Cpus_allowed_list, Mems_allowed_list): parse_id_list
  * with the bitmap sizes status uses, and a size that is not a multiple of 64. */
 #include <stdlib.h>

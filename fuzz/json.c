@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* JSON: what hugify writes is read back with jansson (run reports, `--json` of every command), so the
  * writer (src/format/json.c) must make valid JSON of any bytes — file names and command lines are bytes,
  * not text. The input becomes keys and string values (split at NUL bytes); jansson must accept the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* "Key: value [kB]" files (/proc/meminfo, /proc/PID/status, node meminfo, smaps_rollup) and "Key:<tab>text"
  * lines: parse_keyed_value, parse_keyed_text and parse_smaps_rollup. The first line of the input is the
  * key, the rest the file. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* /proc/PID/limits: parse_limit. The first line of the input is the row's name, the rest the file. */
 #include <stdlib.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The load tools' output (redis-benchmark, pgbench, memcaslap, wrk; any output through patterns):
  * parse_load_output, parse_load_output_patterns. The first line names the format ("auto" or a tool); the
  * rest is the output. Every figure found must be a number >= 0. */

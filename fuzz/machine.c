@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What hugify reads about the machine under it from one-line or flag files: /proc/loadavg (parse_loadavg),
  * /proc/cpuinfo's flags (parse_cpuinfo_hypervisor), /proc/pressure/memory (parse_psi_pressure, the agent's
  * memory gate) and /proc/self/status's CapEff (parse_capabilities, the agent's privileges). An accepted

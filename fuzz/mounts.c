@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* /proc/mounts: parse_mounts, then parse_hugetlbfs_options on every entry (as status and pool do). */
 #include <stdlib.h>
 

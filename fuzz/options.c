@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Option values from the environment: the input is an environment block ("NAME=value" lines) given to
  * options_parse as its lookup, as the preload and `hugify run` see HUGIFY_*; every value is also tried as
  * a size (parse_size), a heap mode and a page kind, the value parsers the CLI's options use. */

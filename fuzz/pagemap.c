@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* /proc/PID/pagemap and /proc/kpageflags words: the input is read as 64-bit words, a PMD's pagemap entries
  * then their kpageflags (missing words are zero), through the plan's walk's decoding (procfs.c):
  * pagemap_aligned_run, kpageflags_run, pagemap_count, pagemap_huge_from_smaps. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The readers that hand files to the parsers (os_read_file, os_read_small, os_read_u64, hugify_elf_read,
  * all through safe_file_open_read: a regular file only, reads capped), on the input written to a memory
  * file (a regular file): what they return must be the bytes, NUL-terminated, whatever the bytes are. */

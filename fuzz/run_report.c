@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Run reports read back: `hugify run --report` reads every process's report from its private directory
  * (a program of the tree can write anything there) and sums them (src/cli/run_tree.c); `hugify check`
  * reads the tree report (src/cli/json_read.c). The input is written as two reports of one tree; reading,

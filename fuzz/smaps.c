@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* /proc/PID/smaps and maps of any process (hugify inspect, collapse, the text remap, the run report):
  * parse_smaps, then what is computed from the parsed mappings (inspect_classify). */
 #include <stdlib.h>

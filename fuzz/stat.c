@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* /proc/PID/stat (hugify collapse: is the target a kernel thread?): parse_stat_flags. The command field may
  * hold spaces and ')'. Also /proc/PID/task/TID/schedstat (the pause a collapse caused): parse_schedstat. */
 #include <stdlib.h>

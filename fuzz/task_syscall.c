@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* /proc/PID/task/TID/syscall: parse_task_syscall_sp. */
 #include <stdlib.h>
 

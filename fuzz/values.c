@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Values people type (command-line options, config-file settings) and the "#!" line of a program hugify
  * is asked to run: parse_count, parse_decimal and parse_size over the first line (at the bounds the CLI
  * uses), elf_script_interpreter and elf_script_program over the raw bytes. Each accepted value must lie within its bounds, and

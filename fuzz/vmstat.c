@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* /proc/vmstat: parse_vmstat. */
 #include <stdlib.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* hugify.h - huge-page memory with a measured answer.
  *
  * The one public C header of libhugify. Every function is thread-safe unless it says otherwise.

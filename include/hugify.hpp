@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // hugify.hpp - C++17, header-only: huge-page memory for standard containers.
 //
 //   hugify::allocator<T, Policy>  a stateless allocator for std::vector, std::unordered_map,

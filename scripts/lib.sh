@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # lib.sh - shared by scripts/demo, scripts/test, scripts/kernels, scripts/kernel-guest and .ci/run: dependencies,
 # build, hugetlb pool, THP settings, the kernel matrix's subset.
 # Sourced, not run.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # cli_no_tls.sh HUGIFY: the command loads no HTTP server and no TLS library at its start (ldd): the agent's
 # --listen dlopens libmicrohttpd only when given (src/cli/agent_metrics.c), so `hugify run -- /bin/true`
 # pays for none of it (docs/run.md, "What run costs").

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Every query of the Grafana dashboard (dist/grafana/hugify.json) against a real Prometheus.
 
 usage: dashboard_queries.py DASHBOARD PROMETHEUS_URL INSTANCE [RULES]

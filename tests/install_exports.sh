@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # install_exports.sh BUILD_DIR [SOURCE_DIR]: install the build into a temporary prefix and check, with nm,
 # that the installed static and shared libraries define no global symbol but hugify_* (internals such as
 # parse_size or os_read_file would clash with the users' own), and that what they export is exactly the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The layers of docs/design.md, checked from the sources and the objects, so they stay true by themselves.
 
   layering.py SOURCE_DIR [LIBRARY_OBJECT.o ...]

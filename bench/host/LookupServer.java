@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // LookupServer - the JVM service of bench/host: a large HashMap served over HTTP by the JDK's own
 // com.sun.net.httpserver (no framework). GET /get?key=N answers the value stored under N.
 // Usage: java -Dsun.net.httpserver.nodelay=true LookupServer PORT ENTRIES [THREADS]   (without nodelay, small

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* load_latency - the latency and throughput a load tool printed, for bench/host/run: reads the tool's output
  * on stdin and prints one line "p50 p99 max throughput" (seconds, seconds, seconds, operations per second;
  * "nan" when not printed). The latency comes from hugify's own parsers (src/lib/load_output.c, the ones

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """summary.py OUT [--chart FILE] [--reachable] - the tables of bench/host/run (docs/host.md).
 
 From OUT/results.tsv and OUT/agent.tsv: per server and regime the medians over the rounds of throughput,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // MapLookup.java - the JVM's heap: a HashMap of 3 M entries, then 2 M random lookups. Prints the lookup seconds
 // and a checksum (docs/runtimes.md). Run: javac -d /tmp bench/runtimes/MapLookup.java && java -cp /tmp MapLookup
 import java.util.HashMap;

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """arena_free.py - bloat when CPython gives half its obmalloc arenas back (docs/runtimes.md).
 
 Builds about --mib MiB of small objects (bytes of 440, obmalloc's 480-byte class), which fill 1 MiB arenas

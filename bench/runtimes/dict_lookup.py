@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """dict_lookup.py - CPython's objects in obmalloc arenas: a dict of 3 M entries, then 2 M random lookups.
 Prints the lookup seconds and a checksum (docs/runtimes.md)."""
 import random

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # go_collapse.sh - what `hugify collapse` and the agent do for a Go program, whose heap `hugify run` cannot
 # reach when it is statically linked (docs/runtimes.md, Go). map_lookup.go builds a map[uint64]uint64, then
 # waits; each variant acts on it at that point, the share of its data on huge pages is read with `hugify

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // map_lookup.go - the Go runtime's own heap: a map[uint64]uint64 of N entries, then M random lookups, timed.
 // After the map is built it prints "ready PID" and waits for a line on stdin, so that `hugify collapse PID` or
 // the agent can act on its heap before the timed lookups (bench/runtimes/go_collapse.sh; docs/runtimes.md, Go).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // map_lookup.js - V8's heap: a Map of 3 M entries, then 2 M random lookups. Prints the lookup seconds and a
 // checksum (docs/runtimes.md).
 const n = 3000000; const m = new Map();

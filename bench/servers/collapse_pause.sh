@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Issue 19, item 1: the pause a live Redis feels while its heap is collapsed, per pacing lever.
 #
 # One trial = a fresh redis-server loaded from the same RDB file (KEYS keys of VALUE bytes, all on 4 KiB

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Summarise a collapse_pause.bt trace: what the server thread waited on, per cause.
 
 Usage: collapse_pause_summary.py TRACE [CALLER_COMM]   (CALLER_COMM: only calls by this command, e.g.

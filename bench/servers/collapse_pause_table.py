@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Medians over rounds of collapse_pause.sh's trial lines, one row per lever (markdown).
 Usage: collapse_pause_table.py SUMMARY..."""
 import re

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # lib.sh - what the server benchmarks share (sourced, not run): a scratch directory with a clean-up that
 # stops the benchmark's own server and agent on exit, Ctrl-C or failure, and the huge share of a process.
 # It also brings scripts/lib.sh (need_tools, need_hugify: every script checks or installs its own tools).

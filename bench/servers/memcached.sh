@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # The Memcached recipe of docs/servers.md.   Usage: bench/servers/memcached.sh (HUGIFY=..., PORT=17212)
 set -euo pipefail
 HUGIFY=${HUGIFY:-hugify}; PORT=${PORT:-17212}

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # The PostgreSQL recipes of docs/servers.md: shared_buffers=1GB, pgbench -S, both roads to huge pages.
 #   road 1: shmem_enabled=advise (set here, restored on exit) and the server under `hugify run`
 #   road 2: huge_pages=on from the 2 MiB pool (PostgreSQL's own need: postgres -C

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # The Redis recipe of docs/servers.md: 5 M keys from an RDB file, GET throughput under `hugify check --load`.
 # Usage: bench/servers/redis.sh [EXTRA CHECK OPTIONS...]   (HUGIFY=path/to/hugify, PORT=16390)
 # Starts only its own redis-server instances on 127.0.0.1 with a temporary directory; leaves none behind.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Redis growing under client load, with and without `hugify agent` (issue 13's Redis target): does GET
 # throughput stay at the collapsed level as the server grows, or decay as new memory lands on 4 KiB pages?
 #

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # A churning Redis with and without `hugify agent` (issue 20): does the agent fight an allocator that gives
 # memory back? Reproduces the issue's table.
 #

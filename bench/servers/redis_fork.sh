@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Fork and copy-on-write of a collapsed Redis (issue 19, item 6): what BGSAVE costs under GET load with the
 # heap on 4 KiB pages and after `hugify collapse`, for users who know Redis's start-up warning about THP.
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* agent.c - hugify agent: keep a machine's long-running processes on huge pages within a CPU and memory
  * budget, with Prometheus metrics. The decisions are the library's (agent_policy.h: selection, bloat guard,
  * window order, budgets, back-off; collapse.h: the collapse itself); this file is the command: privileges,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* agent.h - what the files of `hugify agent` share: its settings, its per-process state, and the one
  * struct agent of the daemon. agent.c: the command (privileges, --once/--status, the daemon's loop and
  * signals); agent_config.c: the option table and the configuration file; agent_pass.c: the pass over /proc

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* agent_config.c - the agent's settings: one option table for the command line and the configuration
  * file (inih), so a key of the file and its option cannot drift apart; --help from the same table. */
 #include <errno.h>

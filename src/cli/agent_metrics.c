@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* agent_metrics.c - the agent's Prometheus metrics: rendered after every pass, written to --metrics-file
  * (replaced atomically) and served over HTTP at /metrics (libmicrohttpd) on --listen. The HTTP server is
  * loaded with dlopen only then: linked, it and its TLS stack (gnutls and a dozen more libraries) would be

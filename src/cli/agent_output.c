@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* agent_output.c - what --once and --status print: a table of the selected processes, or JSON
  * (schema hugify.agent/1, docs/agent.md). */
 #include <stdio.h>

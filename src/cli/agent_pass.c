@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* agent_pass.c - one pass of the agent: walk /proc, select processes (agent_policy.h), and for each one
  * measure it and collapse what the policy chooses while the CPU budget and memory allow. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* agent_state.c - the daemon's state file (--state-file): after every pass the daemon replaces it with that
  * pass's JSON object (schema hugify.agent/1, the one --json writes), so that `hugify agent --status`, a new
  * process, can show what only the daemon knows: its ledger of collapses that last, its back-offs and the

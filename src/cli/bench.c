@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench.c - hugify bench: the seeds' experiments on this machine, for every page kind it can get, as
  * tables, JSON and an SVG chart of the speedup over 4 KiB pages against the working-set size.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench.h - what `hugify bench` is built from: the timed workloads (bench_workloads.c) and the SVG
  * chart writer (chart.c); hugify-workload uses the workloads too. The run itself: bench_run.h. */
 #ifndef HUGIFY_CLI_BENCH_H

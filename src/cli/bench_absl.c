@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_absl.c - the absl experiment of `hugify bench`: an external program (bench/absl_insert) run under
  * each allocator, its figures read from its output. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_chart.c - the chart of `hugify bench`: the speedup over 4 KiB pages against the working-set size,
  * one panel per experiment, drawn with chart.c. */
 #include <errno.h>

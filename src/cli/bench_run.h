@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_run.h - the run the files of `hugify bench` share: bench.c (options, plan, the command),
  * bench_timing.c (memory of each kind and the timing engine), bench_absl.c (the external absl program),
  * bench_tables.c (results: summary, tables, JSON) and bench_chart.c (the chart of the results). */

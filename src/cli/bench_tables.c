@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_tables.c - the results of `hugify bench`: summaries and noise diagnosis, the text tables and the
  * JSON (schema in docs/bench.md). */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_timing.c - the timing engine of `hugify bench`: memory of one page kind (hugify_alloc, one-kind
  * chain, HUGIFY_STRICT; coverage measured before timing), calibration, interleaved repetitions, and the
  * runs of every experiment over the plan. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_workloads.c - the timed loops of `hugify bench`: random reads, pointer chase, hash lookups,
  * short strings in a hash set. Each one works inside a buffer it is given, so the page kind under test
  * backs all of its data. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* chart.c - line charts as standalone SVG: panels on a grid, log-2 x axis, linear y axis with a
  * reference line at 1, one polyline per series with an error bar per point, labels at the line ends. Small on purpose: it draws
  * what `hugify bench` needs and nothing else. */

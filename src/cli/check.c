@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* check.c - hugify check: do huge pages help a program, which way, and by how much.
  *
  * Runs CMD plain and under each configuration of `hugify run`, interleaved round by round, and compares

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* check.h - what `hugify check`'s files share (check.c runs the check, check_output.c prints it): the
  * configurations, the figures of each, the verdict. Internal to the check command. */
 #ifndef HUGIFY_CHECK_H

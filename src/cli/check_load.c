@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* check_load.c - one measured run of a server under load (check_load.h). The server and the load each run
  * in a process group of their own (src/lib/process_group.c), so stopping one stops all it started, and a Ctrl-C
  * reaches hugify, which stops them before it exits. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* check_load.h - `hugify check --load`: how one measured run of a server happens. check.c runs the rounds,
  * the configurations and the verdict as for any command; in load mode each run is: start the server
  * (through `hugify run` for a configuration), wait until it is ready, run the load command, take its score,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* check_output.c - what `hugify check` prints: the text (tables, code vs data, counters, the verdict) and
  * the JSON (schema hugify.check/2, docs/check.md). Figures only; check.c measures and decides. */
 #include <errno.h>

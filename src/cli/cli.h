@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cli.h - what every command file shares: the command table entry, exit codes, messages, the --json option. */
 #ifndef HUGIFY_CLI_H
 #define HUGIFY_CLI_H

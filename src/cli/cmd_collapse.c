@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cmd_collapse.c - hugify collapse: put a running process's anonymous memory on huge pages now
  * (hugify_collapse: process_madvise + MADV_COLLAPSE in bounded chunks). */
 #include <errno.h>

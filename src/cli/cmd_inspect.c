@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cmd_inspect.c - hugify inspect: how much of a process is on huge pages, by class and page kind, and why the
  * rest is not (hugify_inspect); --all ranks every process by anonymous memory not on huge pages. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cmd_pool.c - hugify pool: reserve, show, clear, mount and persist hugetlb pools per size and NUMA node. */
 #include <ctype.h>
 #include <errno.h>

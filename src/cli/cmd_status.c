@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cmd_status.c - hugify status: everything the kernel says about huge pages here, with diagnoses and fixes. */
 #include <errno.h>
 #include <limits.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* elf.c - hugify elf: what the text remap would put on huge pages for a binary or shared object, read
  * from its program headers; and the linker flags (with their file-size cost) that give 2 MiB-aligned text. */
 #include <elf.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* env.c - hugify env: the environment `hugify run` would give a program, printed in the forms people paste
  * into what starts their servers: a shell, a systemd unit (or a drop-in installed for a unit), a docker run
  * command line, a Kubernetes container spec. The variables come from run_env.c, the same code `hugify run`

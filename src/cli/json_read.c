@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* json_read.c - JSON reading through jansson (see json_read.h). */
 #include "json_read.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* json_read.h - reading the JSON hugify gets back (the preload's run reports, the bench programs' result
  * lines), through jansson. Behind these few calls so that no file meets both jansson's names and the
  * JSON writer's (json_object, json_string, ... exist in both). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* main.c - the hugify command: a table of subcommands, one file each. */
 #include <stdio.h>
 #include <stdlib.h>

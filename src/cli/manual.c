@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* manual.c - man pages and bash completion from the command table and the option tables (manual.h).
  *
  * A command's help is a synopsis ("usage: ..." and the description), the options block generated from its

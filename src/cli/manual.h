@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* manual.h - the man pages hugify(1), hugify-COMMAND(1) and the bash completion, generated from the command
  * table and the option tables, the same source as --help, so they cannot drift. The build runs them through
  * the hidden `hugify help --man DIR` and `hugify help --completion` (src/cli/CMakeLists.txt). */

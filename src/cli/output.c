@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* output.c - what every command shares on the command line: messages, usage, progress, the --json option. */
 #include <errno.h>
 #include <limits.h>

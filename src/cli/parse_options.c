@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* parse_options.c - the one option parser (parse_options.h). Pure: no output, no exit, no allocation. */
 #include "parse_options.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* parse_options.h - one declarative parser for every command's options, in the manner of git's
  * parse-options: a command declares a static table of its options (name, type, bounds, help) whose values
  * land in the fields of its own argument struct; parsing, the error messages and the options block of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pool_view.c - the pool and mount tables, as text and JSON. */
 #include "pool_view.h"
 

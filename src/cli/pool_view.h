@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pool_view.h - the pool and mount tables, as text and JSON: shared by `hugify status` and `hugify pool`. */
 #ifndef HUGIFY_POOL_VIEW_H
 #define HUGIFY_POOL_VIEW_H

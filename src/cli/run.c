@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* run.c - hugify run: start a program with libhugify-preload.so and the heap settings of a mode, then get
  * out of the way: the program replaces hugify (exec), so its pid, exit status, signals, stdin and stdout
  * are its own. Everything that happens inside the program is the preload's (src/preload). */

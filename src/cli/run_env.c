@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* run_env.c - the environment `hugify run` gives a program (run_env.h): the preload, the heap mode's
  * allocator settings, and the HUGIFY_* variables the preload reads. Built as a list first, so `run` can set
  * it and `env` can print it in the forms services use, from the same code. */

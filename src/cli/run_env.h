@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* run_env.h - the environment `hugify run` gives a program, built in one place for the two commands that
  * need it: `run` sets it and execs the program; `env` prints it for systemd, containers and shells. The
  * preload (src/preload) reads only this environment, so a program behaves the same either way. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* run_tree.c - `hugify run --report`: every process of the command's tree reports (the preload writes one
  * hugify.report/2 per process into a private directory); this file reads them back with jansson and
  * writes one hugify.run/1 document: the sums over the tree in the same shape as one process's report

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* run_tree.h - the reports of every process of a `hugify run --report` tree, read back and summed. */
 #ifndef HUGIFY_RUN_TREE_H
 #define HUGIFY_RUN_TREE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* top.c - hugify top: a live view of the processes (or cgroups) with most memory that could be on huge pages
  * and is not, each one's huge share and its change since the last refresh, what the running agent did to it
  * last (its state file), and a header with the host's THP counters per second. Interactive on a terminal

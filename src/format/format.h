@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* format.h - how hugify presents figures: the JSON writer, text tables, percent and fraction formatting.
  * One layer used by every front end (the CLI commands, the preload's exit report, the agent); it sits
  * above the library (src/lib: units.h formats bytes and page sizes, which the library's own messages

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* json.c - the JSON writer: one document per call sequence, always valid JSON (RFC 8259). */
 #include <math.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* prometheus.c - the Prometheus text exposition format (see prometheus.h). */
 #include "prometheus.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* prometheus.h - the Prometheus text exposition format (version 0.0.4), written in one place: what
  * `hugify agent` serves over HTTP and writes for node_exporter's textfile collector. */
 #ifndef HUGIFY_FORMAT_PROMETHEUS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* table.c - text tables and the small number formats of text output. */
 #include <stdarg.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* usage.c - hugify's measured usage figures as JSON: one shape for inspect and the run report. */
 #include "format.h"
 #include "hugify.h"

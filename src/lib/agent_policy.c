@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* agent_policy.c - the pure decisions of `hugify agent` (see agent_policy.h). */
 #include "agent_policy.h"
 #include "array.h"

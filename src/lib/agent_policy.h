@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* agent_policy.h - the decisions of `hugify agent`, as pure functions over a snapshot: which processes,
  * which 2 MiB windows in which order, whether the CPU and memory budgets allow work now, and when to try
  * a process again after failures. No I/O here: the daemon (src/cli/agent.c) reads /proc and calls these;

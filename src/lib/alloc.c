@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* alloc.c - hugify_alloc/free: the fallback chain 1G -> 2M hugetlb -> THP -> 4K. */
 #include <errno.h>
 #include <pthread.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #ifndef HUGIFY_ARRAY_H
 #define HUGIFY_ARRAY_H
 /* One way to grow an array, in the manner of git's ALLOC_GROW: ARRAY_GROW(array, need, cap) makes `array`

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* backing.c - what actually backs a range of the caller's memory, measured. */
 #include <errno.h>
 #include <stdlib.h>

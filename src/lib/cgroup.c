@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cgroup.c - the hugetlb limits of a cgroup v2 and its ancestors; which cgroup, unit or container a process
  * is in, and the THP bytes the kernel charges a cgroup. */
 #include "cgroup.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cgroup.h - the hugetlb limits of a cgroup v2 and its ancestors (hugify status shows them; hugify_alloc
  * falls back before a fault would exceed them: a hugetlb cgroup limit is charged at fault time, SIGBUS);
  * which cgroup, systemd unit or container a process is in, and the THP bytes the kernel charges a cgroup

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* collapse.c - hugify_collapse: the existing anonymous memory of this or another process onto THP now,
  * with MADV_COLLAPSE (madvise for the caller, process_madvise through a pidfd for another process).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* collapse.h - hugify_collapse with a policy, for `hugify agent`: its own bloat guard, the agent's window
  * order (agent_plan_windows: densest first across the whole process), and a budget asked before every call
  * into the kernel. Not exported. */

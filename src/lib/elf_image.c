@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* elf_image.c - ELF images as bytes -> what the text remap can cover (hugify_elf_parse), and the function
  * symbols the perf map needs. Pure functions over the bytes; only elf_map_file and hugify_elf_read do I/O.
  * Every offset read from the file is checked against the size before use: files may be truncated,

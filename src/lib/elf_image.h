@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* elf_image.h - reading ELF images (pure functions over bytes): program headers for the text remap and
  * `hugify elf`, function symbols for the perf map, DT_NEEDED and the runtimes that own malloc (sanitizers,
  * valgrind) for `hugify run` and the preload. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fleet.c - processes grouped by cgroup, unit or container, beside the kernel's per-cgroup THP figures. */
 #include "fleet.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fleet.h - processes grouped by cgroup, systemd unit or container (hugify inspect --all --by, hugify top):
  * the sums of their smaps_rollup walks beside the THP bytes the kernel charges each group (memory.stat), and
  * why the two differ. Not exported. */

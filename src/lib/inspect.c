@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* inspect.c - hugify_inspect: how much of a process is on huge pages, by class and page kind, and why
  * the rest is not. Every figure is a sum of /proc/PID/smaps fields. */
 #include "inspect.h"

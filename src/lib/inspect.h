@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* inspect.h - the pure part of hugify_inspect and hugify_collapse: which class a mapping is, why its
  * memory is not huge, whether MADV_COLLAPSE may touch it. Functions of parsed smaps only, so they are
  * tested on fixture text (tests/unit/inspect_classify.cpp). Not exported. */

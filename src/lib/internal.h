@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* internal.h - functions shared between libhugify's own files (not exported). */
 #ifndef HUGIFY_INTERNAL_H
 #define HUGIFY_INTERNAL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* load_output.c - the latency figures of a load tool's output (load_output.h). Each tool's parser walks the
  * lines once ('\r' ends a line too: progress lines) and keeps the last result block it saw. */
 #include "load_output.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* load_output.h - what a load tool printed about the latency it saw: pure parsers (text in, struct out) of
  * the output of the load generators Debian packages (redis-benchmark, pgbench, memcaslap, wrk), and of any
  * other output through regular expressions the user gives. `hugify check --load` uses them (docs/check.md

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* measure.c - one measured run of a command, rounds in a balanced order, verdicts and spreads (see
  * measure.h). */
 #include "measure.h"

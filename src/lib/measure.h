@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* measure.h - how hugify measures: one module for every command and program that times something
  * (check, bench, the bench programs, and the coming `check --load`).
  *

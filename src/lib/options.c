@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* options.c - every HUGIFY_* environment variable, parsed in one place. */
 #include "options.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* options.h - every HUGIFY_* environment variable, declared and parsed in one place (options.c). */
 #ifndef HUGIFY_OPTIONS_H
 #define HUGIFY_OPTIONS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* os.c - raw syscall wrappers and file readers. Every function returns -errno on failure (as liburing's
  * wrappers do); the parsing of what is read is procfs.c's (pure), the probing of features probe.c's. */
 #include "os.h"

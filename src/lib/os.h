@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* os.h - raw syscall wrappers and file readers, and the Linux-specific constants that older headers may
  * lack. One error convention: functions return -errno on failure (like liburing's wrappers), never -1 with
  * errno. What is read is parsed by procfs.h (pure); feature probes and THP settings are probe.h's. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pause.c - the pause a collapse call causes in its target, from schedstat (see pause.h). */
 #include "pause.h"
 #include "array.h"

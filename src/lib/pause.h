@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pause.h - the pause a collapse call causes in the process it acts on, read from outside without new
  * privileges, and the distribution of such pauses (the agent's histogram).
  *

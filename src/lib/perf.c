@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* perf.c - TLB counters of a process through perf_event_open, and the arithmetic on them.
  *
  * Generic events only (PERF_TYPE_HARDWARE and PERF_TYPE_HW_CACHE), each opened on its own so the kernel

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pool.c - hugetlb pools: read and set per size and NUMA node, read back, mounts, persistence files. */
 #include "pool.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pool.h - hugetlb pools read and set under a root directory: "/" for this machine, or a captured tree
  * (tests/fixtures/pool/...) so that the same code runs on fixtures. The public hugify_pool_* functions are
  * these at "/". */

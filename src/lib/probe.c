@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* probe.c - what this machine offers, found by trying it: feature probes, THP settings, hugify_probe. */
 #include "probe.h"
 

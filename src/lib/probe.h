@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* probe.h - what this machine offers: kernel features found by trying them (each result cached after the
  * first call), the THP settings, the page size of each kind, and hugify_probe, which gathers them. Sits
  * above os.c (syscalls, file readers) and procfs.c (pure parsers). Not exported. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* process_group.c - programs in process groups of their own, beside hugify (process_group.h). */
 #include "process_group.h"
 #include "os.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* process_group.h - programs that run beside hugify while it measures: a server under test and the load that
  * drives it (`hugify check --load`). Each runs in a process group of its own, so that stopping it stops
  * everything it started (postgres backends, the children of a `sh -c`), and so that a Ctrl-C at the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* procfs.c - pure parsers: text of /proc and /sys files -> structs. No I/O here: os.c reads the files. */
 #include "procfs.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* procfs.h - pure parsers: text of /proc and /sys files -> structs, no I/O. Reading is separate (os.h:
  * os_read_file, os_read_smaps, ...), so every parser is tested on fixture text captured from real machines. */
 #ifndef HUGIFY_PROCFS_H

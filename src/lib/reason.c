@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* reason.c - the reason buffers every result struct carries. */
 #include "reason.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* reason.h - the reason buffers every result struct carries (HUGIFY_REASON_MAX bytes, "; "-separated
  * clauses). Below every other library file: it uses none of them. */
 #ifndef HUGIFY_REASON_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* safe_file.c - the file rules of safe_file.h: create, replace, append and read without following links,
  * without predictable temporary names, and without writing onto (or hanging on) devices and FIFOs. */
 #include "safe_file.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* safe_file.h - how hugify creates, replaces, appends to and reads files, often as root and often in
  * directories other users can write (/tmp, a service's working directory). Every file hugify writes goes
  * through here (the run report, the perf map, `pool --persist` files, the agent's metrics file, `env

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* stats.c - medians and sign-test intervals for them (see stats.h). */
 #include "stats.h"
 

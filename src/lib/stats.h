@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* stats.h - the statistics behind a measured claim ("1.85x faster, 95 % CI 1.80-1.90"): medians and
  * distribution-free confidence intervals for them. Pure functions, no libm (the preload links without it). */
 #ifndef HUGIFY_STATS_H

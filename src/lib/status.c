@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* status.c - the huge-page state of a machine (or of a captured tree), and the diagnoses drawn from it. */
 #include "status.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* status.h - everything the kernel says about huge pages, gathered under a root directory ("/" for this
  * machine, a captured tree in tests), and the diagnoses drawn from it. Used by `hugify status` and
  * `hugify pool`; pure apart from status_read. */

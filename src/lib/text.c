@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* text.c - hugify_remap_text: the code of the main program and of every loaded shared object onto huge
  * pages, at run time.
  *

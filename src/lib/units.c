@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* units.c - sizes as people write them, and back. */
 #include "units.h"
 

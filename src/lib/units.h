@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* units.h - sizes, counts and decimal numbers as people write them ("2M", "2MB", "2048kB", "1G", "8GiB";
  * "12"; "0.5") and sizes back. Pure functions, fuzzed (fuzz/values.c). */
 #ifndef HUGIFY_UNITS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* heap_cover.c - the heap modes inside the host.
  *
  * glibc malloc is set up by `hugify run` before the program starts, through GLIBC_TUNABLES (see

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* peak.c - the process's memory at its peak, for the report.
  *
  * A report taken at exit misses memory the program freed before it exited (a hash table destroyed at the

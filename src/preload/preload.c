@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* preload.c - libhugify-preload.so: applies the HUGIFY_* settings to the host process. It never writes to
  * stdout, never changes the host's exit status, and a failure inside it means "carry on without huge
  * pages" (and, with HUGIFY_VERBOSE=1, one line on stderr saying so). The constructor runs before main,

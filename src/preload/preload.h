@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* preload.h - the steps libhugify-preload.so runs inside the host, one file each. */
 #ifndef HUGIFY_PRELOAD_H
 #define HUGIFY_PRELOAD_H

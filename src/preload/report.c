@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* report.c - the exit report of libhugify-preload.so (HUGIFY_REPORT): /proc/self/smaps read just before
  * the process exits (atexit), classified by hugify_inspect, code split per loaded object by the address
  * ranges of its executable segments (so moved text still counts for its object). JSON to a file, written

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* text_step.c - the preload's text step: hugify_remap_text() with the HUGIFY_TEXT_* options.
  * Never fails the host: whatever could not be moved stays where it was (the remap guarantees that), each
  * segment that had a window and was not moved is recorded as a fallback for the exit report (and, with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* text_generator.c - writes the C source of a program with a lot of distinct code, for the text remap
  * tests: FILES source files of FUNCTIONS functions each, every function a different chain of arithmetic
  * and branches on a 64-bit value, plus a table that calls them all in a scattered order and the checksum

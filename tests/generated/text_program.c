@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* text_program.c - the text remap's test program: runs >= 16 MiB of generated code (text_generator.c)
  * that lives in this executable (text_program_static, text_program_aligned) or in a shared object
  * (text_program_shared), optionally after hugify_remap_text(), and checks the result.

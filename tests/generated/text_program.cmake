@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # The text remap's test programs (included from tests/CMakeLists.txt, so they land in the helpers' directory
 # and every test depends on them). text_generator writes >= 16 MiB worth of C at build time: 8 files of
 # 576 distinct functions, 40 rounds each (about 18 MiB of code at -O0), plus a table that calls them all in

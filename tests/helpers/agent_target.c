@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* agent_target - a child for the hugify agent tests: memory of known shapes on 4 KiB pages, never
  * madvised, and a heap that grows one step per SIGUSR1.
  *

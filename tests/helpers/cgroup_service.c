@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cgroup_service - a service of the per-cgroup test (tests/integration/fleet.cpp): it waits for a line on stdin
  * (so the test can move it into its cgroup before it charges anything), then maps ANON MiB of private anonymous
  * memory and SHARED MiB of shared anonymous memory (both 2 MiB-aligned, MADV_HUGEPAGE, written), forks a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* collapse_target - a child for the inspect/collapse tests: holds memory of known kinds, says where it is,
  * keeps running, and on SIGUSR1 checks that its data survived and exits 0 (intact) or 1 (damaged).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* run_heap_workload.c - a heap workload for the `hugify run` tests: threads each build a chained hash
  * table of small malloc'd nodes (the shape of most real heaps), optionally plus large malloc blocks of
  * odd sizes and raw anonymous mmaps of odd sizes (what other allocators and runtimes do).

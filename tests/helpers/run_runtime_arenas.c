@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* run_runtime_arenas.c - maps pieces the way a runtime maps its arenas (1 MiB and 256 KiB anonymous read+write
  * mmaps), then checks that each behaves as its own mapping: its bytes stay its own, munmap of one piece
  * leaves its neighbours, mprotect of one piece changes only it, mremap moves it with its bytes, a forked

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* run_shm_server - the bundled test server of the server tests (`check --load`, shared memory under
  * `run`, `inspect`, `collapse`): a shared anonymous region and a private heap, both filled, served on
  * 127.0.0.1 by a tiny line protocol that the load client (server_load) drives.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* secure_options - prints what options_from_environment() takes from HUGIFY_* in this process, and
  * whether the loader ran it in secure mode (AT_SECURE). The hardening test runs a setuid-root copy of it as
  * an unprivileged user: there, HUGIFY_REPORT and HUGIFY_PERF_MAP must read as unset. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* server_load - the load client of run_shm_server: one connection, REQUESTS requests of "WALK STEPS",
  * each answer read before the next request (so the figure is the server's latency-bound throughput).
  * Bounded in count and in time: it stops after REQUESTS requests or SECONDS seconds, whichever is first.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // hugify agent against real processes (tests/helpers/agent_target.c): growth followed pass by pass, the
 // processes and regions it must leave alone, the bloat guard, the CPU budget, metrics read back by a real
 // Prometheus parser and compared with `hugify inspect`, reloads, bad configuration, vanishing targets,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // hugify_alloc / hugify_free / hugify_measure_backing / hugify_probe on real memory and the real pool.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // hugify bench: every experiment on every page kind this machine can give (small sizes), its JSON and
 // its SVG chart read back with independent parsers (jansson and python3's xml.etree), and kinds that
 // cannot be had reported skipped with their reason and the pool command. Every point carries its spread

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // hugify check: real A/B runs of the bundled workload through `hugify run`: every round is run and logged,
 // a configuration is credited only with what it changed, the JSON is read back with jansson against the
 // schema of docs/check.md, a failing CMD stops the check with its output, and this machine's missing PMU is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // check_load.cpp - `hugify check --load` on real servers: the bundled test server (run_shm_server, driven
 // by server_load) and Redis when it is installed. Each test checks that no process it caused is left:
 // every server is started with a marker (a path in the test's own scratch directory) on its command line,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The hugify command's dispatch: --help, --version, help CMD, unknown commands, exit codes.
 #include <gtest/gtest.h>
 #include <unistd.h>

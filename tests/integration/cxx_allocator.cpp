@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // hugify.hpp on real memory: hugify::allocator with std::vector, std::unordered_map and
 // absl::flat_hash_map; hugify::memory_resource under std::pmr containers with a million nodes.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // env_cli.cpp - `hugify env`: its output read back by the programs that consume it (sh, systemd's parser
 // through systemd-analyze, a YAML parser), compared with the environment `hugify run` gives a program,
 // and the drop-in writer's refusals (links, bad names) on a scratch root.

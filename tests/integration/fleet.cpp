@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Per cgroup (issue 33): three services in cgroups of their own, one with shared memory; the per-cgroup huge
 // bytes of `hugify inspect --all --by cgroup` and of the agent's metrics against the kernel's memory.stat.
 // The groups are made for the test under the hierarchy that holds the memory controller (cgroup v2, or v1's

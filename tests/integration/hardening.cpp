@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Hardening (issue 15): files hugify writes as root, reads that never hang or grow without bound, inputs that
 // cannot wrap or inject. Each test reproduces one finding with the real thing — planted links (with
 // fs.protected_symlinks off for the test and put back after), FIFOs, /dev/zero, a setuid copy run by an

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // hugify inspect / hugify collapse / hugify_collapse() against real child processes (tests/helpers/
 // collapse_target.c) holding memory of known kinds. Figures are checked against an independent smaps read.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Every command's --json, the same way: --json is JSON on stdout instead of the text, --json=FILE keeps the
 // text on stdout and writes the JSON to FILE, the first member is the schema, and the output is valid JSON
 // (read with jansson, which rejects invalid UTF-8) even when a file name or a command line is not UTF-8.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The man pages and the bash completion the build generates from the tables of --help (src/cli/manual.c):
 // every page renders without a warning, lists exactly the options its command's --help lists, and the
 // completion offers every option of every command.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The plan's walk on every kernel (issue 31): per-window presence and hugeness of a constructed process
 // (tests/helpers/pagemap_target.c) from the pagemap entries and kpageflags, as the kernels without
 // PAGEMAP_SCAN (before 6.7) read them; the same figures from PAGEMAP_SCAN where the kernel has it; the

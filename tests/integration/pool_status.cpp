@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // hugify status and hugify pool on this machine: status --json against the sysfs/procfs files read here
 // directly, pool set/clear round trips that put the pool back as they found it, a request larger than memory,
 // a run without privilege (exit 3, nothing changed), bad sizes (exit 2), a real hugetlbfs mount, --watch.

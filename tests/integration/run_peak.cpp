@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // run_peak.cpp - the run report's figures at the process's peak: memory freed before exit still counts,
 // hugetlb pages count as memory, and the sampler thread exists only while a report is wanted.
 #include <dirent.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // run_preload.cpp - `hugify run` and libhugify-preload.so on real programs: the bundled heap workloads
 // (single- and multi-threaded, malloc'd nodes, odd-sized malloc blocks and raw mmaps), sh, a static
 // binary, a setuid copy. The exit report is checked against an independent read of /proc/PID/smaps taken

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `hugify run --report PATH` must never replace what PATH is when it is not a regular file: as root, a
 // rename over or an unlink of /dev/null would break the whole machine. The test uses its own null device
 // (mknod) so that a regression cannot take the real /dev/null with it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // runtimes.cpp - runtimes whose own allocator holds the data: what `hugify run` does with a Go program (a
 // static one is refused with the reason, a cgo one runs with a note), and what inspect names as the data's
 // allocator for Go and CPython, on real programs built or started here. Go programs are built once per kind

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // sanitizers.cpp - programs built with the sanitizers (gcc's AddressSanitizer with its shared runtime,
 // gcc's ThreadSanitizer, clang's AddressSanitizer with its static runtime) and run under valgrind behave
 // under `hugify run`, `hugify env` and `hugify check` as they do plain: same output, same exit status, run

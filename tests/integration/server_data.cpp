@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // server_data.cpp - a server's data is the same after hugify acts on it. Redis (Debian's redis-server,
 // 127.0.0.1, no persistence): DEBUG DIGEST before and after each of 100 collapses, with a burst of writes
 // running during another collapse in every round; at the end every write is there with its value, and no

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // servers.cpp - servers and their shared memory: the bundled test server (tests/helpers/run_shm_server.c,
 // a shared anonymous region, a SysV segment and a private heap) under `hugify run` with shmem_enabled
 // 'advise' and 'never'. shmem_enabled is changed only inside a guard that puts it back (also when an

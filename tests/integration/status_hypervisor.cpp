@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // status_hypervisor.cpp - `hugify status` says when the machine is a virtual machine, and what that means
 // for measurements: the parsers on fixed text, then the live machine against /proc/cpuinfo read here.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // text_remap.cpp - code onto huge pages at run time, for real: hugify_remap_text() and the preload's text
 // step on a generated program with ~18 MiB of code (in the executable and in a shared object), fault
 // injection at every step, the perf map, `hugify elf`, and third-party programs found on this machine

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // hugify top (issue 33): --batch and --json without a terminal, and the live view in a real terminal (tmux:
 // send-keys, capture-pane): the header, switching to cgroups, sorting, and the collapse confirmation.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // test_support.cpp - see test_support.hpp.
 #include "test_support.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // test_support.hpp - what integration tests share: running real commands, reading /proc independently
 // of libhugify's own parsers, and making sure the hugetlb pool has the pages a test needs.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The agent's pure decisions (src/lib/agent_policy.c) on constructed snapshots and captured PSI text, and
 // the Prometheus text writer is tested with the format layer (format_layer.cpp).
 #include <gtest/gtest.h>

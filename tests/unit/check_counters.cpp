@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // hugify check's two pure parts: the counter arithmetic of src/lib/perf.c (on perf stat figures recorded on
 // machines with a PMU, from the seed articles), the sign-test intervals of src/lib/stats.c, and the real
 // perf_event_open path on this machine (no PMU here: it must say so cleanly).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Parsers and pure helpers of the core: smaps, keyed files, sysfs names, sizes, HUGIFY_* options.
 #include <gtest/gtest.h>
 

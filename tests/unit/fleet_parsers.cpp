@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Which cgroup, systemd unit and container a process is in, and the kernel's per-cgroup THP figures
 // (hugify inspect --all --by, status, the agent's per-cgroup metrics): the pure parsers on
 // tests/fixtures/cgroup (README.md there says which were captured and which written).

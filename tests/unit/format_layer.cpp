@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The format layer (src/format): the JSON writer read back with jansson (strict: invalid UTF-8 is an
 // error), its escaping of every kind of byte, tables, percent and fraction formatting.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The pure part of hugify inspect / collapse: classes, reasons, thread stacks, collapse eligibility, on
 // fixture smaps text. tests/fixtures/smaps/collapse_target.txt was captured on this machine kind (Linux
 // 6.18, THP madvise) from tests/helpers/collapse_target run as

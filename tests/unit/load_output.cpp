@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The load tools' latency figures (src/lib/load_output.c), on outputs captured from the Debian tools on this
 // machine (tests/fixtures/<tool>/): redis-benchmark 7.0, pgbench 15, memcaslap (libmemcached-tools), wrk 4.1.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The measurement module (src/lib/measure.c): the balanced round order, the rounds driver with its stop
 // rules (on a scripted "run" callback: no timing involved), verdicts, spreads and ties, the noise
 // diagnosis, and one real measured child (exit status, signal, environment, output).

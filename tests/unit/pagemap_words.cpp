@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The plan's walk without PAGEMAP_SCAN: the pagemap and kpageflags words decoded (procfs.c), on words
 // built as the kernel writes them (admin-guide/mm/pagemap.rst).
 #include <gtest/gtest.h>

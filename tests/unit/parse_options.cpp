@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The one option parser (src/cli/parse_options.c): every value type with its bounds, --name VALUE and
 // --name=VALUE, operands mixed with options or a command line of its own, "--", values that must not
 // begin with "--", unknown options with suggestions, and the --help block generated from the table.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // hugify status / pool: the parsers, the status gathering and diagnoses, the pool plan and the persistence
 // texts, on captured trees: tests/fixtures/pool/kvm-6.18 (this machine: 2M + 1G pools, mTHP, one node),
 // numa2-6.8 (a two-node server, constructed from the kernel docs) and kernel-5.15 (no mTHP, no MADV_COLLAPSE,

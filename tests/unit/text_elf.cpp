@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // text_elf.cpp - hugify_elf_parse and the ELF helpers of the text remap, on the real headers of binaries
 // captured from this machine kind (tests/fixtures/elf/*.ranges) and on images built here to the ELF spec.
 #include <elf.h>

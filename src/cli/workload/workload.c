@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* hugify-workload - the bundled TLB-bound workload that `hugify check` runs when given no command.
  *
  * It mallocs one working set (plain malloc, so `hugify run --heap ...` changes how it is backed), writes
