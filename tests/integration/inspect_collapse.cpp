@@ -153,6 +153,7 @@ void expect_near(uint64_t actual, uint64_t expected, double tolerance, const cha
 // ---- collapse ----------------------------------------------------------------------------------------
 
 TEST(Collapse, PutsA4KHeapOnHugePagesWhileItIsWrittenAndLeavesNoHugePageAlone) {
+  REQUIRE_KERNEL_FEATURE("madv_collapse");
   child c;
   start(c, {"--heap", "256M", "--writer", "--nohuge", "16M"});
   ASSERT_GT(c.pid, 0);
@@ -182,6 +183,7 @@ TEST(Collapse, PutsA4KHeapOnHugePagesWhileItIsWrittenAndLeavesNoHugePageAlone) {
 }
 
 TEST(Collapse, DryRunPlansButChangesNothing) {
+  REQUIRE_KERNEL_FEATURE("madv_collapse");
   child c;
   start(c, {"--heap", "64M"});
   auto result = test_support::hugify({"collapse", std::to_string(c.pid), "--dry-run", "--json"});
@@ -196,6 +198,7 @@ TEST(Collapse, DryRunPlansButChangesNothing) {
 }
 
 TEST(Collapse, TextReportAndMinSize) {
+  REQUIRE_KERNEL_FEATURE("madv_collapse");
   child c;
   start(c, {"--heap", "32M", "--small", "8M"});
   auto result = test_support::hugify({"collapse", std::to_string(c.pid), "--min-size", "16M"});
@@ -208,6 +211,7 @@ TEST(Collapse, TextReportAndMinSize) {
 }
 
 TEST(Collapse, OwnMemoryThroughTheLibrary) {
+  REQUIRE_KERNEL_FEATURE("madv_collapse");
   size_t size = 32 * MiB;
   // 2 MiB-aligned, filled on 4 KiB pages (THP off for the process while filling).
   char *raw = static_cast<char *>(mmap(nullptr, size + k2M, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
@@ -235,6 +239,7 @@ TEST(Collapse, OwnMemoryThroughTheLibrary) {
 }
 
 TEST(Collapse, TargetThatExitsMidwayGivesAPartialReport) {
+  REQUIRE_KERNEL_FEATURE("madv_collapse");
   child c;
   start(c, {"--heap", "64M"});
   struct kill_after_first_call {
@@ -284,6 +289,7 @@ void expect_consistent_pause(const hugify_collapse_report &r) {
 }
 
 TEST(Collapse, GentlePaceSendsOneWindowPerCallAndReportsThePause) {
+  REQUIRE_KERNEL_FEATURE("madv_collapse");
   child gentle, full;
   start(gentle, {"--heap", "64M", "--writer"});
   start(full, {"--heap", "64M", "--writer"});
@@ -321,6 +327,7 @@ TEST(Collapse, GentlePaceSendsOneWindowPerCallAndReportsThePause) {
 }
 
 TEST(Collapse, JsonAndTextStateTheHarm) {
+  REQUIRE_KERNEL_FEATURE("madv_collapse");
   child c;
   start(c, {"--heap", "32M", "--writer"});
   ASSERT_GT(c.pid, 0);
@@ -439,6 +446,7 @@ TEST(Collapse, SameUserWithoutCapSysNiceExits3) {
 }
 
 TEST(Collapse, ProcessWithThpDisabledIsLeftAloneAndInspectSaysWhy) {
+  REQUIRE_KERNEL_FEATURE("madv_collapse");
   child c;
   start(c, {"--heap", "16M", "--thp-disable"});
   auto result = test_support::hugify({"collapse", std::to_string(c.pid), "--json"});
@@ -473,6 +481,7 @@ TEST(Collapse, ProcessWithThpDisabledIsLeftAloneAndInspectSaysWhy) {
 // ---- inspect -----------------------------------------------------------------------------------------
 
 TEST(Inspect, EachClassWithin1PercentAndTotalsEqualSmaps) {
+  REQUIRE_KERNEL_FEATURE("thp");
   std::string why = test_support::ensure_free_hugetlb(k2M, 4);
   if (!why.empty()) GTEST_SKIP() << why;
   child c;
@@ -650,6 +659,8 @@ struct opt_out_run {
 void run_under(const std::string &mode, const std::vector<std::string> &target_args, tool t, opt_out_run &run,
                const std::vector<std::string> &extra = {}) {
   if (geteuid() != 0) { run.skip = "needs root (THP settings, process_madvise)"; return; }
+  run.skip = test_support::missing_kernel_feature("madv_collapse");
+  if (!run.skip.empty()) return;
   test_support::thp_setting setting("enabled", mode);
   if (!setting.skip_reason().empty()) { run.skip = setting.skip_reason(); return; }
   start(run.c, target_args);
