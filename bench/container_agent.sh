@@ -18,14 +18,15 @@ set -euo pipefail
 source "$(dirname "$0")/../scripts/lib.sh"
 build=${1:-$HUGIFY_ROOT/build} packages=${2:-$HUGIFY_ROOT/build-package}
 [ "$(id -u)" -eq 0 ] || { say "needs root (rootful podman)"; exit 3; }
-need_tools podman=podman runc=runc dpkg-deb=dpkg-deb setpriv=util-linux /usr/bin/python3=python3 \
+install_dependencies libmicrohttpd12
+need_tools curl=curl podman=podman runc=runc dpkg-deb=dpkg-deb setpriv=util-linux /usr/bin/python3=python3 \
   "$build/bin/hugify=hugify (cmake --build $build)" "$build/tests/agent_target=hugify's test helpers (cmake --build $build)"
 compgen -G "$packages/packages/hugify_*.deb" >/dev/null || "$HUGIFY_ROOT/scripts/package" "$packages"
 
 image=localhost/hugify-bench:$$ tmp=$(mktemp -d) target=
 cleanup() {
   [ -n "$target" ] && kill "$target" 2>/dev/null || true
-  podman --runtime runc rm -f -a --filter ancestor="$image" >/dev/null 2>&1 || true
+  podman --runtime runc rm -f -t 2 "hugify-bench-$$" >/dev/null 2>&1 || true
   podman rmi -f "$image" >/dev/null 2>&1 || true
   rm -rf "$tmp"
 }
@@ -35,7 +36,10 @@ say "image: the hugify .debs' contents and the CLI's libraries, podman import (n
 root=$tmp/root
 mkdir -p "$root"/{proc,sys,dev,tmp,etc,run}
 for deb in "$packages"/packages/hugify_*.deb "$packages"/packages/libhugify0.3_*.deb; do dpkg-deb -x "$deb" "$root"; done
-for lib in $(ldd "$root/usr/bin/hugify" | grep -o '/[^ ]*'); do
+# libmicrohttpd (Recommends; dlopen'ed for --listen) and what it links.
+httpd=$(ldconfig -p | grep -o '/.*/libmicrohttpd\.so\.12$' | head -1)
+[ -n "$httpd" ] || { say "missing: libmicrohttpd.so.12 (apt-get install libmicrohttpd12)"; exit 3; }
+for lib in $( (ldd "$root/usr/bin/hugify"; ldd "$httpd") | grep -o '/[^ ]* (' | tr -d ' (' | sort -u) "$httpd"; do
   mkdir -p "$root$(dirname "$lib")"; cp -L "$lib" "$root$lib"
 done
 echo "root:x:0:0:root:/root:/bin/sh" > "$root/etc/passwd"
@@ -121,6 +125,17 @@ for round in $(seq "$ROUNDS"); do
    done
   done
 done
+say "the daemon in the container as the DaemonSet runs it: read-only root, no tmpfs but /run/hugify and /var/lib/hugify"
+start_target busy
+podman --runtime runc run -d --name "hugify-bench-$$" --pid=host --network=host --read-only --read-only-tmpfs=false \
+  --cap-drop=all "${least[@]/#/--cap-add=}" "${limits[@]}" --tmpfs /run/hugify --tmpfs /var/lib/hugify "$image" \
+  agent --config /etc/hugify/agent.conf --min-rss 0 --pid "$target" --interval 2 --listen "127.0.0.1:${PORT:=19465}" >/dev/null
+sleep 7
+curl -fsS "127.0.0.1:$PORT/metrics" | grep -E '^hugify_agent_(collapsed_bytes_total|bloat_bytes_total|passes_total) ' | sed 's/^/  /'
+podman logs "hugify-bench-$$" 2>&1 | sed 's/^/  /'
+podman --runtime runc rm -f -t 2 "hugify-bench-$$" >/dev/null
+printf '  target %d: %s\n' "$target" "$(grep AnonHugePages "/proc/$target/smaps_rollup")"
+stop_target
 say "what the container sees (caps ${least[*]}): hugify status"
 podman --runtime runc run --rm --pid=host --network=none --read-only --cap-drop=all \
   "${least[@]/#/--cap-add=}" "${limits[@]}" "$image" status 2>&1 | sed 's/^/  /'
