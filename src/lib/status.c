@@ -360,7 +360,8 @@ static void diagnose_thp(const struct status_snapshot *s, struct diagnoses *d) {
     diagnose(d, "always_bloat", STATUS_WARNING,
              "echo 255 > " THP_DIR "/khugepaged/max_ptes_none (khugepaged then collapses only ranges at least half "
              "in use); or echo madvise > " THP_DIR "/enabled and let `hugify agent` choose what to collapse (its "
-             "--min-present guard keeps sparse memory small)",
+             "--min-present guard keeps sparse memory small): only madvise also ends the faults' own bloat, which "
+             "max_ptes_none does not limit",
              "THP is 'always' with khugepaged max_ptes_none %llu (the default): every program's memory is "
              "eligible, a fault in an empty aligned %llu-page range takes a whole huge page, and khugepaged "
              "collapses a range with one page of it in use, so sparse memory grows up to %llux (memory bloat)",
