@@ -41,7 +41,9 @@ PURE = {"procfs", "units", "reason", "agent_policy"}
 # What a pure file may use of the C library (and the compiler's runtime): computation only.
 PURE_LIBC = re.compile(r"^(str\w*|mem\w*|__ctype_\w+|(__isoc99_|__isoc23_)?sscanf|v?snprintf|free|malloc|calloc|"
                        r"realloc|qsort|bsearch|__errno_location|_GLOBAL_OFFSET_TABLE_|__stack_chk_fail|"
-                       r"__assert_fail|abort|log2?|exp|sqrt|pow|floor|ceil|fabs|round|lround|isnan)$")
+                       r"__assert_fail|abort|log2?|exp|sqrt|pow|floor|ceil|fabs|round|lround|isnan|"
+                       # a sanitized build's instrumentation (scripts/test --sanitize): checks, not I/O
+                       r"__(asan|ubsan|tsan|msan|lsan|sanitizer)_\w+)$")
 MEMORY_CALL = re.compile(r"(?<![\w.>])(mmap|mmap64|munmap|mremap|madvise|mprotect|process_madvise)\s*\(")
 WRITE_OPEN = re.compile(r"\b(open|openat|creat)\s*\(.*\bO_(WRONLY|RDWR|CREAT)\b|\bfopen\s*\([^;]*\"[wa]")
 SCHEMA = re.compile(r'"(hugify\.[a-z_.]+/[0-9]+)"')

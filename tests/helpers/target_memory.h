@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* target_memory.h - what the helpers that stand in for a program's memory share (agent_target,
- * pagemap_target): a region of its own, and pages written in it. */
+ * exact_pagemap_target): a region of its own, and pages written in it. */
 #ifndef HUGIFY_TARGET_MEMORY_H
 #define HUGIFY_TARGET_MEMORY_H
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // The plan's walk on every kernel (issue 31): per-window presence and hugeness of a constructed process
-// (tests/helpers/pagemap_target.c) from the pagemap entries and kpageflags, as the kernels without
+// (tests/helpers/exact_pagemap_target.c) from the pagemap entries and kpageflags, as the kernels without
 // PAGEMAP_SCAN (before 6.7) read them; the same figures from PAGEMAP_SCAN where the kernel has it; the
 // plan's choices and bloat from them; hugify_measure_backing exact as root.
 #include <gtest/gtest.h>
@@ -34,13 +34,13 @@ struct region {
   size_t size = 0;
 };
 
-// A helper (pagemap_target, or agent_target with arguments), started and read until "ready"; ended when
+// A helper (exact_pagemap_target, or agent_target with arguments), started and read until "ready"; ended when
 // this goes away.
 struct target {
   FILE *out = nullptr;
   int pid = -1;
   std::map<std::string, region> regions;
-  explicit target(const std::string &helper = "pagemap_target", const std::string &args = "") {
+  explicit target(const std::string &helper = "exact_pagemap_target", const std::string &args = "") {
     out = popen(("exec " + test_support::helper_path(helper) + " " + args).c_str(), "r");
     char line[256];
     while (out && fgets(line, sizeof line, out)) {

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* pagemap_target - a child whose memory has known shapes, for the plan's walk on every kernel (with and
+/* exact_pagemap_target - a child whose memory has known shapes, for the plan's walk on every kernel (with and
  * without PAGEMAP_SCAN): each region is 4 MiB (two 2 MiB windows), 2 MiB-aligned, a mapping of its own.
  *
  *   dense   every page written, THP off while writing: 4 KiB pages
