@@ -22,6 +22,8 @@
    elsewhere (os.c writes the kernel's settings files, which it never creates; /dev/null is no file).
 7. Every JSON schema the sources write ("hugify.NAME/N") is in docs/design.md's list, and every document
    names its schema where it begins: json_begin's third argument is such a string literal.
+8. One way to grow an array: realloc is called only in src/lib/array.h (ARRAY_GROW, with its overflow
+   check); the preload, which interposes realloc itself, is not counted.
 Prints every violation with its file and line (or the cycle) and exits 1; exits 0 when the layers hold.
 """
 import os
@@ -45,6 +47,7 @@ PURE_LIBC = re.compile(r"^(str\w*|mem\w*|__ctype_\w+|(__isoc99_|__isoc23_)?sscan
                        # a sanitized build's instrumentation (scripts/test --sanitize): checks, not I/O
                        r"__(asan|ubsan|tsan|msan|lsan|sanitizer)_\w+)$")
 MEMORY_CALL = re.compile(r"(?<![\w.>])(mmap|mmap64|munmap|mremap|madvise|mprotect|process_madvise)\s*\(")
+REALLOC_CALL = re.compile(r"(?<![\w.>])realloc\s*\(")
 WRITE_OPEN = re.compile(r"\b(open|openat|creat)\s*\(.*\bO_(WRONLY|RDWR|CREAT)\b|\bfopen\s*\([^;]*\"[wa]")
 SCHEMA = re.compile(r'"(hugify\.[a-z_.]+/[0-9]+)"')
 JSON_BEGIN = re.compile(r"\bjson_begin\s*\(([^;]*)\)\s*;")
@@ -98,7 +101,8 @@ def source_lines(source, layers=("lib", "cli", "format", "preload")):
 
 
 def call_violations(source):
-    """Rules 5 and 6: the memory calls in os.c only, the files written through safe_file.c only."""
+    """Rules 5, 6 and 8: the memory calls in os.c only, the files written through safe_file.c only, arrays
+    grown by ARRAY_GROW only."""
     problems = []
     for path, number, line in source_lines(source):
         name = os.path.basename(path)
@@ -110,6 +114,8 @@ def call_violations(source):
                 not (name == "os.c" and "O_CREAT" not in line):
             problems.append(f"{path}:{number}: opens a file to write it: go through safe_file.h "
                             f"(docs/design.md, files hugify writes)")
+        if REALLOC_CALL.search(line) and not path.startswith("src/preload/"):
+            problems.append(f"{path}:{number}: grows an array by hand: use ARRAY_GROW (src/lib/array.h)")
     return problems
 
 

@@ -362,7 +362,15 @@ int cmd_collapse(int argc, char **argv) {
   else if (report.failed) status = EXIT_SHORT;
   else if (report.attempted == 0 && report.shmem_unaligned + report.shmem_denied > 0)
     status = EXIT_PRIVILEGE; /* nothing could be done, for lack of a setting (said above) */
-  else if (report.attempted == 0 && report.excluded > 0) {
+  else if (report.attempted == 0 && report.excluded > 0 && report.huge_before > 0) {
+    /* What could be collapsed already is: the exclusions (thread stacks, a guard) are not why nothing was done */
+    char huge[32], excluded[32];
+    format_bytes(report.huge_before, huge, sizeof huge);
+    format_bytes(report.excluded, excluded, sizeof excluded);
+    fprintf(stderr, "hugify collapse: nothing left to collapse: %s of process %d's memory is already on huge pages; "
+                    "it excluded %s from THP (listed)\n",
+            huge, (int)pid, excluded);
+  } else if (report.attempted == 0 && report.excluded > 0) {
     char excluded[32];
     format_bytes(report.excluded, excluded, sizeof excluded);
     bool overridable = false;

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "array.h"
 #include "cli.h"
 #include "fleet.h"
 #include "measure.h"
@@ -111,13 +112,7 @@ static double share_of(const struct smaps_rollup *m) { return m->rss ? (double)h
 static struct top_row *row_of(struct top_row **rows, size_t *count, size_t *cap, int pid, const char *cgroup) {
   for (size_t i = 0; i < *count; i++)
     if (pid ? (*rows)[i].pid == pid : strcmp((*rows)[i].cgroup, cgroup) == 0) return &(*rows)[i];
-  if (*count == *cap) {
-    size_t bigger_cap = *cap ? 2 * *cap : 256;
-    struct top_row *bigger = realloc(*rows, bigger_cap * sizeof *bigger);
-    if (!bigger) return NULL;
-    *rows = bigger;
-    *cap = bigger_cap;
-  }
+  if (ARRAY_GROW(*rows, *count + 1, *cap)) return NULL;
   struct top_row *r = &(*rows)[(*count)++];
   memset(r, 0, sizeof *r);
   r->pid = pid;

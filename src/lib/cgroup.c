@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "os.h"
 #include "procfs.h"
 
@@ -150,15 +151,11 @@ size_t cgroup_tree_thp(const char *root, const struct cgroup_memory_root *memory
   snprintf(dir_path, sizeof dir_path, "%s%s", root, memory->mount);
   DIR *dir = memory->version ? opendir(dir_path) : NULL;
   if (!dir) return 0;
-  size_t count = 0, seen = 0;
+  size_t count = 0, seen = 0, all_cap = 0;
   struct cgroup_named_thp *all = NULL;
   for (struct dirent *e; (e = readdir(dir));) {
     if (e->d_type != DT_DIR || e->d_name[0] == '.') continue;
-    if (seen % 64 == 0) {
-      struct cgroup_named_thp *bigger = realloc(all, (seen + 64) * sizeof *bigger);
-      if (!bigger) break;
-      all = bigger;
-    }
+    if (ARRAY_GROW(all, seen + 1, all_cap)) break;
     struct cgroup_named_thp *c = &all[seen];
     snprintf(c->path, sizeof c->path, "/%.250s", e->d_name);
     if (cgroup_read_thp(root, memory, c->path, &c->thp) == 0) seen++;

@@ -324,6 +324,16 @@ static bool still_mapped(const struct smaps_vma *vmas, long count, uint64_t star
   return start >= end;
 }
 
+#define CAPABILITY_SYS_NICE 23
+
+/* True when the caller's effective set holds capability `bit` (false when unreadable). */
+static bool own_capability(unsigned bit) {
+  char status[4096];
+  uint64_t effective;
+  return os_read_small("/proc/self/status", status, sizeof status) > 0 && parse_capabilities(status, &effective) &&
+         (effective >> bit & 1);
+}
+
 /* Check that we may collapse pid at all, before reading anything: a zero-length process_madvise does every
  * check the real call does (process exists, ptrace read access, CAP_SYS_NICE, advice allowed remotely). */
 static int check_target(struct collapse_context *c, struct hugify_collapse_report *r, bool dry_run) {
@@ -366,10 +376,18 @@ static int check_target(struct collapse_context *c, struct hugify_collapse_repor
              (int)c->pid);
     return -EPERM;
   case EPERM:
-    snprintf(r->reason, sizeof r->reason,
-             "not permitted to collapse process %d: process_madvise on another process needs CAP_SYS_NICE (run as "
-             "root, or: setcap cap_sys_nice,cap_sys_ptrace+ep $(command -v hugify))",
-             (int)c->pid);
+    /* The kernel says EPERM both without CAP_SYS_NICE and without ptrace read access to the target: name the
+     * one that is missing */
+    if (own_capability(CAPABILITY_SYS_NICE))
+      snprintf(r->reason, sizeof r->reason,
+               "not permitted to collapse process %d: process_madvise needs ptrace read access to it (run as its "
+               "user or as root, or grant CAP_SYS_PTRACE)",
+               (int)c->pid);
+    else
+      snprintf(r->reason, sizeof r->reason,
+               "not permitted to collapse process %d: process_madvise on another process needs CAP_SYS_NICE (run "
+               "as root, or: setcap cap_sys_nice,cap_sys_ptrace+ep $(command -v hugify))",
+               (int)c->pid);
     if (dry_run) return 0; /* a dry run can still plan, when smaps is readable */
     return -EPERM;
   case EINVAL:
@@ -454,15 +472,18 @@ struct plan_state {
   uint64_t unknown, zero;       /* bytes of windows whose presence could not be read; of zero-page mappings */
   uint64_t split_in_place;      /* bytes kpageflags called huge beyond what smaps says is PMD-mapped */
   bool all_scanned, approximated;
+  int walk_error;               /* os_walk_open's -errno: the pagemap could not be opened */
 };
 
 static void open_walk(struct collapse_context *c, struct plan_state *s) {
   bool scan = probe_pagemap_scan(NULL, 0) == HUGIFY_FEATURE_YES;
   int rc = os_walk_open(c->pidfd >= 0 ? (int)c->pid : 0, scan, &s->walk);
+  s->walk_error = rc;
   if (rc)
     reason_add(c->report->reason, sizeof c->report->reason,
-               "/proc/%d/pagemap unreadable (%s): no window's presence is known, so none is tried; run as root "
-               "or with CAP_SYS_PTRACE over the process", (int)c->pid, errno_name(-rc));
+               "/proc/%d/pagemap unreadable (%s): no window's presence is known, so none is tried; run as root, "
+               "or grant CAP_SYS_PTRACE (ptrace read access) and CAP_DAC_READ_SEARCH (the file is mode 0400 of "
+               "the process's user)", (int)c->pid, errno_name(-rc));
 }
 
 /* The walk's figures per window of the mapping; without PFNs, which windows are huge comes from smaps. */
@@ -634,6 +655,10 @@ static int plan(struct collapse_context *c, const struct smaps_vma *vmas, long c
   os_walk_close(&s.walk);
   free(s.scan);
   plan_reasons(c, &s);
+  /* Nothing could be planned for want of a privilege over the pagemap: that is the outcome (exit 3), not a
+   * collapse of nothing */
+  if (rc == 0 && (s.walk_error == -EACCES || s.walk_error == -EPERM) && s.unknown > 0 && s.window_count == 0)
+    rc = -EPERM;
   if (c->policy) c->policy->scanned = s.all_scanned && rc == 0;
   if (rc == 0) rc = plan_ranges(c, &s, chunk, ranges, range_count);
   free(s.windows);

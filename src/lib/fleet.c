@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "os.h"
 
 void fleet_cgroup_of(const struct cgroup_memory_root *memory, int pid, char *out, size_t cap) {
@@ -44,13 +45,7 @@ static struct fleet_group *group_named(struct fleet *f, size_t *cap, const char 
                                        const char *runtime) {
   for (size_t i = 0; i < f->count; i++)
     if (strcmp(f->groups[i].name, name) == 0) return &f->groups[i];
-  if (f->count == *cap) {
-    size_t bigger_cap = *cap ? 2 * *cap : 32;
-    struct fleet_group *bigger = realloc(f->groups, bigger_cap * sizeof *bigger);
-    if (!bigger) return NULL;
-    f->groups = bigger;
-    *cap = bigger_cap;
-  }
+  if (ARRAY_GROW(f->groups, f->count + 1, *cap)) return NULL;
   struct fleet_group *g = &f->groups[f->count++];
   memset(g, 0, sizeof *g);
   snprintf(g->name, sizeof g->name, "%s", name);

@@ -49,12 +49,7 @@ int os_read_fd(int fd, char **text, size_t *length) {
   int rc = buf ? 0 : -ENOMEM;
   while (rc == 0) {
     if (used >= OS_READ_FILE_MAX) { rc = -EFBIG; break; }
-    if (cap - used < 4096) {
-      char *bigger = realloc(buf, cap * 2);
-      if (!bigger) { rc = -ENOMEM; break; }
-      buf = bigger;
-      cap *= 2;
-    }
+    if (cap - used < 4096 && (rc = ARRAY_GROW(buf, cap + 1, cap))) break;
     ssize_t n = read(fd, buf + used, cap - used - 1);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) rc = -errno;
