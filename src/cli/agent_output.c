@@ -50,6 +50,21 @@ static void print_daemon_process(const struct process_state *p, const struct dae
   if (d->advice[0]) printf("    what would keep its huge pages: %s\n", d->advice);
 }
 
+/* The kernel's own collapses beside the agent's, and the processes that said no to THP. */
+static void print_kernel(const struct agent *a) {
+  char agent[32], kernel[32];
+  format_bytes(a->collapsed_bytes, agent, sizeof agent);
+  format_bytes(a->kernel_bytes, kernel, sizeof kernel);
+  printf("  made huge: by the agent %s; by the kernel without it (khugepaged) %s in the selected processes; "
+         "thp_collapse_alloc +%llu host-wide since the agent started\n",
+         agent, kernel, (unsigned long long)a->kernel_collapse_allocs);
+  for (size_t i = 0; i < a->thp_disabled_count && i < AGENT_THP_DISABLED_SHOWN; i++)
+    printf("  %d %s: not served: the process disabled THP (prctl PR_SET_THP_DISABLE; systemd's MemoryTHP= "
+           "sets it for a service)\n", (int)a->thp_disabled[i].pid, a->thp_disabled[i].comm);
+  if (a->thp_disabled_count > AGENT_THP_DISABLED_SHOWN)
+    printf("  ... and %zu more processes that disabled THP\n", a->thp_disabled_count - AGENT_THP_DISABLED_SHOWN);
+}
+
 void agent_print_table(const struct agent *a, bool status) {
   char available[32], floor[32];
   format_bytes(a->available == UINT64_MAX ? 0 : a->available, available, sizeof available);
@@ -63,6 +78,7 @@ void agent_print_table(const struct agent *a, bool status) {
            (unsigned long long)a->harm.pauses.count, a->harm.pauses.longest * 1e3,
            pause_histogram_quantile(&a->harm.pauses, 0.99) * 1e3);
   if (status) print_daemon(&a->daemon, a->config.state_file);
+  print_kernel(a);
   if (a->process_count == 0) return;
   static const char *const headers[] = {"pid", "comm", "resident", "huge", "share", "heap huge", "anon huge",
                                         "collapsible", "collapsed", "last action"};
@@ -228,6 +244,19 @@ void agent_print_json(const struct agent *a, FILE *out, const char *mode) {
   json_put_u64(&j, "bloat_bytes", a->bloat_bytes);
   json_put_u64(&j, "churn_backoffs", a->churn_backoffs);
   json_put_u64(&j, "budget_stops", a->budget_stops);
+  json_open_object(&j, "kernel");
+  json_put_u64(&j, "collapsed_bytes", a->kernel_bytes);
+  json_put_u64(&j, "thp_collapse_alloc", a->kernel_collapse_allocs);
+  json_close(&j);
+  json_open_array(&j, "thp_disabled");
+  for (size_t i = 0; i < a->thp_disabled_count && i < AGENT_THP_DISABLED_SHOWN; i++) {
+    json_open_object(&j, NULL);
+    json_put_i64(&j, "pid", a->thp_disabled[i].pid);
+    json_put_string(&j, "comm", a->thp_disabled[i].comm);
+    json_put_string(&j, "reason", "the process disabled THP (prctl PR_SET_THP_DISABLE; systemd's MemoryTHP= sets it for a service)");
+    json_close(&j);
+  }
+  json_close(&j);
   put_pauses(&j, &a->harm);
   if (a->daemon.tried) put_daemon(&j, &a->daemon, a->config.state_file);
   json_open_array(&j, "processes");
@@ -249,6 +278,8 @@ void agent_print_json(const struct agent *a, FILE *out, const char *mode) {
     json_close(&j);
     json_put_u64(&j, "collapsible_bytes", p->collapsible);
     json_put_u64(&j, "collapsed_bytes", p->collapsed_bytes);
+    json_put_u64(&j, "kernel_collapsed_bytes", p->ledger.kernel_bytes);
+    json_put_string(&j, "order", p->order[0] ? p->order : NULL);
     json_open_object(&j, "failed_windows");
     for (size_t k = 0; k < FAILURE_KINDS && p->failures[k].reason[0]; k++)
       json_put_u64(&j, p->failures[k].reason, p->failures[k].windows);
