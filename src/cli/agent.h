@@ -99,7 +99,7 @@ struct daemon_process {
   pid_t pid;
   char comm[16];
   double early_share, late_share;  /* still huge 1 and AGENT_LATE_PASSES passes after a collapse; -1 none */
-  uint64_t collapsed, recollapsed, undone;
+  uint64_t collapsed, recollapsed, undone, kernel_collapsed;
   bool backed_off;
   uint64_t backoff_passes_left;
   char allocator[16];
@@ -117,6 +117,7 @@ struct daemon_state {
   double age_seconds;              /* -1 unknown */
   pid_t pid;                       /* the daemon */
   uint64_t passes, collapsed, recollapsed, churn_backoffs;
+  uint64_t kernel_collapsed, kernel_collapse_allocs; /* the kernel's own collapses beside the daemon's */
   double interval;
   bool has_pauses;                 /* the harm totals were in the file */
   uint64_t pause_count;
