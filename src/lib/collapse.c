@@ -556,7 +556,8 @@ static int plan_mapping_windows(struct collapse_context *c, struct plan_state *s
       w.present_pages = huge ? 0 : (uint32_t)((s->scan[k].base + s->scan[k].huge) / s->page);
       w.huge_pages = huge ? s->pmd_pages : 0;
       if (!huge) s->zero += s->scan[k].zero;
-      if (ledger && !agent_ledger_observe(ledger, c->policy->pass, &w, huge)) return -ENOMEM;
+      /* out of memory there only loses telling the kernel's collapses apart this pass */
+      if (ledger) (void)agent_ledger_observe(ledger, c->policy->pass, &w, huge);
     } else if (vma->rss) { /* presence unknown: never tried (a collapse of it could fill it with zeroes) */
       w.facts |= PLAN_FACT_UNKNOWN;
     }
