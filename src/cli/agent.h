@@ -3,7 +3,9 @@
  * struct agent of the daemon. agent.c: the command (privileges, --once/--status, the daemon's loop and
  * signals); agent_config.c: the option table and the configuration file; agent_pass.c: the pass over /proc
  * and the work on one process; agent_metrics.c: Prometheus metrics (file and HTTP); agent_output.c: the
- * table and JSON of --once and --status. The decisions are the library's (agent_policy.h, collapse.h). */
+ * table and JSON of --once and --status. The decisions are the library's (planner.h: which process is
+ * planned, which windows in which order; agent_policy.h: selection, budgets, the ledger); agent_pass.c
+ * gathers the signals. */
 #ifndef HUGIFY_CLI_AGENT_H
 #define HUGIFY_CLI_AGENT_H
 
@@ -24,7 +26,7 @@
 
 #define COMMAND "agent"
 #define BACKOFF_MAX_SECONDS 3600.0
-#define QUIET_PASSES 5 /* an unchanged process is measured again at least every sixth pass */
+#define AGENT_THP_DISABLED_SHOWN 16
 #define CAP_SYS_PTRACE_BIT 19
 #define CAP_SYS_NICE_BIT 23
 #define AGENT_STATE_FILE_DEFAULT "/run/hugify/agent.json" /* root's; the systemd unit's RuntimeDirectory */
@@ -87,6 +89,7 @@ struct process_state {
   uint64_t measured_rss;           /* VmRSS when they were taken */
   unsigned quiet_passes;           /* passes since, skipped because nothing changed */
   char last_action[224];
+  char order[48];                  /* how its last plan ranked windows (planner_order_name) */
   double last_pause;               /* seconds: the longest pause of its last collapse, -1 none yet */
   double last_action_time;         /* Unix time of last_action's collapse, 0 none */
 };
@@ -96,7 +99,7 @@ struct daemon_process {
   pid_t pid;
   char comm[16];
   double early_share, late_share;  /* still huge 1 and AGENT_LATE_PASSES passes after a collapse; -1 none */
-  uint64_t collapsed, recollapsed, undone;
+  uint64_t collapsed, recollapsed, undone, kernel_collapsed;
   bool backed_off;
   uint64_t backoff_passes_left;
   char allocator[16];
@@ -114,6 +117,7 @@ struct daemon_state {
   double age_seconds;              /* -1 unknown */
   pid_t pid;                       /* the daemon */
   uint64_t passes, collapsed, recollapsed, churn_backoffs;
+  uint64_t kernel_collapsed, kernel_collapse_allocs; /* the kernel's own collapses beside the daemon's */
   double interval;
   bool has_pauses;                 /* the harm totals were in the file */
   uint64_t pause_count;
@@ -135,6 +139,15 @@ struct agent {
   double cpu_mark;                 /* CLOCK_PROCESS_CPUTIME_ID at the last charge */
   uint64_t passes, collapsed_bytes, budget_stops, memory_gate_closed_passes;
   uint64_t recollapsed_bytes, bloat_bytes, churn_backoffs;
+  /* the kernel's own collapses beside the agent's: windows in the selected processes that became huge
+   * without the agent (the ledgers' kernel_bytes), and /proc/vmstat thp_collapse_alloc since the agent
+   * started (host-wide: khugepaged and MADV_COLLAPSE by anyone, the agent's own calls included) */
+  uint64_t kernel_bytes, kernel_collapse_allocs, vmstat_collapse_alloc;
+  bool vmstat_read;                /* vmstat_collapse_alloc holds a first reading */
+  /* processes that match the selectors but disabled THP (prctl PR_SET_THP_DISABLE, e.g. systemd's
+   * MemoryTHP=): not served, shown with that reason by --once and --status */
+  struct thp_disabled_process { pid_t pid; char comm[16]; } thp_disabled[AGENT_THP_DISABLED_SHOWN];
+  size_t thp_disabled_count;       /* all of them this pass (at most AGENT_THP_DISABLED_SHOWN listed) */
   struct agent_harm harm;          /* the pauses its collapses caused, the longest call */
   struct cgroup_memory_root memory_root; /* where the processes' cgroups and memory.stat are (first pass) */
   uint64_t retired_undone;         /* undone bytes of the processes that exited: the host counter never falls */

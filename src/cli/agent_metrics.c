@@ -229,6 +229,15 @@ static void render_metrics(struct agent *a, FILE *out) {
              (double)a->bloat_bytes);
   host_gauge(out, "hugify_agent_churn_backoffs_total", "counter",
              "Times a process was backed off because its collapses did not last.", (double)a->churn_backoffs);
+  host_gauge(out, "hugify_agent_kernel_collapsed_bytes_total", "counter",
+             "Bytes in the selected processes that became huge without the agent (khugepaged's, or a fault's).",
+             (double)a->kernel_bytes);
+  host_gauge(out, "hugify_agent_kernel_collapse_allocs_total", "counter",
+             "The kernel's thp_collapse_alloc (/proc/vmstat) since the agent started: host-wide, the agent's own "
+             "collapses included.", (double)a->kernel_collapse_allocs);
+  host_gauge(out, "hugify_agent_thp_disabled_processes", "gauge",
+             "Processes the selectors match that disabled THP (prctl PR_SET_THP_DISABLE, e.g. systemd MemoryTHP=).",
+             (double)a->thp_disabled_count);
   prometheus_histogram(out, "hugify_agent_pause_seconds",
                        "How long each collapse call held up the process it acted on (an upper bound, from its "
                        "threads' schedstat; calls while no thread of it ran are not counted).",

@@ -27,6 +27,10 @@ static void print_daemon(const struct daemon_state *d, const char *path) {
          "back-offs\n",
          (int)d->pid, path, d->age_seconds, (unsigned long long)d->passes, collapsed, recollapsed,
          (unsigned long long)d->churn_backoffs);
+  char kernel[32];
+  format_bytes(d->kernel_collapsed, kernel, sizeof kernel);
+  printf("  made huge by the kernel without the daemon (khugepaged): %s in its processes; thp_collapse_alloc +%llu "
+         "host-wide since it started\n", kernel, (unsigned long long)d->kernel_collapse_allocs);
   if (d->has_pauses && d->pause_count)
     printf("  daemon's collapses caused pauses: %llu calls, longest %.1f ms, p99 <= %.1f ms; longest call %.1f ms\n",
            (unsigned long long)d->pause_count, d->pause_longest * 1e3, d->pause_p99 * 1e3, d->longest_call * 1e3);
@@ -40,14 +44,32 @@ static void print_daemon_process(const struct process_state *p, const struct dae
   format_bytes(d->collapsed, collapsed, sizeof collapsed);
   format_bytes(d->recollapsed, recollapsed, sizeof recollapsed);
   format_bytes(d->undone, undone, sizeof undone);
-  printf("  %d %s (daemon): collapsed %s; %s still huge a pass later, %s ten passes later; re-collapsed %s, "
-         "undone %s; ",
-         (int)p->pid, p->comm, collapsed, early, late, recollapsed, undone);
+  char kernel[32];
+  format_bytes(d->kernel_collapsed, kernel, sizeof kernel);
+  printf("  %d %s (daemon): collapsed %s (the kernel without it: %s); %s still huge a pass later, %s ten passes "
+         "later; re-collapsed %s, undone %s; ",
+         (int)p->pid, p->comm, collapsed, kernel, early, late, recollapsed, undone);
   if (d->backed_off) printf("backed off, %llu passes left", (unsigned long long)d->backoff_passes_left);
   else printf("not backed off");
   printf("; allocator %s\n", d->allocator[0] ? d->allocator : "unknown");
   if (d->last_action[0]) printf("    last action: %s\n", d->last_action);
   if (d->advice[0]) printf("    what would keep its huge pages: %s\n", d->advice);
+}
+
+/* The kernel's own collapses beside the agent's, and the processes that said no to THP. */
+static void print_kernel(const struct agent *a, bool status) {
+  char agent[32], kernel[32];
+  format_bytes(a->collapsed_bytes, agent, sizeof agent);
+  format_bytes(a->kernel_bytes, kernel, sizeof kernel);
+  if (!status) /* --status: the daemon's figures (print_daemon); its own single pass collapses nothing */
+    printf("  made huge: by the agent %s; by the kernel without it (khugepaged) %s in the selected processes; "
+         "thp_collapse_alloc +%llu host-wide since the agent started\n",
+         agent, kernel, (unsigned long long)a->kernel_collapse_allocs);
+  for (size_t i = 0; i < a->thp_disabled_count && i < AGENT_THP_DISABLED_SHOWN; i++)
+    printf("  %d %s: not served: the process disabled THP (prctl PR_SET_THP_DISABLE; systemd's MemoryTHP= "
+           "sets it for a service)\n", (int)a->thp_disabled[i].pid, a->thp_disabled[i].comm);
+  if (a->thp_disabled_count > AGENT_THP_DISABLED_SHOWN)
+    printf("  ... and %zu more processes that disabled THP\n", a->thp_disabled_count - AGENT_THP_DISABLED_SHOWN);
 }
 
 void agent_print_table(const struct agent *a, bool status) {
@@ -63,6 +85,7 @@ void agent_print_table(const struct agent *a, bool status) {
            (unsigned long long)a->harm.pauses.count, a->harm.pauses.longest * 1e3,
            pause_histogram_quantile(&a->harm.pauses, 0.99) * 1e3);
   if (status) print_daemon(&a->daemon, a->config.state_file);
+  print_kernel(a, status);
   if (a->process_count == 0) return;
   static const char *const headers[] = {"pid", "comm", "resident", "huge", "share", "heap huge", "anon huge",
                                         "collapsible", "collapsed", "last action"};
@@ -169,6 +192,10 @@ static void put_daemon(struct json_writer *j, const struct daemon_state *d, cons
     json_put_u64(j, "collapsed_bytes", d->collapsed);
     json_put_u64(j, "recollapsed_bytes", d->recollapsed);
     json_put_u64(j, "churn_backoffs", d->churn_backoffs);
+    json_open_object(j, "kernel");
+    json_put_u64(j, "collapsed_bytes", d->kernel_collapsed);
+    json_put_u64(j, "thp_collapse_alloc", d->kernel_collapse_allocs);
+    json_close(j);
     if (d->has_pauses) {
       json_put_double(j, "longest_call_seconds", d->longest_call);
       json_open_object(j, "pause");
@@ -189,6 +216,7 @@ static void put_daemon_process(struct json_writer *j, const struct daemon_proces
   }
   json_open_object(j, "daemon");
   json_put_u64(j, "collapsed_bytes", p->collapsed);
+  json_put_u64(j, "kernel_collapsed_bytes", p->kernel_collapsed);
   put_share(j, "huge_after_1_pass_fraction", p->early_share);
   put_share(j, "huge_after_10_passes_fraction", p->late_share);
   json_put_u64(j, "recollapsed_bytes", p->recollapsed);
@@ -228,6 +256,19 @@ void agent_print_json(const struct agent *a, FILE *out, const char *mode) {
   json_put_u64(&j, "bloat_bytes", a->bloat_bytes);
   json_put_u64(&j, "churn_backoffs", a->churn_backoffs);
   json_put_u64(&j, "budget_stops", a->budget_stops);
+  json_open_object(&j, "kernel");
+  json_put_u64(&j, "collapsed_bytes", a->kernel_bytes);
+  json_put_u64(&j, "thp_collapse_alloc", a->kernel_collapse_allocs);
+  json_close(&j);
+  json_open_array(&j, "thp_disabled");
+  for (size_t i = 0; i < a->thp_disabled_count && i < AGENT_THP_DISABLED_SHOWN; i++) {
+    json_open_object(&j, NULL);
+    json_put_i64(&j, "pid", a->thp_disabled[i].pid);
+    json_put_string(&j, "comm", a->thp_disabled[i].comm);
+    json_put_string(&j, "reason", "the process disabled THP (prctl PR_SET_THP_DISABLE; systemd's MemoryTHP= sets it for a service)");
+    json_close(&j);
+  }
+  json_close(&j);
   put_pauses(&j, &a->harm);
   if (a->daemon.tried) put_daemon(&j, &a->daemon, a->config.state_file);
   json_open_array(&j, "processes");
@@ -249,6 +290,8 @@ void agent_print_json(const struct agent *a, FILE *out, const char *mode) {
     json_close(&j);
     json_put_u64(&j, "collapsible_bytes", p->collapsible);
     json_put_u64(&j, "collapsed_bytes", p->collapsed_bytes);
+    json_put_u64(&j, "kernel_collapsed_bytes", p->ledger.kernel_bytes);
+    json_put_string(&j, "order", p->order[0] ? p->order : NULL);
     json_open_object(&j, "failed_windows");
     for (size_t k = 0; k < FAILURE_KINDS && p->failures[k].reason[0]; k++)
       json_put_u64(&j, p->failures[k].reason, p->failures[k].windows);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* agent_pass.c - one pass of the agent: walk /proc, select processes (agent_policy.h), and for each one
- * measure it and collapse what the policy chooses while the CPU budget and memory allow. */
+ * gather its signals (measurement, ledger, the kernel's own collapses) and let the planner (planner.h)
+ * decide whether and what to collapse while the CPU budget and memory allow. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include "fleet.h"
 #include "format.h"
 #include "os.h"
+#include "planner.h"
 #include "probe.h"
 #include "procfs.h"
 #include "units.h"
@@ -129,7 +131,8 @@ static void churn_action(struct process_state *p, uint64_t pass) {
   char share[16] = "-";
   if (l->last_lasting_share >= 0) snprintf(share, sizeof share, "%.0f %%", 100 * l->last_lasting_share);
   snprintf(p->last_action, sizeof p->last_action,
-           "backed off %llu passes: collapses undone (%s lasted %d passes); %s gives memory back",
+           "backed off %llu passes: collapses undone (%s lasted %d passes); %s gives memory back; only windows "
+           "that lasted or are hot collapsed",
            (unsigned long long)(l->resume_pass - pass), share, AGENT_UNDONE_PASSES + 1, allocator_name(p->allocator));
 }
 
@@ -191,7 +194,7 @@ static void collapse_process(struct agent *a, struct process_state *p, uint64_t 
                                    .context = a, .ledger = &p->ledger, .pass = a->passes,
                                    .pauses = &a->harm.pauses};
   struct hugify_collapse_report report;
-  uint64_t recollapsed_before = p->ledger.recollapsed_bytes;
+  uint64_t recollapsed_before = p->ledger.recollapsed_bytes, kernel_before = p->ledger.kernel_bytes;
   int rc = collapse_with_policy(p->pid, &opts, &policy, &report);
   if (rc == 0) p->allocator = policy.allocator, agent_harm_record(&a->harm, &report);
   if (rc == 0 && policy.backed_off_now) {
@@ -200,10 +203,14 @@ static void collapse_process(struct agent *a, struct process_state *p, uint64_t 
     fprintf(stderr, "hugify agent: pid %d (%s): %s; what would keep its huge pages: %s\n", (int)p->pid, p->comm,
             p->last_action, allocator_advice(p->allocator));
   }
-  if (rc == 0 && !report.dry_run && !report.exited && !agent_ledger_allows(&p->ledger, a->passes)) {
-    churn_action(p, a->passes);
-  } else if (rc == 0 && !report.dry_run && !report.exited) {
+  if (rc == 0) {
+    a->kernel_bytes += p->ledger.kernel_bytes - kernel_before;
+    snprintf(p->order, sizeof p->order, "%s", policy.order ? policy.order : "");
+  }
+  if (rc == 0 && !report.dry_run && !report.exited) {
     record_collapse(a, p, &report, &policy, recollapsed_before, rss, now);
+    /* backed off for churn: only the windows that pay were planned; say why the rest waits */
+    if (!agent_ledger_allows(&p->ledger, a->passes) && report.attempted == report.failed) churn_action(p, a->passes);
   } else if (rc == 0 && report.dry_run) {
     char planned_text[32];
     format_bytes(policy.planned, planned_text, sizeof planned_text);
@@ -214,32 +221,42 @@ static void collapse_process(struct agent *a, struct process_state *p, uint64_t 
   hugify_collapse_report_free(&report);
 }
 
-/* Work on one selected process: measure, and collapse what the policy chooses while the budgets allow. */
+/* Work on one selected process: its signals, and the planner's word on what to do with them. */
 static void serve_process(struct agent *a, struct process_state *p, uint64_t rss, bool may_collapse, double now) {
-  /* A quiet process (same RSS, and nothing left to do last time) costs one status read per pass: its smaps
-   * are read again only every QUIET_PASSES passes, so many idle processes stay cheap. */
-  /* ... unless its last collapses are still to be judged (the ledger looks at them for a few passes) */
-  bool watching = may_collapse && agent_ledger_watching(&p->ledger, a->passes);
-  bool nothing_to_do = (p->collapsible == 0 || p->idle_signature != 0 || !may_collapse) && !watching;
-  if (p->measured && rss == p->measured_rss && nothing_to_do && p->quiet_passes < QUIET_PASSES) {
+  struct plan_visit visit = {.may_collapse = may_collapse, .measured = p->measured, .rss_unchanged = rss == p->measured_rss,
+                             .quiet_passes = p->quiet_passes, .collapsible = p->collapsible > 0,
+                             .idle_recorded = p->idle_signature != 0,
+                             .watching = agent_ledger_watching(&p->ledger, a->passes),
+                             .failures_backoff = !agent_backoff_allows(&p->backoff, now)};
+  if (planner_before_measure(&visit) == PLAN_STEP_QUIET) {
     p->quiet_passes++;
     return;
   }
   if (!inspect_into(p, rss)) { p->seen = false; return; } /* gone, or not readable */
   uint64_t signature = p->total.resident ^ (p->collapsible << 1);
-  if (!may_collapse || (p->collapsible == 0 && !watching)) return;
-  if (!agent_backoff_allows(&p->backoff, now)) {
-    snprintf(p->last_action, sizeof p->last_action, "backing off after %u failed passes", p->backoff.failures);
-    return;
-  }
-  if (p->idle_signature && p->idle_signature == signature && !watching) return; /* planned before: nothing to do */
-  if (!agent_ledger_allows(&p->ledger, a->passes)) {
-    /* backed off for churn: not even planned (the plan at the end of the back-off judges what lasted) */
-    churn_action(p, a->passes);
+  visit.collapsible = p->collapsible > 0;
+  visit.idle = p->idle_signature && p->idle_signature == signature;
+  const char *why;
+  if (planner_after_measure(&visit, &why) != PLAN_STEP_PLAN) {
+    if (why) snprintf(p->last_action, sizeof p->last_action, "%s: %u in a row", why, p->backoff.failures);
     return;
   }
   if (!budget_keep_going(a)) return;
   collapse_process(a, p, rss, now);
+}
+
+/* /proc/vmstat's thp_collapse_alloc: the kernel's collapses since the agent started (host-wide). */
+static void read_kernel_collapses(struct agent *a) {
+  char *text = agent_read_text("/proc/vmstat");
+  struct vmstat_counters counters;
+  if (!text) return;
+  parse_vmstat(text, &counters);
+  free(text);
+  if (!counters.present[VMSTAT_THP_COLLAPSE_ALLOC]) return;
+  uint64_t now = counters.value[VMSTAT_THP_COLLAPSE_ALLOC];
+  if (a->vmstat_read && now >= a->vmstat_collapse_alloc) a->kernel_collapse_allocs += now - a->vmstat_collapse_alloc;
+  a->vmstat_collapse_alloc = now;
+  a->vmstat_read = true;
 }
 
 static void read_memory_state(struct agent *a) {
@@ -269,7 +286,16 @@ static int visit_process(pid_t pid, void *context) {
   if (pid == walk->self) return 0;
   struct agent_process process;
   if (!read_process(pid, &a->config.selectors, &process)) return 0;
-  if (agent_select(&a->config.selectors, &process) != AGENT_SELECTED) return 0;
+  enum agent_selection selection = agent_select(&a->config.selectors, &process);
+  if (selection == AGENT_THP_DISABLED) { /* the process's own decision (systemd's MemoryTHP=): shown, not served */
+    if (a->thp_disabled_count < AGENT_THP_DISABLED_SHOWN) {
+      struct thp_disabled_process *d = &a->thp_disabled[a->thp_disabled_count];
+      d->pid = pid;
+      snprintf(d->comm, sizeof d->comm, "%s", process.comm);
+    }
+    a->thp_disabled_count++;
+  }
+  if (selection != AGENT_SELECTED) return 0;
   struct process_state *p = state_of(a, process.pid, process.comm);
   if (!p) return 1;
   p->seen = p->selected = true;
@@ -284,6 +310,8 @@ void agent_run_pass(struct agent *a, bool collapse) {
   double start = measure_clock_seconds(CLOCK_MONOTONIC);
   if (a->passes++ == 0) cgroup_memory_hierarchy("", &a->memory_root);
   read_memory_state(a);
+  read_kernel_collapses(a);
+  a->thp_disabled_count = 0;
   if (!a->memory_open) a->memory_gate_closed_passes++;
   for (size_t i = 0; i < a->process_count; i++) a->processes[i].seen = false;
   struct pass_walk walk = {a, collapse && a->memory_open, start, getpid()};

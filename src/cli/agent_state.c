@@ -57,6 +57,7 @@ static bool read_processes(struct daemon_state *d, const struct json_doc *doc) {
     if (!json_doc_number(item, "pid", &pid) || !json_doc_string(item, "comm", p->comm, sizeof p->comm)) continue;
     p->pid = (pid_t)pid;
     p->collapsed = count_of(item, "collapsed_bytes");
+    p->kernel_collapsed = count_of(item, "kernel_collapsed_bytes");
     json_doc_string(item, "last_action", p->last_action, sizeof p->last_action);
     p->last_pause = number_or(item, "last_pause_seconds", -1);
     p->last_action_time = number_or(item, "last_collapse_time", 0);
@@ -92,6 +93,8 @@ static int read_document(struct agent *a, const struct json_doc *doc, const char
   d->collapsed = count_of(doc, "collapsed_bytes");
   d->recollapsed = count_of(doc, "recollapsed_bytes");
   d->churn_backoffs = count_of(doc, "churn_backoffs");
+  d->kernel_collapsed = count_of(doc, "kernel.collapsed_bytes");
+  d->kernel_collapse_allocs = count_of(doc, "kernel.thp_collapse_alloc");
   d->longest_call = number_or(doc, "longest_call_seconds", 0);
   double pauses;
   d->has_pauses = json_doc_number(doc, "pause.count", &pauses);

@@ -76,7 +76,8 @@ static void usage_row(struct table *t, const char *name, const struct hugify_usa
 /* The process's own THP decision, and what the kernel does not let us see. */
 static const char *thp_stance_text(const struct hugify_inspect_report *r) {
   switch (r->thp_stance) {
-  case HUGIFY_THP_STANCE_DISABLED: return "DISABLED for this process (prctl PR_SET_THP_DISABLE)";
+  case HUGIFY_THP_STANCE_DISABLED:
+    return "DISABLED for this process (prctl PR_SET_THP_DISABLE; systemd's MemoryTHP= sets it for a service)";
   case HUGIFY_THP_STANCE_DISABLED_EXCEPT_ADVISED:
     return "DISABLED for this process except where it advised (prctl PR_SET_THP_DISABLE, "
            "PR_THP_DISABLE_EXCEPT_ADVISED)";

@@ -56,31 +56,6 @@ const char *agent_selection_name(enum agent_selection selection) {
   return "unknown";
 }
 
-/* ---- which windows, in which order -------------------------------------------------------------- */
-
-bool agent_window_eligible(const struct agent_window *w, uint32_t pmd_pages, double min_present) {
-  if (w->huge_pages > 0 || w->present_pages == 0) return false;
-  double exact = min_present * (double)pmd_pages;
-  uint32_t needed = (uint32_t)exact;
-  if ((double)needed < exact) needed++; /* round up: "half" of 512 pages is 256, of 511 is 256 */
-  return w->present_pages >= needed;
-}
-
-static int compare_windows(const void *a, const void *b) {
-  const struct agent_window *x = a, *y = b;
-  if (x->accessed_pages != y->accessed_pages) return x->accessed_pages > y->accessed_pages ? -1 : 1;
-  if (x->present_pages != y->present_pages) return x->present_pages > y->present_pages ? -1 : 1;
-  return x->start < y->start ? -1 : x->start > y->start;
-}
-
-size_t agent_plan_windows(struct agent_window *windows, size_t count, uint32_t pmd_pages, double min_present) {
-  size_t kept = 0;
-  for (size_t i = 0; i < count; i++)
-    if (agent_window_eligible(&windows[i], pmd_pages, min_present)) windows[kept++] = windows[i];
-  if (kept > 1) qsort(windows, kept, sizeof *windows, compare_windows); /* windows may be NULL when count is 0 */
-  return kept;
-}
-
 /* ---- CPU budget --------------------------------------------------------------------------------- */
 
 void agent_budget_init(struct agent_budget *b, double fraction, double window_seconds, double initial_seconds,
@@ -159,8 +134,11 @@ void agent_ledger_init(struct agent_ledger *l, uint64_t window_bytes, uint64_t m
 
 void agent_ledger_free(struct agent_ledger *l) {
   free(l->windows);
+  free(l->small);
+  free(l->next_small);
   l->windows = NULL;
-  l->count = l->cap = 0;
+  l->small = l->next_small = NULL;
+  l->count = l->cap = l->small_count = l->next_count = l->small_cap = l->next_cap = 0;
 }
 
 /* Passes to wait after the n-th consecutive undone collapse (or strike): AGENT_UNDONE_PASSES, doubling. */
@@ -185,36 +163,63 @@ static struct agent_ledger_window *ledger_find(const struct agent_ledger *l, uin
   return at < l->count && l->windows[at].start == start ? &l->windows[at] : NULL;
 }
 
-bool agent_ledger_observe(struct agent_ledger *l, uint64_t pass, uint64_t start, bool huge) {
-  struct agent_ledger_window *w = ledger_find(l, start);
-  if (!w) return true;
-  w->seen_pass = pass;
-  if (pass > w->collapsed_pass) {
-    uint64_t age = pass - w->collapsed_pass, bytes = l->window_bytes;
-    if (!w->checked_early) {
-      w->checked_early = true;
-      l->early_checked += bytes;
-      if (huge) l->early_huge += bytes;
-    }
-    if (age >= AGENT_LATE_PASSES && !w->checked_late) {
-      w->checked_late = true;
-      l->late_checked += bytes;
-      if (huge) l->late_huge += bytes;
-    }
-    if (!w->decided && !huge) { /* undone: hold the window back, longer each time */
-      w->decided = true;
-      w->undone++;
-      l->undone_bytes += bytes;
-      l->pass_decided += bytes;
-      w->retry_pass = pass + backoff_passes(l, w->undone);
-    } else if (!w->decided && age > AGENT_UNDONE_PASSES) { /* lasted */
-      w->decided = true;
-      w->undone = 0;
-      l->pass_decided += bytes;
-      l->pass_lasted += bytes;
-    }
+static bool was_small(const struct agent_ledger *l, uint64_t start) {
+  size_t lo = 0, hi = l->small_count;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (l->small[mid] < start) lo = mid + 1;
+    else hi = mid;
   }
-  return pass >= w->retry_pass;
+  return lo < l->small_count && l->small[lo] == start;
+}
+
+/* Judge the agent's latest collapse of window w at this look (undone, or lasted). */
+static void judge_window(struct agent_ledger *l, struct agent_ledger_window *w, uint64_t pass, bool huge) {
+  uint64_t age = pass - w->collapsed_pass, bytes = l->window_bytes;
+  if (!w->checked_early) {
+    w->checked_early = true;
+    l->early_checked += bytes;
+    if (huge) l->early_huge += bytes;
+  }
+  if (age >= AGENT_LATE_PASSES && !w->checked_late) {
+    w->checked_late = true;
+    l->late_checked += bytes;
+    if (huge) l->late_huge += bytes;
+  }
+  if (!w->decided && !huge) { /* undone: hold the window back, longer each time */
+    w->decided = true;
+    w->undone++;
+    l->undone_bytes += bytes;
+    l->pass_decided += bytes;
+    w->retry_pass = pass + backoff_passes(l, w->undone);
+  } else if (!w->decided && age > AGENT_UNDONE_PASSES) { /* lasted */
+    w->decided = true;
+    w->undone = 0;
+    l->pass_decided += bytes;
+    l->pass_lasted += bytes;
+  }
+}
+
+bool agent_ledger_observe(struct agent_ledger *l, uint64_t pass, struct agent_window *window, bool huge) {
+  struct agent_ledger_window *w = ledger_find(l, window->start);
+  /* the kernel's: huge now, present and not huge at the last look, and not collapsed by the agent since */
+  if (huge && l->small_pass && was_small(l, window->start) && !(w && w->collapsed_pass >= l->small_pass)) {
+    window->facts |= PLAN_FACT_KERNEL;
+    l->kernel_bytes += l->window_bytes;
+  }
+  bool ok = true;
+  if (!huge && window->present_pages > 0 && l->next_count < AGENT_LEDGER_MAX) {
+    if (ARRAY_GROW(l->next_small, l->next_count + 1, l->next_cap) == 0) l->next_small[l->next_count++] = window->start;
+    else ok = false;
+  }
+  window->ledger = PLAN_LEDGER_NONE;
+  if (!w) return ok;
+  w->seen_pass = pass;
+  if (pass > w->collapsed_pass) judge_window(l, w, pass, huge);
+  if (pass < w->retry_pass) window->ledger = PLAN_LEDGER_HELD;
+  else if (!w->decided) window->ledger = PLAN_LEDGER_PENDING;
+  else window->ledger = w->undone ? PLAN_LEDGER_UNDONE : PLAN_LEDGER_LASTED;
+  return ok;
 }
 
 bool agent_ledger_collapsed(struct agent_ledger *l, uint64_t pass, uint64_t start) {
@@ -244,7 +249,27 @@ bool agent_ledger_collapsed(struct agent_ledger *l, uint64_t pass, uint64_t star
   return true;
 }
 
+/* The look of this pass becomes the last look, when it saw every window (windows arrive in address order,
+ * mapping by mapping; sorted anyway). */
+static int compare_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void end_look(struct agent_ledger *l, uint64_t pass, bool scanned) {
+  if (scanned) {
+    uint64_t *small = l->small;
+    size_t cap = l->small_cap;
+    l->small = l->next_small, l->small_cap = l->next_cap, l->small_count = l->next_count;
+    l->next_small = small, l->next_cap = cap;
+    if (l->small_count > 1) qsort(l->small, l->small_count, sizeof *l->small, compare_u64);
+    l->small_pass = pass;
+  }
+  l->next_count = 0;
+}
+
 bool agent_ledger_judge(struct agent_ledger *l, uint64_t pass, bool scanned) {
+  end_look(l, pass, scanned);
   size_t kept = 0;
   l->backed_off_bytes = 0;
   for (size_t i = 0; i < l->count; i++) {
@@ -270,8 +295,8 @@ bool agent_ledger_judge(struct agent_ledger *l, uint64_t pass, bool scanned) {
 
 bool agent_ledger_allows(const struct agent_ledger *l, uint64_t pass) { return pass >= l->resume_pass; }
 
-size_t agent_ledger_window_limit(const struct agent_ledger *l) {
-  return l->churn_strikes ? AGENT_PROBE_WINDOWS : SIZE_MAX;
+struct plan_process agent_ledger_process(const struct agent_ledger *l, uint64_t pass) {
+  return (struct plan_process){.churn_backed_off = !agent_ledger_allows(l, pass), .probing = l->churn_strikes > 0};
 }
 
 bool agent_ledger_watching(const struct agent_ledger *l, uint64_t pass) {

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* agent_policy.h - the decisions of `hugify agent`, as pure functions over a snapshot: which processes,
- * which 2 MiB windows in which order, whether the CPU and memory budgets allow work now, and when to try
- * a process again after failures. No I/O here: the daemon (src/cli/agent.c) reads /proc and calls these;
+ * whether the CPU and memory budgets allow work now, when to try a process again after failures, and the
+ * ledger of its collapses (which windows and in which order is the planner's: planner.h). No I/O here: the daemon (src/cli/agent.c) reads /proc and calls these;
  * tests/unit/agent_policy.cpp feeds them constructed snapshots and fixture text. Not exported. */
 #ifndef HUGIFY_AGENT_POLICY_H
 #define HUGIFY_AGENT_POLICY_H
@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include "pause.h"
+#include "planner.h"
 #include "procfs.h"
 
 /* ---- which processes ---------------------------------------------------------------------------- */
@@ -64,24 +65,7 @@ const char *agent_selection_name(enum agent_selection selection);
  * not "/a/bc"). */
 bool agent_cgroup_matches(const char *selector, const char *path);
 
-/* ---- which windows, in which order -------------------------------------------------------------- */
-
-/* One 2 MiB-aligned window of an eligible mapping, as PAGEMAP_SCAN (and, where the kernel has it, idle
- * page tracking) sees it. */
-struct agent_window {
-  uint64_t start;
-  uint32_t present_pages;  /* base pages present (huge ones not counted) */
-  uint32_t huge_pages;     /* base pages' worth mapped by a huge page (pmd_pages when already huge) */
-  int32_t accessed_pages;  /* pages accessed since the last pass (idle page tracking); -1 unknown */
-};
-
-/* The bloat guard: a window is collapsed only when at least min_present (0..1) of its pages are present,
- * so a sparse region is not filled with zeroes. Already-huge windows and empty ones are never eligible. */
-bool agent_window_eligible(const struct agent_window *window, uint32_t pmd_pages, double min_present);
-/* Keep the eligible windows (in place) and order them: recently accessed first where known, then densest
- * first, then by address (so equal windows stay contiguous and merge into few kernel calls). Returns the
- * number kept. */
-size_t agent_plan_windows(struct agent_window *windows, size_t count, uint32_t pmd_pages, double min_present);
+/* ---- which windows, in which order: the planner (planner.h) -------------------------------------- */
 
 /* ---- CPU budget --------------------------------------------------------------------------------- */
 
@@ -143,7 +127,8 @@ bool agent_backoff_allows(const struct agent_backoff *backoff, double now);
  * windows the agent collapsed in a process and, at each later plan (its PAGEMAP_SCAN walk, no extra
  * walk), whether they are still huge. Windows whose collapse is undone within AGENT_UNDONE_PASSES are not
  * collapsed again for growing intervals (so the agent does not refill pages the program just released),
- * and a process whose collapses mostly do not last is backed off as a whole. docs/agent.md: the rule,
+ * and a process whose collapses mostly do not last is backed off: only its windows that pay (lasted, or
+ * hot) are collapsed for a while (the planner's cut). docs/agent.md: the rule,
  * and the churn measurement that chose the constants. */
 /* A collapse is undone when the window is found split at a look within AGENT_UNDONE_PASSES passes of it (or
  * at the first look after, when no look came sooner); it lasts when it is still huge at the first look
@@ -184,6 +169,13 @@ struct agent_ledger {
   uint64_t max_backoff_passes;    /* the longest back-off, of a window or the process */
   /* collapses decided this pass (undone, or lasting), for the process-level judgement */
   uint64_t pass_decided, pass_lasted;
+  /* the kernel's own collapses: windows seen present and not huge at the last full look (sorted, at most
+   * AGENT_LEDGER_MAX), and those seen so far in this pass's look */
+  uint64_t *small, *next_small;
+  size_t small_count, next_count, small_cap, next_cap;
+  uint64_t small_pass;            /* the pass of that look (0: none yet) */
+  uint64_t kernel_bytes;          /* windows found huge that were not at the last look and that the agent
+                                     did not collapse since: khugepaged's (or a fault's) */
   /* the process as a whole */
   unsigned churn_strikes;         /* consecutive judgements that collapses do not last */
   uint64_t resume_pass;           /* no collapse in the process before this pass */
@@ -192,9 +184,11 @@ struct agent_ledger {
 
 void agent_ledger_init(struct agent_ledger *ledger, uint64_t window_bytes, uint64_t max_backoff_passes);
 void agent_ledger_free(struct agent_ledger *ledger);
-/* The plan saw window `start` (present_pages base pages, or huge) at pass `pass`: judge the windows the
- * agent collapsed before. Returns false when the window must not be collapsed now (backed off). */
-bool agent_ledger_observe(struct agent_ledger *ledger, uint64_t pass, uint64_t start, bool huge);
+/* The plan saw window w (its present and huge pages read) at pass `pass`: judge the agent's earlier
+ * collapse of it, fill w->ledger with what the ledger knows of it (enum plan_ledger_state), and add
+ * PLAN_FACT_KERNEL to w->facts when it became huge since the last look without the agent. False only when
+ * the ledger is out of memory (the kernel's collapses are then not told apart this pass). */
+bool agent_ledger_observe(struct agent_ledger *ledger, uint64_t pass, struct agent_window *w, bool huge);
 /* The agent collapsed window `start` at pass `pass`. False when the ledger is out of memory. */
 bool agent_ledger_collapsed(struct agent_ledger *ledger, uint64_t pass, uint64_t start);
 /* After a pass's plan, before its collapses (scanned: the plan saw every mapped window, so the windows it
@@ -208,10 +202,11 @@ bool agent_ledger_judge(struct agent_ledger *ledger, uint64_t pass, bool scanned
  * AGENT_UNDONE_PASSES passes after a collapse, and AGENT_LATE_PASSES after it, so that every collapse is
  * judged in time (a quiet process is otherwise not walked at all). */
 bool agent_ledger_watching(const struct agent_ledger *ledger, uint64_t pass);
-/* How many windows a pass may collapse: AGENT_PROBE_WINDOWS while the process has churn strikes (a probe,
- * so a retry re-collapses little), else no limit (SIZE_MAX). */
-size_t agent_ledger_window_limit(const struct agent_ledger *ledger);
-/* True when the process may be collapsed at this pass (not backed off for churn). */
+/* What the planner needs of the process as a whole (planner.h): backed off for churn now, probing (it has
+ * churn strikes: unproven windows go AGENT_PROBE_WINDOWS at a time, so a retry re-collapses little). */
+struct plan_process agent_ledger_process(const struct agent_ledger *ledger, uint64_t pass);
+/* True when the process is not backed off for churn at this pass (backed off, only the windows that pay
+ * are collapsed: planner.h). */
 bool agent_ledger_allows(const struct agent_ledger *ledger, uint64_t pass);
 /* Share of the collapsed bytes still huge early (1 pass) or late (AGENT_LATE_PASSES); -1 when none judged. */
 double agent_ledger_early_share(const struct agent_ledger *ledger);

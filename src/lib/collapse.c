@@ -4,7 +4,8 @@
  *
  * The plan is made per 2 MiB window from smaps (which mappings) and one walk of the target's pagemap per
  * mapping (which windows hold pages, which are huge already: PAGEMAP_SCAN on 6.7+, else the pagemap
- * entries and, as root, kpageflags; os_walk_windows). Windows go to the kernel one per call (the gentle pace, below) or in
+ * entries and, as root, kpageflags; os_walk_windows). These are the signals; which windows go, in which
+ * order, is the planner's (planner.h), and this file executes its plan. Windows go to the kernel one per call (the gentle pace, below) or in
  * calls of at most chunk_size bytes (the full pace). When a call stops short, the window that failed is
  * found by asking again one window at a time, so every failed range is reported with the kernel's own
  * errno (a one-window call's errno is the window's already).
@@ -32,6 +33,7 @@
 #include "measure.h"
 #include "os.h"
 #include "pause.h"
+#include "planner.h"
 #include "probe.h"
 #include "procfs.h"
 
@@ -534,49 +536,61 @@ static struct hugify_collapse_mapping *plan_mapping_entry(struct collapse_contex
   return m;
 }
 
-/* The windows of one mapping worth a call, appended to s->windows. */
+/* Room for n more windows in s->windows and s->scan. */
+static int reserve_windows(struct plan_state *s, size_t n) {
+  if (s->window_count + n <= s->window_cap) return 0;
+  size_t window_cap = s->window_cap, scan_cap = s->window_cap; /* two arrays of one capacity */
+  if (ARRAY_GROW(s->windows, s->window_count + n, window_cap) != 0 ||
+      ARRAY_GROW(s->scan, s->window_count + n, scan_cap) != 0)
+    return -ENOMEM;
+  s->window_cap = window_cap < scan_cap ? window_cap : scan_cap;
+  return 0;
+}
+
+/* The windows of a mapping the program excluded, for the planner to cut (and count) as such: nothing is
+ * read of them. */
+static int add_excluded_windows(struct collapse_context *c, struct plan_state *s, const struct smaps_vma *vma) {
+  uint64_t first = (vma->start + c->pmd - 1) & ~(c->pmd - 1);
+  size_t n = (size_t)(aligned_window_bytes(vma->start, vma->end, c->pmd) / c->pmd);
+  if (reserve_windows(s, n) != 0) return -ENOMEM;
+  for (size_t k = 0; k < n; k++)
+    s->windows[s->window_count++] = (struct agent_window){.start = first + k * c->pmd, .heat = -1,
+                                                          .facts = PLAN_FACT_OPT_OUT};
+  return 0;
+}
+
+/* Every window of one mapping with its signals, appended to s->windows: the walk's present and huge
+ * pages, the ledger's state (the same walk judges the agent's earlier collapses), the mapping's facts. */
 static int plan_mapping_windows(struct collapse_context *c, struct plan_state *s, const struct smaps_vma *vma,
                                 struct hugify_collapse_mapping *m) {
   uint64_t first = (vma->start + c->pmd - 1) & ~(c->pmd - 1);
   size_t n = (size_t)(m->eligible / c->pmd);
-  if (s->window_count + n > s->window_cap) { /* two arrays of one capacity */
-    size_t window_cap = s->window_cap, scan_cap = s->window_cap;
-    if (ARRAY_GROW(s->windows, s->window_count + n, window_cap) != 0 ||
-        ARRAY_GROW(s->scan, s->window_count + n, scan_cap) != 0)
-      return -ENOMEM;
-    s->window_cap = window_cap < scan_cap ? window_cap : scan_cap;
-  }
+  if (reserve_windows(s, n) != 0) return -ENOMEM;
   bool scanned = walk_mapping(c, s, vma, first, n);
   s->all_scanned &= scanned;
   struct agent_ledger *ledger = c->policy ? c->policy->ledger : NULL;
+  uint8_t facts = vma_is_shmem(vma) ? (uint8_t)(PLAN_FACT_SHARED | (vma->path[0] == '/' ? PLAN_FACT_FILE : 0)) : 0;
   for (size_t k = 0; k < n; k++) {
-    struct agent_window w = {.start = first + k * c->pmd, .accessed_pages = -1};
+    struct agent_window w = {.start = first + k * c->pmd, .heat = -1, .facts = facts};
     if (scanned) {
       bool huge = s->scan[k].huge >= c->pmd;
-      /* the same walk judges the agent's earlier collapses, and holds back windows that did not last */
-      if (ledger && !agent_ledger_observe(ledger, c->policy->pass, w.start, huge) && !huge) {
-        c->policy->backed_off += c->pmd;
-        continue;
-      }
-      if (huge) continue; /* huge already: costs nothing */
-      w.present_pages = (uint32_t)((s->scan[k].base + s->scan[k].huge) / s->page);
-      s->zero += s->scan[k].zero;
-    } else { /* presence unknown: never tried (a collapse of it could fill it with zeroes) */
-      if (vma->rss) s->unknown += c->pmd;
-      continue;
+      w.present_pages = huge ? 0 : (uint32_t)((s->scan[k].base + s->scan[k].huge) / s->page);
+      w.huge_pages = huge ? s->pmd_pages : 0;
+      if (!huge) s->zero += s->scan[k].zero;
+      /* out of memory there only loses telling the kernel's collapses apart this pass */
+      if (ledger) (void)agent_ledger_observe(ledger, c->policy->pass, &w, huge);
+    } else if (vma->rss) { /* presence unknown: never tried (a collapse of it could fill it with zeroes) */
+      w.facts |= PLAN_FACT_UNKNOWN;
     }
-    if (!agent_window_eligible(&w, s->pmd_pages, s->min_present)) {
-      m->skipped_empty += c->pmd;
-      continue;
-    }
-    m->attempted += c->pmd;
     s->windows[s->window_count++] = w;
   }
   return 0;
 }
 
-/* The planned windows as ranges: kept in address order for the bloat of each one collapsed; for the
- * agent, in its order and cut to its probe's limit. */
+/* The planner's word on every window (planner.h), its cuts in the mappings' figures, and the plan as
+ * ranges in its order: for `hugify collapse` every window worth a call in address order; for the agent
+ * its order cut to its budget. The windows are kept in address order too, for the bloat of each one
+ * collapsed. */
 static int plan_ranges(struct collapse_context *c, struct plan_state *s, uint64_t chunk, struct iovec **ranges,
                        size_t *range_count) {
   struct hugify_collapse_report *r = c->report;
@@ -585,18 +599,29 @@ static int plan_ranges(struct collapse_context *c, struct plan_state *s, uint64_
     memcpy(c->planned, s->windows, window_count * sizeof *c->planned);
     c->planned_count = window_count;
   }
+  struct plan_input in = {.order = c->policy ? PLAN_ORDER_AGENT : PLAN_ORDER_ADDRESS, .pmd_pages = s->pmd_pages,
+                          .window_bytes = c->pmd, .min_present = s->min_present,
+                          .budget = {.max_windows = SIZE_MAX, .max_bytes = UINT64_MAX,
+                                     .probe_windows = AGENT_PROBE_WINDOWS}};
+  if (c->policy && c->policy->ledger) in.process = agent_ledger_process(c->policy->ledger, c->policy->pass);
+  struct plan_result result;
+  planner_plan(s->windows, window_count, &in, &result);
+  for (size_t k = 0; k < window_count; k++) {
+    enum plan_cut cut = s->windows[k].cut;
+    struct hugify_collapse_mapping *m = cut == PLAN_KEPT || cut == PLAN_CUT_SPARSE || cut == PLAN_CUT_EMPTY
+                                            ? mapping_of(r, s->windows[k].start) : NULL;
+    if (m && cut == PLAN_KEPT) m->attempted += c->pmd;
+    else if (m) m->skipped_empty += c->pmd;
+  }
+  s->unknown = result.cut_bytes[PLAN_CUT_UNKNOWN];
   if (c->policy) {
-    window_count = agent_plan_windows(s->windows, window_count, s->pmd_pages, s->min_present);
-    size_t limit = c->policy->ledger ? agent_ledger_window_limit(c->policy->ledger) : SIZE_MAX;
-    for (; window_count > limit; window_count--) { /* a probe: the densest first; the rest is not asked for */
-      struct hugify_collapse_mapping *m = mapping_of(r, s->windows[window_count - 1].start);
-      if (m) m->attempted -= c->pmd;
-      r->attempted -= c->pmd;
-    }
-    c->policy->planned = window_count * c->pmd;
+    c->policy->plan = result;
+    c->policy->order = planner_order_name(&in, &result);
+    c->policy->planned = result.cut_bytes[PLAN_KEPT];
+    c->policy->backed_off = result.cut_bytes[PLAN_CUT_HELD] + result.cut_bytes[PLAN_CUT_CHURN];
   }
   int rc = 0;
-  for (size_t k = 0; k < window_count && rc == 0; k++)
+  for (size_t k = 0; k < result.kept && rc == 0; k++)
     rc = push_range(ranges, range_count, &cap, s->windows[k].start, c->pmd, chunk);
   return rc;
 }
@@ -626,8 +651,8 @@ static void plan_reasons(struct collapse_context *c, const struct plan_state *s)
  * else its entries and kpageflags: os_walk_windows): skip windows that are huge already, and windows with
  * fewer present pages than the guard wants (plain collapse: khugepaged/max_ptes_none, since MADV_COLLAPSE
  * ignores that knob and would fill them with zeroes; the agent: its --min-present). A window whose
- * presence could not be read is never tried. Windows go in address order, or in the policy's order
- * (agent_plan_windows) across the whole process. */
+ * presence could not be read is never tried. The planner (planner.h) orders and cuts them: address order
+ * for plain collapse, the agent's order across the whole process with a policy. */
 static int plan(struct collapse_context *c, const struct smaps_vma *vmas, long count, uint64_t min_size,
                 uint64_t chunk, struct iovec **ranges, size_t *range_count) {
   struct hugify_collapse_report *r = c->report;
@@ -642,25 +667,41 @@ static int plan(struct collapse_context *c, const struct smaps_vma *vmas, long c
   for (long i = 0; i < count && rc == 0; i++) {
     const struct smaps_vma *vma = &vmas[i];
     if (c->policy) c->policy->allocator = allocator_prefer(c->policy->allocator, allocator_of_path(vma->path));
-    if (exclude(c, vma, min_size, &rc)) continue;
+    size_t exclusions = r->exclusion_count;
+    if (exclude(c, vma, min_size, &rc)) {
+      if (rc == 0 && r->exclusion_count > exclusions) rc = add_excluded_windows(c, &s, vma);
+      continue;
+    }
     struct hugify_collapse_mapping *m = plan_mapping_entry(c, vma, min_size);
     if (!m) continue;
-    if ((rc = plan_mapping_windows(c, &s, vma, m)) != 0) break;
+    rc = plan_mapping_windows(c, &s, vma, m);
+  }
+  os_walk_close(&s.walk);
+  free(s.scan);
+  /* Nothing could be planned for want of a privilege over the pagemap: that is the outcome (exit 3), not a
+   * collapse of nothing */
+  if (rc == 0 && (s.walk_error == -EACCES || s.walk_error == -EPERM)) {
+    bool any_known = false, any_unknown = false;
+    for (size_t k = 0; k < s.window_count && !any_known; k++) {
+      any_unknown |= (s.windows[k].facts & PLAN_FACT_UNKNOWN) != 0;
+      any_known = !(s.windows[k].facts & (PLAN_FACT_UNKNOWN | PLAN_FACT_OPT_OUT));
+    }
+    if (any_unknown && !any_known) rc = -EPERM;
+  }
+  if (c->policy) c->policy->scanned = s.all_scanned && rc == 0;
+  /* judged on what the walk saw of earlier collapses, before the plan: it cuts by the process's state */
+  if (rc == 0 && c->policy && c->policy->ledger)
+    c->policy->backed_off_now = agent_ledger_judge(c->policy->ledger, c->policy->pass, c->policy->scanned);
+  if (rc == 0) rc = plan_ranges(c, &s, chunk, ranges, range_count);
+  for (size_t i = 0; i < r->mapping_count; i++) {
+    const struct hugify_collapse_mapping *m = &r->mappings[i];
     r->eligible += m->eligible;
     r->attempted += m->attempted;
     r->skipped_empty += m->skipped_empty;
     r->resident_before += m->resident_before;
     r->huge_before += m->huge_before;
   }
-  os_walk_close(&s.walk);
-  free(s.scan);
   plan_reasons(c, &s);
-  /* Nothing could be planned for want of a privilege over the pagemap: that is the outcome (exit 3), not a
-   * collapse of nothing */
-  if (rc == 0 && (s.walk_error == -EACCES || s.walk_error == -EPERM) && s.unknown > 0 && s.window_count == 0)
-    rc = -EPERM;
-  if (c->policy) c->policy->scanned = s.all_scanned && rc == 0;
-  if (rc == 0) rc = plan_ranges(c, &s, chunk, ranges, range_count);
   free(s.windows);
   return rc;
 }
@@ -785,15 +826,6 @@ int collapse_with_policy(pid_t pid, const struct hugify_collapse_opts *opts, str
                "seen while no THP size is 'always': its unadvised memory was taken as allowed", (int)c.pid);
   free(vmas);
   vmas = NULL;
-  if (rc == 0 && policy && policy->ledger) {
-    /* judged on what the plan's walk saw of earlier collapses: a process whose collapses do not last gets
-     * none now (its windows stay planned, not attempted) */
-    policy->backed_off_now = agent_ledger_judge(policy->ledger, policy->pass, policy->scanned);
-    if (!agent_ledger_allows(policy->ledger, policy->pass)) {
-      untried(&c, ranges, range_count);
-      range_count = 0;
-    }
-  }
   if (rc == 0 && dry_run) {
     report->resident_after = report->resident_before;
     report->huge_after = report->huge_before;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* collapse.h - hugify_collapse with a policy, for `hugify agent`: its own bloat guard, the agent's window
- * order (agent_plan_windows: densest first across the whole process), and a budget asked before every call
- * into the kernel. Not exported. */
+/* collapse.h - hugify_collapse with a policy, for `hugify agent`: its own bloat guard, the planner's
+ * window order and cut (planner.h: across the whole process), and a budget asked before every call into
+ * the kernel. collapse.c gathers the windows' signals and executes the plan. Not exported. */
 #ifndef HUGIFY_COLLAPSE_H
 #define HUGIFY_COLLAPSE_H
 
@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "hugify.h"
+#include "planner.h"
 
 struct agent_ledger;
 struct pause_histogram;
@@ -23,10 +24,12 @@ struct collapse_policy {
   void *context;
   bool stopped;                     /* out: keep_going ended the pass before every window was tried */
   uint64_t planned;                 /* out: bytes in windows the policy chose (report->attempted: asked) */
-  uint64_t backed_off;              /* out: bytes of windows the ledger held back */
+  uint64_t backed_off;              /* out: bytes of windows held back for churn (plan cuts held + churn) */
   bool scanned;                     /* out: PAGEMAP_SCAN saw every window of every eligible mapping */
   int allocator;                    /* out: enum allocator_kind, from the mapped libraries */
   bool backed_off_now;              /* out: the ledger's judgement of this pass backed the process off */
+  struct plan_result plan;          /* out: the planner's cut of every window, in bytes per reason */
+  const char *order;                /* out: how the planner ranked (planner_order_name) */
   struct pause_histogram *pauses;   /* each call's pause is added here (NULL: none) */
 };
 

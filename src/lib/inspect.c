@@ -26,8 +26,9 @@ const char *hugify_memory_class_name(enum hugify_memory_class memory_class) {
 static const struct { const char *name, *text; } reasons[HUGIFY_WHY_COUNT] = {
     [HUGIFY_WHY_NONE] = {"none", "all resident memory is on huge pages"},
     [HUGIFY_WHY_THP_DISABLED] = {"thp_disabled",
-                                 "the process disabled THP (prctl PR_SET_THP_DISABLE; inherited across fork "
-                                 "and exec); the kernel also refuses MADV_COLLAPSE for it"},
+                                 "the process disabled THP (prctl PR_SET_THP_DISABLE, as systemd's MemoryTHP= "
+                                 "does for a service; inherited across fork and exec); the kernel also refuses "
+                                 "MADV_COLLAPSE for it"},
     [HUGIFY_WHY_NOHUGEPAGE] = {"nohugepage",
                                "marked MADV_NOHUGEPAGE by the program (thread stacks get it from MAP_STACK)"},
     [HUGIFY_WHY_SPECIAL] = {"special", "kernel special mapping ([vdso], [vvar], ...)"},

@@ -245,8 +245,19 @@ TEST(Agent, LeavesThpDisabledAndNoHugepageMemoryAlone) {
   EXPECT_EQ(huge_bytes(disabled.pid, d["dense"]), 0u);
   EXPECT_EQ(huge_bytes(marked.pid, m["nohuge"]), 0u);
   EXPECT_EQ(huge_bytes(marked.pid, m["dense"]), m["dense"].size) << "the agent did run on the other region";
-  // the process that disabled THP is not even selected
-  EXPECT_EQ(r.out.find("\"pid\": " + std::to_string(disabled.pid)), std::string::npos) << r.out;
+  // the process that disabled THP is not served: not among the processes, listed with its reason (issue 32
+  // item 5: systemd's MemoryTHP= sets PR_SET_THP_DISABLE for a service)
+  std::string pid = "\"pid\": " + std::to_string(disabled.pid);
+  size_t processes = r.out.find("\"processes\"");
+  ASSERT_NE(processes, std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(pid, processes), std::string::npos) << r.out;
+  size_t listed = r.out.find(pid, r.out.find("\"thp_disabled\": ["));
+  ASSERT_LT(listed, processes) << r.out;
+  EXPECT_NE(r.out.find("PR_SET_THP_DISABLE", listed), std::string::npos) << r.out;
+  auto text = test_support::hugify({"agent", "--once", "--dry-run", "--pid", std::to_string(disabled.pid),
+                                    "--min-rss", "0"});
+  EXPECT_NE(text.out.find(std::to_string(disabled.pid) + " "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("prctl PR_SET_THP_DISABLE; systemd's MemoryTHP="), std::string::npos) << text.out;
 }
 
 TEST(Agent, BloatGuardKeepsSparseRegionsSmall) {

@@ -32,9 +32,6 @@ agent_process process(pid_t pid, const char *comm, uint64_t rss = 100 << 20) {
 }
 
 agent_selection select(const agent_selectors &s, const agent_process &p) { return agent_select(&s, &p); }
-bool eligible(const agent_window &w, uint32_t pmd_pages, double min_present) {
-  return agent_window_eligible(&w, pmd_pages, min_present);
-}
 
 TEST(AgentSelect, NoSelectorsMeansEveryProcessAboveMinRss) {
   agent_selectors s{};
@@ -79,37 +76,6 @@ TEST(AgentSelect, CgroupPathsMatchThemselvesAndBelow) {
   EXPECT_FALSE(agent_cgroup_matches("/a/b", "/a/bc"));
   EXPECT_FALSE(agent_cgroup_matches("/a/b", "/a"));
   EXPECT_TRUE(agent_cgroup_matches("/", "/anything"));
-}
-
-agent_window window(uint64_t start, uint32_t present, uint32_t huge = 0, int32_t accessed = -1) {
-  return agent_window{start, present, huge, accessed};
-}
-
-TEST(AgentWindows, BloatGuardNeedsTheShareOfPagesPresent) {
-  EXPECT_TRUE(eligible(window(0, 256), 512, 0.5));
-  EXPECT_FALSE(eligible(window(0, 255), 512, 0.5));
-  EXPECT_FALSE(eligible(window(0, 51), 512, 0.5)); // 10 % present
-  EXPECT_TRUE(eligible(window(0, 51), 512, 0.05));
-  EXPECT_FALSE(eligible(window(0, 0), 512, 0.0)); // empty: never
-  EXPECT_FALSE(eligible(window(0, 0, 512), 512, 0.0)); // huge already
-  EXPECT_TRUE(eligible(window(0, 512), 512, 1.0));
-  EXPECT_FALSE(eligible(window(0, 511), 512, 1.0));
-}
-
-TEST(AgentWindows, RecentlyAccessedThenDensestThenByAddress) {
-  const uint64_t M2 = 2 << 20;
-  std::vector<agent_window> w = {window(5 * M2, 300), window(1 * M2, 512), window(2 * M2, 10),
-                                 window(3 * M2, 512), window(4 * M2, 0, 512), window(6 * M2, 400)};
-  size_t kept = agent_plan_windows(w.data(), w.size(), 512, 0.5);
-  ASSERT_EQ(kept, 4u);
-  EXPECT_EQ(w[0].start, 1 * M2);
-  EXPECT_EQ(w[1].start, 3 * M2); // equal density: address order, so they merge into one call
-  EXPECT_EQ(w[2].start, 6 * M2);
-  EXPECT_EQ(w[3].start, 5 * M2);
-  std::vector<agent_window> a = {window(1 * M2, 512, 0, 3), window(2 * M2, 300, 0, 200), window(3 * M2, 512, 0, 3)};
-  kept = agent_plan_windows(a.data(), a.size(), 512, 0.5);
-  ASSERT_EQ(kept, 3u);
-  EXPECT_EQ(a[0].start, 2 * M2); // the most recently used window first, where access is known
 }
 
 TEST(AgentBudget, TokenBucketFillsAtTheBudgetAndCaps) {
@@ -192,15 +158,21 @@ struct scripted {
   ~scripted() { agent_ledger_free(&l); }
   std::vector<uint64_t> run(const std::vector<std::pair<uint64_t, bool>> &windows, const std::vector<uint64_t> &collapse) {
     pass++;
-    std::vector<uint64_t> allowed, done;
-    for (auto &[start, huge] : windows)
-      if (agent_ledger_observe(&l, pass, start, huge) && !huge) allowed.push_back(start);
+    std::vector<agent_window> seen;
+    std::vector<uint64_t> done;
+    for (auto &[start, huge] : windows) {
+      agent_window w{start, huge ? 0u : 512u, huge ? 512u : 0u, -1, 0, 0, 0};
+      agent_ledger_observe(&l, pass, &w, huge);
+      seen.push_back(w);
+    }
     agent_ledger_judge(&l, pass, true);
-    if (!agent_ledger_allows(&l, pass)) return done;
-    size_t limit = agent_ledger_window_limit(&l);
+    // the planner's word, as collapse.c asks it
+    plan_input in{PLAN_ORDER_AGENT, 512, W, 0.5, agent_ledger_process(&l, pass), {SIZE_MAX, UINT64_MAX, AGENT_PROBE_WINDOWS}};
+    plan_result result;
+    planner_plan(seen.data(), seen.size(), &in, &result);
     for (uint64_t start : collapse)
-      for (uint64_t a : allowed)
-        if (a == start && done.size() < limit && agent_ledger_collapsed(&l, pass, start)) done.push_back(start);
+      for (size_t i = 0; i < result.kept; i++)
+        if (seen[i].start == start && agent_ledger_collapsed(&l, pass, start)) done.push_back(start);
     return done;
   }
 };
@@ -311,6 +283,35 @@ TEST(AgentLedger, UnmappedWindowsAreForgottenOnlyAfterAFullScan) {
   EXPECT_EQ(s.l.count, 6u);
   s.run(windows_of(3, true), {});          // the program unmapped the other three
   EXPECT_EQ(s.l.count, 3u);
+}
+
+// Issue 32 item 5: a window seen present and not huge at the last look, huge now, and not collapsed by the
+// agent since, is the kernel's (khugepaged's); the agent's own collapses are not.
+TEST(AgentLedger, TellsTheKernelsCollapsesFromItsOwn) {
+  agent_ledger l;
+  agent_ledger_init(&l, W, 360);
+  auto look = [&](uint64_t pass, std::vector<bool> huge) {
+    std::vector<agent_window> seen;
+    for (size_t i = 0; i < huge.size(); i++) {
+      agent_window w{(i + 1) * W, huge[i] ? 0u : 400u, huge[i] ? 512u : 0u, -1, 0, 0, 0};
+      agent_ledger_observe(&l, pass, &w, huge[i]);
+      seen.push_back(w);
+    }
+    agent_ledger_judge(&l, pass, true);
+    return seen;
+  };
+  look(1, {false, false, false, false});
+  agent_ledger_collapsed(&l, 1, W); // the agent's
+  auto second = look(2, {true, true, false, false});
+  EXPECT_FALSE(second[0].facts & PLAN_FACT_KERNEL);
+  EXPECT_TRUE(second[1].facts & PLAN_FACT_KERNEL);
+  EXPECT_EQ(l.kernel_bytes, W);
+  auto third = look(3, {true, true, false, true});
+  EXPECT_FALSE(third[1].facts & PLAN_FACT_KERNEL) << "counted once, when it became huge";
+  EXPECT_TRUE(third[3].facts & PLAN_FACT_KERNEL);
+  EXPECT_EQ(l.kernel_bytes, 2 * W);
+  EXPECT_EQ(l.collapsed_bytes, W) << "the kernel's are never the agent's";
+  agent_ledger_free(&l);
 }
 
 TEST(AgentLedger, MemoryIsBounded) {

@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: MIT */
+/* planner.c - the agent's one planner (see planner.h): the cut of every window, the order of the kept
+ * ones, the budget, and whether a process is planned this pass. */
+#include "planner.h"
+
+#include <stdlib.h>
+
+const char *plan_cut_name(enum plan_cut cut) {
+  switch (cut) {
+  case PLAN_KEPT: return "kept";
+  case PLAN_CUT_OPT_OUT: return "opt_out";
+  case PLAN_CUT_UNKNOWN: return "unknown";
+  case PLAN_CUT_KERNEL: return "kernel";
+  case PLAN_CUT_HUGE: return "huge";
+  case PLAN_CUT_EMPTY: return "empty";
+  case PLAN_CUT_SPARSE: return "sparse";
+  case PLAN_CUT_HELD: return "held";
+  case PLAN_CUT_CHURN: return "churn";
+  case PLAN_CUT_PROBE: return "probe";
+  case PLAN_CUT_BUDGET: return "budget";
+  case PLAN_CUT_COUNT: break;
+  }
+  return "unknown";
+}
+
+/* A window is worth a collapse even while its process is backed off for churn: it is hot (when heat is
+ * known), or its collapses lasted before. */
+static bool pays(const struct agent_window *w) {
+  return w->heat > 0 || w->ledger == PLAN_LEDGER_LASTED;
+}
+
+/* The cut that does not depend on the other windows: facts, the bloat guard, the ledger, the process's
+ * churn back-off. */
+static enum plan_cut cut_of(const struct agent_window *w, const struct plan_input *in) {
+  if (w->facts & PLAN_FACT_OPT_OUT) return PLAN_CUT_OPT_OUT;
+  if (w->facts & PLAN_FACT_UNKNOWN) return PLAN_CUT_UNKNOWN;
+  if (w->huge_pages > 0) return (w->facts & PLAN_FACT_KERNEL) ? PLAN_CUT_KERNEL : PLAN_CUT_HUGE;
+  if (w->present_pages == 0) return PLAN_CUT_EMPTY;
+  double exact = in->min_present * (double)in->pmd_pages;
+  uint32_t needed = (uint32_t)exact;
+  if ((double)needed < exact) needed++; /* round up: "half" of 512 pages is 256, of 511 is 256 */
+  if (w->present_pages < needed) return PLAN_CUT_SPARSE;
+  if (w->ledger == PLAN_LEDGER_HELD) return PLAN_CUT_HELD;
+  if (in->process.churn_backed_off && !pays(w)) return PLAN_CUT_CHURN;
+  return PLAN_KEPT;
+}
+
+/* The order (docs/agent.md, "The order"): hotter first where heat is known; then the windows whose
+ * collapses lasted before; then densest first; then by address, so that equal windows stay contiguous
+ * and go to the kernel in few calls. */
+static int compare_agent(const void *a, const void *b) {
+  const struct agent_window *x = a, *y = b;
+  if (x->heat != y->heat) return x->heat > y->heat ? -1 : 1;
+  bool xl = x->ledger == PLAN_LEDGER_LASTED, yl = y->ledger == PLAN_LEDGER_LASTED;
+  if (xl != yl) return xl ? -1 : 1;
+  if (x->present_pages != y->present_pages) return x->present_pages > y->present_pages ? -1 : 1;
+  return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static int compare_address(const void *a, const void *b) {
+  const struct agent_window *x = a, *y = b;
+  return x->start < y->start ? -1 : x->start > y->start;
+}
+
+void planner_plan(struct agent_window *windows, size_t count, const struct plan_input *in,
+                  struct plan_result *result) {
+  *result = (struct plan_result){0};
+  size_t kept = 0;
+  for (size_t i = 0; i < count; i++) {
+    struct agent_window w = windows[i];
+    w.cut = (uint8_t)cut_of(&w, in);
+    if (w.heat >= 0) result->heat_used = true;
+    if (w.cut == PLAN_KEPT) { /* the kept ones gather at the front, the cut ones keep their place behind */
+      windows[i] = windows[kept];
+      windows[kept++] = w;
+    } else {
+      windows[i] = w;
+    }
+  }
+  if (kept > 1)
+    qsort(windows, kept, sizeof *windows, in->order == PLAN_ORDER_AGENT ? compare_agent : compare_address);
+  /* the budget, in the order: a probing process gets probe_windows unproven windows (those that pay are
+   * not counted), then the pass's window and byte limits */
+  size_t planned = 0, unproven = 0;
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < kept; i++) {
+    struct agent_window *w = &windows[i];
+    bool probe = in->process.probing && !pays(w);
+    if (probe && unproven >= in->budget.probe_windows) w->cut = PLAN_CUT_PROBE;
+    else if (planned >= in->budget.max_windows || bytes + in->window_bytes > in->budget.max_bytes)
+      w->cut = PLAN_CUT_BUDGET;
+    else {
+      unproven += probe;
+      planned++;
+      bytes += in->window_bytes;
+    }
+  }
+  /* the cut ones of the budget leave the front; the planned ones keep their order (everything between at
+   * and i is cut, so a swap moves only a cut window) */
+  size_t at = 0;
+  for (size_t i = 0; i < kept; i++) {
+    if (windows[i].cut != PLAN_KEPT) continue;
+    struct agent_window w = windows[i];
+    windows[i] = windows[at];
+    windows[at++] = w;
+  }
+  result->kept = at;
+  for (size_t i = 0; i < count; i++) result->cut_bytes[windows[i].cut] += in->window_bytes;
+}
+
+const char *planner_order_name(const struct plan_input *in, const struct plan_result *result) {
+  if (in->order == PLAN_ORDER_ADDRESS) return "address";
+  return result->heat_used ? "heat, then lasting, then densest first" : "densest first (no heat signal)";
+}
+
+/* ---- whether a process is planned this pass --------------------------------------------------------- */
+
+enum plan_step planner_before_measure(const struct plan_visit *v) {
+  /* A quiet process (same RSS, and nothing left to do last time) costs one status read per pass: its smaps
+   * are read again only every PLAN_QUIET_PASSES passes, so many idle processes stay cheap; unless its
+   * last collapses are still to be judged (the ledger looks at them for a few passes). */
+  bool watching = v->may_collapse && v->watching;
+  bool nothing_to_do = (!v->collapsible || v->idle_recorded || !v->may_collapse) && !watching;
+  if (v->measured && v->rss_unchanged && nothing_to_do && v->quiet_passes < PLAN_QUIET_PASSES)
+    return PLAN_STEP_QUIET;
+  return PLAN_STEP_MEASURE;
+}
+
+enum plan_step planner_after_measure(const struct plan_visit *v, const char **why) {
+  bool watching = v->may_collapse && v->watching;
+  *why = NULL;
+  if (!v->may_collapse || (!v->collapsible && !watching)) return PLAN_STEP_MEASURE;
+  if (v->failures_backoff) {
+    *why = "backing off after failed passes";
+    return PLAN_STEP_MEASURE;
+  }
+  if (v->idle && !watching) return PLAN_STEP_MEASURE; /* planned before: nothing to do */
+  return PLAN_STEP_PLAN;
+}

@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: MIT */
+/* planner.h - the agent's one planner: which 2 MiB windows of a process are collapsed, in which order,
+ * and why every other one is not; and whether a process is planned at all this pass. Pure functions over
+ * the signals the caller gathered (collapse.c's pagemap walk, the ledger of agent_policy.c, the heat
+ * source, the daemon's per-process state in src/cli/agent_pass.c): no I/O, no clock. A change of order
+ * is a change of this file, tests/unit/planner.cpp and the one paragraph of docs/agent.md ("The order")
+ * that states it. Not exported. */
+#ifndef HUGIFY_PLANNER_H
+#define HUGIFY_PLANNER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* What the ledger (agent_policy.h) knows of a window: the agent's own history with it. */
+enum plan_ledger_state {
+  PLAN_LEDGER_NONE = 0,  /* the agent never collapsed it (or forgot it) */
+  PLAN_LEDGER_PENDING,   /* collapsed, not judged yet */
+  PLAN_LEDGER_LASTED,    /* its last collapse lasted (still huge AGENT_UNDONE_PASSES passes after) */
+  PLAN_LEDGER_UNDONE,    /* its last collapse was undone (split within AGENT_UNDONE_PASSES); may be retried */
+  PLAN_LEDGER_HELD,      /* undone, and held back by its own back-off until a later pass */
+};
+
+/* Facts of a window (bits of agent_window.facts). */
+#define PLAN_FACT_UNKNOWN 0x01u /* its presence could not be read: a collapse might fill it with zeroes */
+#define PLAN_FACT_KERNEL  0x02u /* became huge since the last look without the agent: khugepaged's */
+#define PLAN_FACT_SHARED  0x04u /* shared memory (shmem: shared anonymous, SysV, memfd, tmpfs) */
+#define PLAN_FACT_FILE    0x08u /* a file's pages (tmpfs or memfd: shmem with a name) */
+#define PLAN_FACT_OPT_OUT 0x10u /* the program excluded it from THP (vma_opt_out), not overridden */
+
+/* Why a window is not in the plan (agent_window.cut). */
+enum plan_cut {
+  PLAN_KEPT = 0,     /* in the plan */
+  PLAN_CUT_OPT_OUT,  /* the program's own decision (MADV_NOHUGEPAGE, PR_SET_THP_DISABLE except advised...) */
+  PLAN_CUT_UNKNOWN,  /* presence unknown */
+  PLAN_CUT_KERNEL,   /* huge already, made so by the kernel since the last look (costs the agent nothing) */
+  PLAN_CUT_HUGE,     /* huge already */
+  PLAN_CUT_EMPTY,    /* no page present */
+  PLAN_CUT_SPARSE,   /* fewer pages present than min_present (the bloat guard) */
+  PLAN_CUT_HELD,     /* its collapse was undone: held back by its own back-off */
+  PLAN_CUT_CHURN,    /* the process is backed off for churn and the window is not one that pays */
+  PLAN_CUT_PROBE,    /* beyond the probe's window limit (a process with churn strikes) */
+  PLAN_CUT_BUDGET,   /* beyond the pass's window or byte budget */
+  PLAN_CUT_COUNT
+};
+/* "kept", "opt_out", "unknown", "kernel", "huge", "empty", "sparse", "held", "churn", "probe", "budget". */
+const char *plan_cut_name(enum plan_cut cut);
+
+/* One 2 MiB-aligned window of an eligible mapping, with every signal gathered for it. */
+struct agent_window {
+  uint64_t start;
+  uint32_t present_pages;  /* base pages present (huge ones not counted) */
+  uint32_t huge_pages;     /* base pages' worth mapped by a huge page (pmd_pages when already huge) */
+  int32_t heat;            /* access heat from the heat source: -1 unknown, 0 cold, higher = hotter */
+  uint8_t ledger;          /* enum plan_ledger_state */
+  uint8_t facts;           /* PLAN_FACT_* */
+  uint8_t cut;             /* out: enum plan_cut */
+};
+
+enum plan_order {
+  PLAN_ORDER_ADDRESS = 0,  /* `hugify collapse`: every window in address order, no budget */
+  PLAN_ORDER_AGENT,        /* the agent's order (planner.c: the one statement of it) */
+};
+
+/* The process as a whole, from the ledger. */
+struct plan_process {
+  bool churn_backed_off;   /* its collapses mostly did not last: backed off now (agent_ledger_allows false) */
+  bool probing;            /* it has churn strikes: unproven windows go in small probes */
+};
+
+struct plan_budget {
+  size_t max_windows;      /* SIZE_MAX: none */
+  uint64_t max_bytes;      /* UINT64_MAX: none */
+  size_t probe_windows;    /* unproven windows per pass while probing (AGENT_PROBE_WINDOWS) */
+};
+
+struct plan_input {
+  enum plan_order order;
+  uint32_t pmd_pages;      /* base pages per window */
+  uint64_t window_bytes;
+  double min_present;      /* share of a window's pages that must be present (0..1) */
+  struct plan_process process;
+  struct plan_budget budget;
+};
+
+struct plan_result {
+  size_t kept;                          /* windows[0..kept) are the plan, in order */
+  uint64_t cut_bytes[PLAN_CUT_COUNT];   /* bytes per reason (cut_bytes[PLAN_KEPT]: planned) */
+  bool heat_used;                       /* some window's heat was known: the order ranked on it */
+};
+
+/* Plan: every window gets its cut (PLAN_KEPT or a reason); the kept ones come first, in the order, the cut
+ * ones after them in no promised order. windows may be NULL when count is 0. */
+void planner_plan(struct agent_window *windows, size_t count, const struct plan_input *input,
+                  struct plan_result *result);
+/* How the order ranked: "heat, then densest first" or "densest first (no heat signal)" or "address". */
+const char *planner_order_name(const struct plan_input *input, const struct plan_result *result);
+
+/* ---- whether a process is planned this pass --------------------------------------------------------- */
+
+#define PLAN_QUIET_PASSES 5 /* an unchanged process is measured again at least every sixth pass */
+
+/* What the daemon knows of one selected process at the start of its turn (agent_pass.c gathers it). */
+struct plan_visit {
+  bool may_collapse;       /* the memory gate is open and this is not --status */
+  bool measured;           /* an earlier measurement exists */
+  bool rss_unchanged;      /* VmRSS is what it was at that measurement */
+  unsigned quiet_passes;   /* passes skipped since */
+  bool collapsible;        /* the last measurement found collapsible memory */
+  bool idle;               /* the last plan found nothing to do, and its resident/collapsible are unchanged */
+  bool idle_recorded;      /* a plan found nothing to do since the last collapse */
+  bool watching;           /* the ledger must judge collapses of the last passes (agent_ledger_watching) */
+  bool failures_backoff;   /* backed off after failed passes (agent_backoff_allows false) */
+};
+
+enum plan_step {
+  PLAN_STEP_QUIET = 0,     /* skip: nothing changed (one status read per pass) */
+  PLAN_STEP_MEASURE,       /* measure, and stop there */
+  PLAN_STEP_PLAN,          /* measure, then plan and collapse */
+};
+/* Before the measurement: quiet (skip it), or measure. */
+enum plan_step planner_before_measure(const struct plan_visit *visit);
+/* After it (visit->collapsible and visit->idle refreshed): measure only, or plan. *why: NULL, or what
+ * held it back ("backing off after failed passes"). */
+enum plan_step planner_after_measure(const struct plan_visit *visit, const char **why);
+
+#endif

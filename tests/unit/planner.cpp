@@ -1,0 +1,186 @@
+// SPDX-License-Identifier: MIT
+// The agent's one planner (src/lib/planner.c) on constructed snapshots: every window with its signals in,
+// the ranked plan cut to the budget out, with a reason for every cut; and whether a process is planned.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+extern "C" {
+#include "planner.h"
+}
+
+namespace {
+
+constexpr uint64_t W = uint64_t{2} << 20;
+constexpr uint32_t PMD = 512;
+
+agent_window window(uint64_t n, uint32_t present, int32_t heat = -1, uint8_t ledger = PLAN_LEDGER_NONE,
+                    uint8_t facts = 0) {
+  return agent_window{n * W, present, 0, heat, ledger, facts, 0};
+}
+agent_window huge(uint64_t n, uint8_t facts = 0) { return agent_window{n * W, 0, PMD, -1, 0, facts, 0}; }
+
+plan_input agent_input(plan_process process = {}, size_t max_windows = SIZE_MAX) {
+  return plan_input{PLAN_ORDER_AGENT, PMD, W, 0.5, process, {max_windows, UINT64_MAX, 4}};
+}
+
+std::vector<uint64_t> planned(std::vector<agent_window> &w, const plan_input &in, plan_result *out = nullptr) {
+  plan_result result;
+  planner_plan(w.data(), w.size(), &in, &result);
+  std::vector<uint64_t> order;
+  for (size_t i = 0; i < result.kept; i++) order.push_back(w[i].start / W);
+  if (out) *out = result;
+  return order;
+}
+
+uint8_t cut_of(const std::vector<agent_window> &w, uint64_t n) {
+  for (auto &x : w)
+    if (x.start == n * W) return x.cut;
+  return 0xff;
+}
+
+TEST(Planner, EveryCutHasItsReason) {
+  std::vector<agent_window> w = {window(1, 512),
+                                 window(2, 100),                                  // sparse: the bloat guard
+                                 window(3, 0),                                    // empty
+                                 huge(4),                                         // huge already
+                                 huge(5, PLAN_FACT_KERNEL),                       // khugepaged's
+                                 window(6, 512, -1, PLAN_LEDGER_NONE, PLAN_FACT_UNKNOWN),
+                                 window(7, 512, -1, PLAN_LEDGER_NONE, PLAN_FACT_OPT_OUT),
+                                 window(8, 512, -1, PLAN_LEDGER_HELD)};
+  plan_result r;
+  EXPECT_EQ(planned(w, agent_input(), &r), (std::vector<uint64_t>{1}));
+  EXPECT_EQ(cut_of(w, 2), PLAN_CUT_SPARSE);
+  EXPECT_EQ(cut_of(w, 3), PLAN_CUT_EMPTY);
+  EXPECT_EQ(cut_of(w, 4), PLAN_CUT_HUGE);
+  EXPECT_EQ(cut_of(w, 5), PLAN_CUT_KERNEL);
+  EXPECT_EQ(cut_of(w, 6), PLAN_CUT_UNKNOWN);
+  EXPECT_EQ(cut_of(w, 7), PLAN_CUT_OPT_OUT);
+  EXPECT_EQ(cut_of(w, 8), PLAN_CUT_HELD);
+  EXPECT_EQ(r.cut_bytes[PLAN_KEPT], W);
+  EXPECT_EQ(r.cut_bytes[PLAN_CUT_KERNEL], W);
+  uint64_t total = 0;
+  for (int c = 0; c < PLAN_CUT_COUNT; c++) total += r.cut_bytes[c];
+  EXPECT_EQ(total, 8 * W) << "every window is accounted for";
+  EXPECT_STREQ(plan_cut_name(PLAN_CUT_KERNEL), "kernel");
+  EXPECT_STREQ(plan_cut_name(PLAN_CUT_SPARSE), "sparse");
+}
+
+TEST(Planner, BloatGuardRoundsHalfUp) {
+  plan_input in = agent_input();
+  std::vector<agent_window> w = {window(1, 256), window(2, 255)};
+  EXPECT_EQ(planned(w, in), (std::vector<uint64_t>{1}));
+  in.pmd_pages = 511; // half of 511 is 256
+  std::vector<agent_window> odd = {window(1, 256), window(2, 255)};
+  EXPECT_EQ(planned(odd, in), (std::vector<uint64_t>{1}));
+  in.min_present = 1.0;
+  std::vector<agent_window> full = {window(1, 511), window(2, 510)};
+  EXPECT_EQ(planned(full, in), (std::vector<uint64_t>{1}));
+}
+
+TEST(Planner, WithoutHeatDensestFirstThenByAddress) {
+  std::vector<agent_window> w = {window(5, 300), window(1, 512), window(3, 512), window(6, 400)};
+  plan_result r;
+  EXPECT_EQ(planned(w, agent_input(), &r), (std::vector<uint64_t>{1, 3, 6, 5}));
+  EXPECT_FALSE(r.heat_used);
+  plan_input in = agent_input();
+  EXPECT_STREQ(planner_order_name(&in, &r), "densest first (no heat signal)");
+}
+
+TEST(Planner, HeatRanksFirstWhereKnown) {
+  std::vector<agent_window> w = {window(1, 512, 3), window(2, 300, 200), window(3, 512, 3), window(4, 512)};
+  plan_result r;
+  EXPECT_EQ(planned(w, agent_input(), &r), (std::vector<uint64_t>{2, 1, 3, 4}));
+  EXPECT_TRUE(r.heat_used);
+}
+
+TEST(Planner, LastingWindowsBeforeUnprovenOnesOfEqualHeat) {
+  std::vector<agent_window> w = {window(1, 512), window(2, 300, -1, PLAN_LEDGER_LASTED)};
+  EXPECT_EQ(planned(w, agent_input()), (std::vector<uint64_t>{2, 1}));
+}
+
+TEST(Planner, AddressOrderForPlainCollapse) {
+  plan_input in = agent_input();
+  in.order = PLAN_ORDER_ADDRESS;
+  std::vector<agent_window> w = {window(5, 300, 9), window(1, 512), window(3, 400)};
+  plan_result r;
+  EXPECT_EQ(planned(w, in, &r), (std::vector<uint64_t>{1, 3, 5}));
+  EXPECT_STREQ(planner_order_name(&in, &r), "address");
+}
+
+// Issue 32 item 6: a process backed off for churn keeps collapsing the windows that pay (lasted, or hot
+// when heat is known); only the purged/cold ones wait.
+TEST(Planner, ChurnBackOffHoldsBackOnlyWhatDoesNotPay) {
+  std::vector<agent_window> w = {window(1, 512, -1, PLAN_LEDGER_UNDONE), window(2, 512, -1, PLAN_LEDGER_LASTED),
+                                 window(3, 512), window(4, 400, 50), window(5, 512, 0)};
+  EXPECT_EQ(planned(w, agent_input({true, true})), (std::vector<uint64_t>{4, 2}));
+  EXPECT_EQ(cut_of(w, 1), PLAN_CUT_CHURN);
+  EXPECT_EQ(cut_of(w, 3), PLAN_CUT_CHURN);
+  EXPECT_EQ(cut_of(w, 5), PLAN_CUT_CHURN) << "cold";
+}
+
+TEST(Planner, AProbingProcessGetsAFewUnprovenWindowsAndEveryLastingOne) {
+  std::vector<agent_window> w;
+  for (uint64_t i = 1; i <= 10; i++) w.push_back(window(i, 512 - (uint32_t)i, -1, PLAN_LEDGER_UNDONE));
+  for (uint64_t i = 11; i <= 16; i++) w.push_back(window(i, 300, -1, PLAN_LEDGER_LASTED));
+  plan_result r;
+  auto order = planned(w, agent_input({false, true}), &r);
+  EXPECT_EQ(order, (std::vector<uint64_t>{11, 12, 13, 14, 15, 16, 1, 2, 3, 4})) << "the densest 4 of the unproven";
+  EXPECT_EQ(r.cut_bytes[PLAN_CUT_PROBE], 6 * W);
+}
+
+TEST(Planner, BudgetCutsInTheOrder) {
+  std::vector<agent_window> w = {window(1, 300), window(2, 512), window(3, 400), window(4, 500)};
+  plan_result r;
+  EXPECT_EQ(planned(w, agent_input({}, 2), &r), (std::vector<uint64_t>{2, 4}));
+  EXPECT_EQ(r.cut_bytes[PLAN_CUT_BUDGET], 2 * W);
+  plan_input bytes = agent_input();
+  bytes.budget.max_bytes = 3 * W;
+  std::vector<agent_window> again = {window(1, 300), window(2, 512), window(3, 400), window(4, 500)};
+  EXPECT_EQ(planned(again, bytes), (std::vector<uint64_t>{2, 4, 3}));
+  std::vector<agent_window> none;
+  EXPECT_TRUE(planned(none, agent_input()).empty());
+}
+
+plan_visit visit() {
+  plan_visit v{};
+  v.may_collapse = true;
+  v.measured = true;
+  v.rss_unchanged = true;
+  v.collapsible = true;
+  return v;
+}
+
+TEST(PlannerVisit, AQuietProcessIsSkippedButMeasuredEverySixthPass) {
+  plan_visit v = visit();
+  v.idle_recorded = true;
+  EXPECT_EQ(planner_before_measure(&v), PLAN_STEP_QUIET);
+  v.quiet_passes = PLAN_QUIET_PASSES;
+  EXPECT_EQ(planner_before_measure(&v), PLAN_STEP_MEASURE);
+  v.quiet_passes = 0;
+  v.watching = true; // its last collapses are still to be judged
+  EXPECT_EQ(planner_before_measure(&v), PLAN_STEP_MEASURE);
+  v.watching = false;
+  v.rss_unchanged = false;
+  EXPECT_EQ(planner_before_measure(&v), PLAN_STEP_MEASURE);
+}
+
+TEST(PlannerVisit, PlannedOnlyWithSomethingToDoAndNoFailureBackOff) {
+  const char *why;
+  plan_visit v = visit();
+  EXPECT_EQ(planner_after_measure(&v, &why), PLAN_STEP_PLAN);
+  v.idle = true;
+  EXPECT_EQ(planner_after_measure(&v, &why), PLAN_STEP_MEASURE) << "planned before: nothing to do";
+  v.watching = true;
+  EXPECT_EQ(planner_after_measure(&v, &why), PLAN_STEP_PLAN);
+  v.failures_backoff = true;
+  EXPECT_EQ(planner_after_measure(&v, &why), PLAN_STEP_MEASURE);
+  EXPECT_STREQ(why, "backing off after failed passes");
+  v = visit();
+  v.may_collapse = false; // memory gate closed, or --status
+  EXPECT_EQ(planner_after_measure(&v, &why), PLAN_STEP_MEASURE);
+  EXPECT_EQ(why, nullptr);
+}
+
+}  // namespace
