@@ -23,10 +23,12 @@ const char *plan_cut_name(enum plan_cut cut) {
   return "unknown";
 }
 
-/* A window is worth a collapse even while its process is backed off for churn: it is hot (when heat is
- * known), or its collapses lasted before. */
+/* A window is worth a collapse even while its process is backed off for churn: it is hot (heat is known).
+ * "Its collapse lasted before" was tried and measured on a churning Redis: jemalloc's decay purges those
+ * windows too once churn starts, so it only re-collapsed more (docs/agent.md, "A churning Redis under the
+ * planner"). */
 static bool pays(const struct agent_window *w) {
-  return w->heat > 0 || w->ledger == PLAN_LEDGER_LASTED;
+  return w->heat > 0;
 }
 
 /* The cut that does not depend on the other windows: facts, the bloat guard, the ledger, the process's

@@ -109,25 +109,31 @@ TEST(Planner, AddressOrderForPlainCollapse) {
   EXPECT_STREQ(planner_order_name(&in, &r), "address");
 }
 
-// Issue 32 item 6: a process backed off for churn keeps collapsing the windows that pay (lasted, or hot
-// when heat is known); only the purged/cold ones wait.
+// Issue 32 item 6: a process backed off for churn keeps collapsing the windows that pay (hot, where heat is
+// known); the purged, cold and unknown ones wait, also those whose collapse lasted before (measured: they
+// are purged like the rest once churn starts).
 TEST(Planner, ChurnBackOffHoldsBackOnlyWhatDoesNotPay) {
   std::vector<agent_window> w = {window(1, 512, -1, PLAN_LEDGER_UNDONE), window(2, 512, -1, PLAN_LEDGER_LASTED),
                                  window(3, 512), window(4, 400, 50), window(5, 512, 0)};
-  EXPECT_EQ(planned(w, agent_input({true, true})), (std::vector<uint64_t>{4, 2}));
+  EXPECT_EQ(planned(w, agent_input({true, true})), (std::vector<uint64_t>{4}));
   EXPECT_EQ(cut_of(w, 1), PLAN_CUT_CHURN);
+  EXPECT_EQ(cut_of(w, 2), PLAN_CUT_CHURN) << "lasted before, not hot";
   EXPECT_EQ(cut_of(w, 3), PLAN_CUT_CHURN);
   EXPECT_EQ(cut_of(w, 5), PLAN_CUT_CHURN) << "cold";
 }
 
-TEST(Planner, AProbingProcessGetsAFewUnprovenWindowsAndEveryLastingOne) {
+TEST(Planner, AProbingProcessGetsAFewWindowsInTheOrderAndEveryHotOne) {
   std::vector<agent_window> w;
   for (uint64_t i = 1; i <= 10; i++) w.push_back(window(i, 512 - (uint32_t)i, -1, PLAN_LEDGER_UNDONE));
   for (uint64_t i = 11; i <= 16; i++) w.push_back(window(i, 300, -1, PLAN_LEDGER_LASTED));
   plan_result r;
   auto order = planned(w, agent_input({false, true}), &r);
-  EXPECT_EQ(order, (std::vector<uint64_t>{11, 12, 13, 14, 15, 16, 1, 2, 3, 4})) << "the densest 4 of the unproven";
-  EXPECT_EQ(r.cut_bytes[PLAN_CUT_PROBE], 6 * W);
+  EXPECT_EQ(order, (std::vector<uint64_t>{11, 12, 13, 14})) << "4 in the order: those that lasted first";
+  EXPECT_EQ(r.cut_bytes[PLAN_CUT_PROBE], 12 * W);
+  std::vector<agent_window> hot = {window(1, 512), window(2, 512), window(3, 512), window(4, 512),
+                                   window(5, 512), window(6, 300, 9), window(7, 300, 8)};
+  EXPECT_EQ(planned(hot, agent_input({false, true})), (std::vector<uint64_t>{6, 7, 1, 2, 3, 4}))
+      << "the hot ones are not counted in the probe";
 }
 
 TEST(Planner, BudgetCutsInTheOrder) {
