@@ -115,6 +115,7 @@ static int run_daemon(struct agent *a, FILE *json) {
     json_output_close(json, &a->cl.json, COMMAND);
     return rc;
   }
+  agent_resume_state(a);
   if (c->listen[0] && (rc = agent_start_http(a)) != 0) {
     json_output_close(json, &a->cl.json, COMMAND);
     return rc;

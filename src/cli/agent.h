@@ -70,6 +70,7 @@ struct failure_count {
 
 struct process_state {
   pid_t pid;
+  uint64_t start_time;             /* /proc/PID/stat's 22nd field: with the pid, the process (never a reused pid) */
   char comm[16];
   char cgroup[256];                /* in the memory controller's hierarchy, "" unknown (fleet_cgroup_of) */
   bool seen;                       /* in the current pass */
@@ -97,9 +98,10 @@ struct process_state {
 /* What the running daemon's state file (--state-file) says of one process: its ledger at its last pass. */
 struct daemon_process {
   pid_t pid;
+  uint64_t start_time;             /* 0: not in the file (written before it had one) */
   char comm[16];
   double early_share, late_share;  /* still huge 1 and AGENT_LATE_PASSES passes after a collapse; -1 none */
-  uint64_t collapsed, recollapsed, undone, kernel_collapsed;
+  uint64_t collapsed, recollapsed, undone, kernel_collapsed, bloat;
   bool backed_off;
   uint64_t backoff_passes_left;
   char allocator[16];
@@ -113,10 +115,12 @@ struct daemon_process {
 struct daemon_state {
   bool tried;                      /* a state file was named (or defaulted) */
   bool fresh;                      /* read, and written within AGENT_STATE_FRESH_PASSES intervals */
+  bool resuming;                   /* the daemon's start: its processes are read when the writer is gone */
+  bool writer_running;             /* the pid that wrote it runs (and is not this process) */
   char note[320];                  /* why it is not used: absent, stale, the daemon gone */
   double age_seconds;              /* -1 unknown */
   pid_t pid;                       /* the daemon */
-  uint64_t passes, collapsed, recollapsed, churn_backoffs;
+  uint64_t passes, collapsed, recollapsed, churn_backoffs, bloat, budget_stops;
   uint64_t kernel_collapsed, kernel_collapse_allocs; /* the kernel's own collapses beside the daemon's */
   double interval;
   bool has_pauses;                 /* the harm totals were in the file */
@@ -158,6 +162,7 @@ struct agent {
   struct psi_pressure pressure;
   double last_pass_seconds, last_pass_end;
   bool stop_requested;
+  bool state_write_failing, metrics_write_failing; /* said once per outage (a full disk) */
   sigset_t signals;
   /* metrics for HTTP */
   pthread_mutex_t metrics_lock;
@@ -194,13 +199,21 @@ int agent_start_http(struct agent *a);
 void agent_stop_http(struct agent *a);
 
 /* ---- agent_state.c ---- */
+/* A file the daemon replaces every pass (state, metrics) was written (rc 0) or not (-errno, reason): a failure
+ * is said once when it starts and once when writing works again, never every pass (a full disk). */
+void agent_note_write(const char *what, int rc, const char *reason, bool *failing);
 /* The daemon: write its last pass's JSON object to --state-file (atomically; a failure is reported, once). */
 void agent_write_state(struct agent *a);
 /* --status: read the daemon's state file into a->daemon. 0 (also when it is absent or stale: a->daemon.note
  * says so), or an exit code after the message: EXIT_PRIVILEGE unreadable, EXIT_USAGE not the agent's state. */
 int agent_read_state(struct agent *a);
-/* The daemon's entry of a process (pid and comm), or NULL. */
-const struct daemon_process *agent_daemon_process(const struct daemon_state *d, pid_t pid, const char *comm);
+/* The daemon's entry of a process (pid and start time; pid and comm when a start time is 0), or NULL. */
+const struct daemon_process *agent_daemon_process(const struct daemon_state *d, pid_t pid, uint64_t start_time,
+                                                  const char *comm);
+/* The daemon's start: when its state file was left by a daemon that is gone (killed, crashed, restarted),
+ * take over its passes and totals, and the figures of its processes that still run (same pid and start
+ * time). Says what it resumed, or why not, on stderr; never fails (the file is replaced after a pass). */
+void agent_resume_state(struct agent *a);
 
 /* ---- agent_output.c ---- */
 void agent_print_table(const struct agent *a, bool status);

@@ -267,10 +267,10 @@ void agent_publish_metrics(struct agent *a) {
   render_metrics(a, out);
   fclose(out);
   if (a->config.metrics_file[0]) {
-    char reason[512];
+    char reason[512] = "";
     /* a new file (O_EXCL|O_NOFOLLOW, 0600) in the same directory, then renamed over: readers see whole files */
-    if (safe_file_replace(a->config.metrics_file, text, length, 0644, 0, reason, sizeof reason) != 0)
-      fprintf(stderr, "hugify agent: metrics: %s\n", reason);
+    int rc = safe_file_replace(a->config.metrics_file, text, length, 0644, 0, reason, sizeof reason);
+    agent_note_write("metrics", rc, reason, &a->metrics_write_failing);
   }
   pthread_mutex_lock(&a->metrics_lock);
   free(a->metrics);

@@ -111,7 +111,7 @@ void agent_print_table(const struct agent *a, bool status) {
   for (size_t i = 0; i < a->process_count; i++) {
     const struct process_state *p = &a->processes[i];
     const struct agent_ledger *l = &p->ledger;
-    const struct daemon_process *d = status ? agent_daemon_process(&a->daemon, p->pid, p->comm) : NULL;
+    const struct daemon_process *d = status ? agent_daemon_process(&a->daemon, p->pid, p->start_time, p->comm) : NULL;
     if (d) print_daemon_process(p, d);
     if (!l->early_checked && !l->churn_strikes) continue;
     char recollapsed[32], undone[32], bloat[32];
@@ -276,6 +276,7 @@ void agent_print_json(const struct agent *a, FILE *out, const char *mode) {
     const struct process_state *p = &a->processes[i];
     json_open_object(&j, NULL);
     json_put_i64(&j, "pid", p->pid);
+    json_put_u64(&j, "start_time_ticks", p->start_time);
     json_put_string(&j, "comm", p->comm);
     json_put_u64(&j, "resident_bytes", p->total.resident);
     json_put_u64(&j, "huge_bytes", hugify_usage_huge(&p->total));
@@ -302,7 +303,7 @@ void agent_print_json(const struct agent *a, FILE *out, const char *mode) {
     if (p->last_action_time > 0) json_put_double(&j, "last_collapse_time", p->last_action_time);
     else json_put_null(&j, "last_collapse_time");
     put_lasting(&j, a, p);
-    if (a->daemon.fresh) put_daemon_process(&j, agent_daemon_process(&a->daemon, p->pid, p->comm));
+    if (a->daemon.fresh) put_daemon_process(&j, agent_daemon_process(&a->daemon, p->pid, p->start_time, p->comm));
     json_close(&j);
   }
   json_close(&j);

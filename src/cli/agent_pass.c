@@ -39,16 +39,20 @@ static bool budget_keep_going(void *context) {
   return !a->stop_requested && agent_budget_allows(&a->budget);
 }
 
-static struct process_state *state_of(struct agent *a, pid_t pid, const char *comm) {
+/* The state of the process (pid, start_time): a pid is a process only with its start time (/proc/PID/stat),
+ * so a new process that got the number of one that exited starts afresh, even with the same comm: it never
+ * inherits the other's ledger, back-off or totals. */
+static struct process_state *state_of(struct agent *a, pid_t pid, uint64_t start_time, const char *comm) {
   for (size_t i = 0; i < a->process_count; i++) {
     struct process_state *p = &a->processes[i];
     if (p->pid != pid) continue;
-    if (strcmp(p->comm, comm) != 0) { /* the pid was reused */
+    if (p->start_time != start_time) { /* the pid was reused */
       agent_ledger_free(&p->ledger);
       memset(p, 0, sizeof *p);
       p->last_pause = -1;
     }
     p->pid = pid;
+    p->start_time = start_time;
     snprintf(p->comm, sizeof p->comm, "%s", comm);
     return p;
   }
@@ -56,9 +60,20 @@ static struct process_state *state_of(struct agent *a, pid_t pid, const char *co
   struct process_state *p = &a->processes[a->process_count++];
   memset(p, 0, sizeof *p);
   p->pid = pid;
+  p->start_time = start_time;
   snprintf(p->comm, sizeof p->comm, "%s", comm);
   p->last_pause = -1;
   return p;
+}
+
+/* The start time of pid (clock ticks after boot): with the pid, which process this is. False when gone. */
+static bool read_start_time(pid_t pid, uint64_t *start_time) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  char *text = agent_read_text(path);
+  bool found = parse_stat_start_time(text, start_time);
+  free(text);
+  return found;
 }
 
 /* Identity of a process from /proc/PID/{status,comm,cgroup,exe}. False when it is gone or unreadable. */
@@ -296,7 +311,9 @@ static int visit_process(pid_t pid, void *context) {
     a->thp_disabled_count++;
   }
   if (selection != AGENT_SELECTED) return 0;
-  struct process_state *p = state_of(a, process.pid, process.comm);
+  uint64_t start_time;
+  if (!read_start_time(pid, &start_time)) return 0; /* gone meanwhile */
+  struct process_state *p = state_of(a, process.pid, start_time, process.comm);
   if (!p) return 1;
   p->seen = p->selected = true;
   fleet_cgroup_of(&a->memory_root, pid, p->cgroup, sizeof p->cgroup);

@@ -12,6 +12,9 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "array.h"
+#include "procfs.h"
+#include "units.h"
 #include "json_read.h"
 #include "measure.h"
 #include "os.h"
@@ -30,10 +33,19 @@ void agent_write_state(struct agent *a) {
   fclose(out);
   /* the default's directory: systemd makes it (RuntimeDirectory=hugify); a daemon started by hand makes it */
   if (strcmp(path, AGENT_STATE_FILE_DEFAULT) == 0) mkdir("/run/hugify", 0755);
-  char reason[512];
-  if (safe_file_replace(path, text, length, 0644, 0, reason, sizeof reason) != 0)
-    fprintf(stderr, "hugify agent: state file: %s\n", reason);
+  char reason[512] = "";
+  int rc = safe_file_replace(path, text, length, 0644, 0, reason, sizeof reason);
+  agent_note_write("state file", rc, reason, &a->state_write_failing);
   free(text);
+}
+
+void agent_note_write(const char *what, int rc, const char *reason, bool *failing) {
+  if (rc != 0 && !*failing)
+    fprintf(stderr, "hugify agent: %s: %s; the last whole file stays in place, and every pass tries again\n", what,
+            reason);
+  else if (rc == 0 && *failing)
+    fprintf(stderr, "hugify agent: %s: written again\n", what);
+  *failing = rc != 0;
 }
 
 static double number_or(const struct json_doc *doc, const char *path, double fallback) {
@@ -56,9 +68,11 @@ static bool read_processes(struct daemon_state *d, const struct json_doc *doc) {
     double pid;
     if (!json_doc_number(item, "pid", &pid) || !json_doc_string(item, "comm", p->comm, sizeof p->comm)) continue;
     p->pid = (pid_t)pid;
+    p->start_time = count_of(item, "start_time_ticks");
     p->collapsed = count_of(item, "collapsed_bytes");
     p->kernel_collapsed = count_of(item, "kernel_collapsed_bytes");
     json_doc_string(item, "last_action", p->last_action, sizeof p->last_action);
+    p->bloat = count_of(item, "lasting.bloat_bytes");
     p->last_pause = number_or(item, "last_pause_seconds", -1);
     p->last_action_time = number_or(item, "last_collapse_time", 0);
     p->early_share = number_or(item, "lasting.huge_after_1_pass_fraction", -1);
@@ -92,6 +106,8 @@ static int read_document(struct agent *a, const struct json_doc *doc, const char
   d->passes = count_of(doc, "passes");
   d->collapsed = count_of(doc, "collapsed_bytes");
   d->recollapsed = count_of(doc, "recollapsed_bytes");
+  d->bloat = count_of(doc, "bloat_bytes");
+  d->budget_stops = count_of(doc, "budget_stops");
   d->churn_backoffs = count_of(doc, "churn_backoffs");
   d->kernel_collapsed = count_of(doc, "kernel.collapsed_bytes");
   d->kernel_collapse_allocs = count_of(doc, "kernel.thp_collapse_alloc");
@@ -102,7 +118,8 @@ static int read_document(struct agent *a, const struct json_doc *doc, const char
   d->pause_longest = number_or(doc, "pause.longest_seconds", 0);
   d->pause_p99 = number_or(doc, "pause.p99_seconds", 0);
   d->age_seconds = measure_clock_seconds(CLOCK_REALTIME) - written;
-  bool running = kill(d->pid, 0) == 0 || errno == EPERM;
+  /* a daemon restarted as pid 1 of a container finds its own pid in the file */
+  bool running = d->writer_running = d->pid != getpid() && (kill(d->pid, 0) == 0 || errno == EPERM);
   double limit = AGENT_STATE_FRESH_PASSES * d->interval + 1;
   if (!running)
     snprintf(d->note, sizeof d->note, "the daemon (pid %d) that wrote %.200s %.0f s ago is not running",
@@ -110,9 +127,9 @@ static int read_document(struct agent *a, const struct json_doc *doc, const char
   else if (d->age_seconds > limit)
     snprintf(d->note, sizeof d->note, "%.200s is stale: written %.0f s ago, more than %d intervals of %.3g s",
              path, d->age_seconds, AGENT_STATE_FRESH_PASSES, d->interval);
-  else if (!read_processes(d, doc))
-    return fail(EXIT_SHORT, COMMAND, "out of memory reading %s", path);
-  d->fresh = running && d->age_seconds <= limit;
+  if ((d->fresh = running && d->age_seconds <= limit) || (d->resuming && !running)) {
+    if (!read_processes(d, doc)) return fail(EXIT_SHORT, COMMAND, "out of memory reading %s", path);
+  }
   return 0;
 }
 
@@ -154,8 +171,68 @@ int agent_read_state(struct agent *a) {
   return rc;
 }
 
-const struct daemon_process *agent_daemon_process(const struct daemon_state *d, pid_t pid, const char *comm) {
-  for (size_t i = 0; d->fresh && i < d->process_count; i++)
-    if (d->processes[i].pid == pid && strcmp(d->processes[i].comm, comm) == 0) return &d->processes[i];
+const struct daemon_process *agent_daemon_process(const struct daemon_state *d, pid_t pid, uint64_t start_time,
+                                                  const char *comm) {
+  for (size_t i = 0; d->fresh && i < d->process_count; i++) {
+    const struct daemon_process *p = &d->processes[i];
+    /* the same process: its pid and start time when both are known (a reused pid is another process) */
+    if (p->pid == pid && (start_time && p->start_time ? p->start_time == start_time : strcmp(p->comm, comm) == 0))
+      return p;
+  }
   return NULL;
+}
+
+/* A process of the state file that is still the same process (pid and start time): the daemon's table
+ * starts with its totals; its ledger's windows are not in the file and are judged afresh. */
+static bool resume_process(struct agent *a, const struct daemon_process *d) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)d->pid);
+  char *text = agent_read_text(path);
+  uint64_t start_time = 0;
+  bool same = parse_stat_start_time(text, &start_time) && d->start_time && start_time == d->start_time;
+  free(text);
+  if (!same || ARRAY_GROW(a->processes, a->process_count + 1, a->process_cap) != 0) return false;
+  struct process_state *p = &a->processes[a->process_count++];
+  memset(p, 0, sizeof *p);
+  p->pid = d->pid;
+  p->start_time = start_time;
+  snprintf(p->comm, sizeof p->comm, "%s", d->comm);
+  p->collapsed_bytes = d->collapsed;
+  p->bloat_bytes = d->bloat;
+  snprintf(p->last_action, sizeof p->last_action, "%s", d->last_action);
+  p->last_pause = d->last_pause;
+  p->last_action_time = d->last_action_time;
+  return true;
+}
+
+void agent_resume_state(struct agent *a) {
+  struct daemon_state *d = &a->daemon;
+  if (!a->config.state_file[0]) return;
+  d->resuming = true;
+  int rc = agent_read_state(a);
+  d->resuming = false;
+  bool running = d->writer_running;
+  if (rc != 0 || d->age_seconds < 0 || running) {
+    if (rc != 0 || running)
+      fprintf(stderr, "hugify agent: starting without the earlier state: %s\n",
+              rc != 0 ? "the state file above is replaced after the first pass" : d->note);
+    free(d->processes);
+    memset(d, 0, sizeof *d);
+    return;
+  }
+  a->passes = d->passes;
+  a->collapsed_bytes = d->collapsed;
+  a->recollapsed_bytes = d->recollapsed;
+  a->bloat_bytes = d->bloat;
+  a->churn_backoffs = d->churn_backoffs;
+  a->budget_stops = d->budget_stops;
+  size_t kept = 0;
+  for (size_t i = 0; i < d->process_count; i++) kept += resume_process(a, &d->processes[i]);
+  char made[32];
+  format_bytes(d->collapsed, made, sizeof made);
+  fprintf(stderr, "hugify agent: resumed from %s (daemon pid %d, gone, wrote it %.0f s ago): %llu passes, collapsed %s; "
+          "%zu of its %zu processes still run (same pid and start time)\n", a->config.state_file, (int)d->pid,
+          d->age_seconds, (unsigned long long)d->passes, made, kept, d->process_count);
+  free(d->processes);
+  memset(d, 0, sizeof *d);
 }

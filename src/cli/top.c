@@ -190,7 +190,7 @@ static void read_agent(struct top *t) {
   memset(&t->agent->daemon, 0, sizeof t->agent->daemon);
   if (access(t->agent->config.state_file, R_OK) == 0) agent_read_state(t->agent);
   for (size_t i = 0; i < t->count; i++)
-    t->procs[i].agent = agent_daemon_process(&t->agent->daemon, t->procs[i].pid, t->procs[i].name);
+    t->procs[i].agent = agent_daemon_process(&t->agent->daemon, t->procs[i].pid, 0, t->procs[i].name);
 }
 
 /* One refresh: the counters, every process, the groups, the agent's state. */

@@ -65,7 +65,9 @@ bool parse_keyed_value(const char *text, const char *key, uint64_t *value) {
     errno = 0;
     unsigned long long v = strtoull(p, &end, 10);
     if (end == p || errno) return false;
+    if (!*end) return false; /* cut short inside the number (a process exiting under the read): not a value */
     while (*end == ' ' || *end == '\t') end++;
+    if (!*end || (end[0] == 'k' && end[1] != 'B')) return false; /* ... or inside its unit */
     if (strncmp(end, "kB", 2) == 0) {
       if (v > (UINT64_MAX >> 10)) return false;
       v <<= 10;
@@ -470,6 +472,7 @@ bool parse_keyed_text(const char *text, const char *key, char *out, size_t cap) 
   const char *cursor = text, *line, *end;
   while (text_next_line(&cursor, &line, &end)) {
     if ((size_t)(end - line) <= klen || strncmp(line, key, klen) != 0 || line[klen] != ':') continue;
+    if (!*end) return false; /* the text ends inside the line: cut short, its value may be too */
     const char *from = line + klen + 1;
     while (from < end && isspace((unsigned char)*from)) from++;
     while (end > from && isspace((unsigned char)end[-1])) end--;
@@ -567,21 +570,36 @@ void cgroup_hugetlb_size_name(uint64_t page_size, char *out, size_t cap) {
   else snprintf(out, cap, "%lluKB", (unsigned long long)(page_size >> 10));
 }
 
-bool parse_stat_flags(const char *text, unsigned long *flags) {
+/* The field `index` of /proc/PID/stat counted after the command (0: the state, the 3rd field), parsed as an
+ * unsigned decimal that a space ends: a text cut short inside the number is malformed, not a smaller value. */
+static bool stat_field(const char *text, int index, uint64_t *value) {
   const char *p = text ? strrchr(text, ')') : NULL;
   if (!p) return false;
   p++;
-  /* after the command: state ppid pgrp session tty_nr tpgid flags */
-  for (int field = 0; field < 6; field++) {
+  for (int field = 0; field < index; field++) {
     while (*p == ' ') p++;
     if (!*p) return false;
     p += strcspn(p, " ");
   }
-  char *end;
   while (*p == ' ') p++;
   if (!isdigit((unsigned char)*p)) return false;
-  *flags = strtoul(p, &end, 10);
-  return end != p;
+  char *end;
+  errno = 0;
+  unsigned long long parsed = strtoull(p, &end, 10);
+  if (errno == ERANGE || *end != ' ') return false;
+  *value = parsed;
+  return true;
+}
+
+bool parse_stat_flags(const char *text, unsigned long *flags) {
+  uint64_t value; /* after the command: state ppid pgrp session tty_nr tpgid flags */
+  if (!stat_field(text, 6, &value)) return false;
+  *flags = (unsigned long)value;
+  return true;
+}
+
+bool parse_stat_start_time(const char *text, uint64_t *ticks) {
+  return stat_field(text, 19, ticks); /* starttime, the 22nd field: 19 after the state */
 }
 
 bool parse_schedstat(const char *text, uint64_t *run_ns, uint64_t *wait_ns) {

@@ -17,7 +17,8 @@ bool parse_hugepages_dir_name(const char *name, uint64_t *bytes);
 void parse_bracketed_choice(const char *text, char *out, size_t cap);
 
 /* ---- "Key: value [kB]" files: /proc/meminfo, /proc/PID/status; "key value": /proc/vmstat ---- */
-/* Value of `key` (exact match before ':' or ' '); a "kB" suffix multiplies by 1024. */
+/* Value of `key` (exact match before ':' or ' '); a "kB" suffix multiplies by 1024. False when the text ends
+ * inside the value or its unit (a file cut short: never a smaller number). */
 bool parse_keyed_value(const char *text, const char *key, uint64_t *value);
 
 /* ---- /proc/PID/smaps and /proc/PID/maps ---- */
@@ -154,7 +155,8 @@ bool parse_cmdline_hugepages(const char *text, struct cmdline_hugepages *out);
 /* /proc/PID/limits: soft and hard limit of the row `name` ("Max locked memory"); "unlimited" -> UINT64_MAX. */
 bool parse_limit(const char *text, const char *name, uint64_t *soft, uint64_t *hard);
 
-/* "Key:<white space>text" line (/proc/PID/status): the text, trimmed, into out. False when absent. */
+/* "Key:<white space>text" line (/proc/PID/status): the text, trimmed, into out. False when absent, or when
+ * the line has no newline (the file was cut short inside it). */
 bool parse_keyed_text(const char *text, const char *key, char *out, size_t cap);
 
 /* A kernel id list ("0-3,8,10-11", as in cpulist, has_cpu, Cpus_allowed_list) -> bitmap of `max_ids` bits
@@ -183,6 +185,10 @@ void cgroup_hugetlb_size_name(uint64_t page_size, char *out, size_t cap);
 /* /proc/PID/stat: the flags field (the 9th; PF_* of the task). The command may hold spaces and ')', so the
  * fields are counted from the last ')'. False on malformed text. */
 bool parse_stat_flags(const char *text, unsigned long *flags);
+/* /proc/PID/stat: the start time (the 22nd field, clock ticks after boot). A process's identity with its pid:
+ * a new process that got the same pid number has a later start time (the agent's per-process state). False
+ * on malformed or truncated text (a number must be followed by the next field). */
+bool parse_stat_start_time(const char *text, uint64_t *ticks);
 #define PROCFS_PF_KTHREAD 0x00200000ul /* include/linux/sched.h: a kernel thread (no user memory) */
 
 /* /proc/PID/task/TID/schedstat: "run_ns wait_ns timeslices" (time on a CPU, time waiting for one). False on

@@ -107,6 +107,59 @@ TEST(Schedstat, RunAndWaitOfAThread) {
     EXPECT_FALSE(parse_schedstat(bad, &run, &wait)) << bad;
 }
 
+// A /proc/PID file read while its process exits can come back cut short at any byte. Every prefix of a real
+// file either parses to the whole file's value or fails: never a shorter number taken for the value.
+TEST(ProcFilesCutShort, EveryPrefixParsesRightOrFails) {
+  std::string stat = test_support::fixture("stat/cat-6.18.txt"), status = test_support::fixture("status/root-6.18.txt");
+  uint64_t start = 0;
+  unsigned long flags = 0;
+  ASSERT_TRUE(parse_stat_start_time(stat.c_str(), &start)) << stat;
+  EXPECT_EQ(start, 1140052u);
+  ASSERT_TRUE(parse_stat_flags(stat.c_str(), &flags));
+  EXPECT_EQ(flags, 4194304u);
+  size_t parsed = 0;
+  for (size_t length = 0; length < stat.size(); length++) {
+    std::string cut = stat.substr(0, length);
+    uint64_t got = 0;
+    unsigned long got_flags = 0;
+    if (parse_stat_start_time(cut.c_str(), &got)) {
+      EXPECT_EQ(got, start) << cut;
+      parsed++;
+    }
+    if (parse_stat_flags(cut.c_str(), &got_flags)) {
+      EXPECT_EQ(got_flags, flags) << cut;
+    }
+  }
+  EXPECT_GT(parsed, 0u) << "prefixes that hold the start time and the next field parse";
+  for (const char *bad : {"", "12570 (cat", "12570 (cat) R 1 2 3 0 -1 4194304 126 0 0 0 0 0 0 0 20 0 1 0 114",
+                          "12570 (cat) R 1 2 3 0 -1 4194304 126 0 0 0 0 0 0 0 20 0 1 0 x 3133440 "})
+    EXPECT_FALSE(parse_stat_start_time(bad, &start)) << bad;
+  uint64_t rss = 0, thp = 0;
+  char uid[64], name[64];
+  ASSERT_TRUE(parse_keyed_value(status.c_str(), "VmRSS", &rss));
+  ASSERT_TRUE(parse_keyed_value(status.c_str(), "THP_enabled", &thp));
+  ASSERT_TRUE(parse_keyed_text(status.c_str(), "Uid", uid, sizeof uid));
+  ASSERT_TRUE(parse_keyed_text(status.c_str(), "Name", name, sizeof name));
+  for (size_t length = 0; length < status.size(); length++) {
+    std::string cut = status.substr(0, length);
+    uint64_t value = 0;
+    char text[64];
+    // each parse either fails or gives the whole file's value
+    value = rss;
+    parse_keyed_value(cut.c_str(), "VmRSS", &value);
+    EXPECT_EQ(value, rss) << cut.size();
+    value = thp;
+    parse_keyed_value(cut.c_str(), "THP_enabled", &value);
+    EXPECT_EQ(value, thp) << cut.size();
+    snprintf(text, sizeof text, "%s", uid);
+    parse_keyed_text(cut.c_str(), "Uid", text, sizeof text);
+    EXPECT_STREQ(text, uid) << cut.size();
+    snprintf(text, sizeof text, "%s", name);
+    parse_keyed_text(cut.c_str(), "Name", text, sizeof text);
+    EXPECT_STREQ(text, name) << cut.size();
+  }
+}
+
 TEST(KeyedValue, MeminfoAndVmstat) {
   std::string meminfo = test_support::fixture("alloc/meminfo.txt");
   uint64_t value = 0;
