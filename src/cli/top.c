@@ -81,6 +81,7 @@ const struct command_help help_top = {
 
 struct top_row {
   int pid;                 /* 0 in the cgroup view */
+  uint64_t start_time;     /* with the pid, the process (a reused pid is a new row) */
   char name[64];           /* comm, or "" */
   char cgroup[256];
   uint64_t rss_pages;      /* statm: when it changes, the next refresh walks again */
@@ -109,15 +110,19 @@ static uint64_t huge_of(const struct smaps_rollup *m) { return m->anon_thp + m->
 static uint64_t not_huge_of(const struct smaps_rollup *m) { return m->anonymous - m->anon_thp; }
 static double share_of(const struct smaps_rollup *m) { return m->rss ? (double)huge_of(m) / (double)m->rss : 0; }
 
+static void row_reset(struct top_row *r, int pid, const char *cgroup) {
+  memset(r, 0, sizeof *r);
+  r->pid = pid;
+  r->previous = -1;
+  snprintf(r->cgroup, sizeof r->cgroup, "%s", cgroup);
+}
+
 static struct top_row *row_of(struct top_row **rows, size_t *count, size_t *cap, int pid, const char *cgroup) {
   for (size_t i = 0; i < *count; i++)
     if (pid ? (*rows)[i].pid == pid : strcmp((*rows)[i].cgroup, cgroup) == 0) return &(*rows)[i];
   if (ARRAY_GROW(*rows, *count + 1, *cap)) return NULL;
   struct top_row *r = &(*rows)[(*count)++];
-  memset(r, 0, sizeof *r);
-  r->pid = pid;
-  r->previous = -1;
-  snprintf(r->cgroup, sizeof r->cgroup, "%s", cgroup);
+  row_reset(r, pid, cgroup);
   return r;
 }
 
@@ -129,10 +134,17 @@ static int see_process(pid_t pid, void *context) {
   unsigned long long size = 0, resident = 0;
   if (os_read_small(path, statm, sizeof statm) < 0 || sscanf(statm, "%llu %llu", &size, &resident) != 2 || !resident)
     return 0; /* gone, or a kernel thread */
+  uint64_t start_time = 0;
+  if (!agent_read_start_time(pid, &start_time)) return 0; /* gone */
   bool known = false;
   for (size_t i = 0; i < t->count && !known; i++) known = t->procs[i].pid == pid;
   struct top_row *r = row_of(&t->procs, &t->count, &t->cap, pid, "");
   if (!r) return -ENOMEM;
+  if (known && r->start_time != start_time) { /* the pid was reused: a new process, nothing of the old row */
+    row_reset(r, pid, "");
+    known = false;
+  }
+  r->start_time = start_time;
   if (!known) {
     snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
     if (os_read_small(path, r->name, sizeof r->name) < 0) r->name[0] = '\0';
