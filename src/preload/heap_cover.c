@@ -399,12 +399,14 @@ __attribute__((visibility("default"), alias("mmap"))) void *mmap64(void *addr, s
 /* ---- the modes ---------------------------------------------------------------------------------- */
 
 bool preload_glibc_tunable_is(const char *key, const char *value) {
+  /* No snprintf: this runs first in the constructor, and its first use faults in libc's printf code. */
   const char *tunables = getenv("GLIBC_TUNABLES");
-  char wanted[128];
-  snprintf(wanted, sizeof wanted, "%s=%s", key, value);
-  size_t length = strlen(wanted);
+  size_t key_length = strlen(key), value_length = strlen(value);
   for (const char *p = tunables; p && *p; p = strchr(p, ':'), p = p ? p + 1 : NULL)
-    if (strncmp(p, wanted, length) == 0 && (p[length] == ':' || p[length] == '\0')) return true;
+    if (strncmp(p, key, key_length) == 0 && p[key_length] == '=' &&
+        strncmp(p + key_length + 1, value, value_length) == 0 &&
+        (p[key_length + 1 + value_length] == ':' || p[key_length + 1 + value_length] == '\0'))
+      return true;
   return false;
 }
 
