@@ -44,9 +44,56 @@ static void size_label(double bytes, char *out, size_t cap) {
   snprintf(out, cap, unit ? "%g%c" : "%gB", bytes, units[unit]);
 }
 
+/* ---- the little arithmetic the chart needs, without libm ---------------------------------------------
+ * The command loads no libm: loading it cost every start of hugify (`hugify run` included) about 80 us of
+ * CPU here (docs/run.md), for these few calls of `hugify bench`'s chart. Scaling by 2 is exact, and the
+ * compiler inlines floor, fabs and copysign. */
+
+/* fmin and fmax as C99 says: a NaN argument gives the other one. */
+static double min_of(double a, double b) { return isnan(a) ? b : isnan(b) ? a : a < b ? a : b; }
+static double max_of(double a, double b) { return isnan(a) ? b : isnan(b) ? a : a > b ? a : b; }
+
+/* round(): half away from zero, exact (fabs(v) - floor(fabs(v)) is exact). */
+static double round_half_away(double v) {
+  double whole = floor(fabs(v));
+  return copysign(fabs(v) - whole >= 0.5 ? whole + 1 : whole, v);
+}
+
+/* 2^e for an integer e (exact). */
+static double power_of_two(int e) {
+  double p = 1;
+  for (int i = 0; i < (e < 0 ? -e : e); i++) p = e < 0 ? p / 2 : p * 2;
+  return p;
+}
+
+/* log2(x) for x > 0: exact for powers of two (the chart's sizes); elsewhere to a few units in the last
+ * place (x = m 2^e, m in [0.5, 1); ln m = 2 atanh((m - 1) / (m + 1)), |z| <= 1/3, summed to convergence). */
+static double log2_of(double x) {
+  if (!(x > 0) || isinf(x)) return x == 0 ? -INFINITY : x; /* NaN, negative, infinite: as given */
+  int e = 0;
+  double m = x;
+  while (m >= 1) m /= 2, e++;
+  while (m < 0.5) m *= 2, e--;
+  if (m == 0.5) return e - 1;
+  double z = (m - 1) / (m + 1), z2 = z * z, term = z, sum = 0;
+  for (int k = 1; sum + term / k != sum; k += 2, term *= z2) sum += term / k;
+  return e + 2 * sum / 0.69314718055994530942;
+}
+
+/* 10^k for an integer k, correctly rounded (powers of ten up to 1e22 are exact doubles). */
+static double power_of_ten(int k) {
+  double p = 1;
+  for (int i = 0; i < (k < 0 ? -k : k); i++) p *= 10;
+  return k < 0 ? 1 / p : p;
+}
+
 /* A "nice" tick step (1, 2, 2.5 or 5 times a power of ten) giving about `ticks` steps over span. */
 static double nice_step(double span, int ticks) {
-  double raw = span / ticks, power = pow(10, floor(log10(raw))), steps[] = {1, 2, 2.5, 5, 10};
+  double raw = span / ticks, steps[] = {1, 2, 2.5, 5, 10};
+  int k = 0; /* the largest power of ten at most raw */
+  while (power_of_ten(k + 1) <= raw && k < 300) k++;
+  while (power_of_ten(k) > raw && k > -300) k--;
+  double power = power_of_ten(k);
   for (int i = 0; i < 5; i++) if (steps[i] * power >= raw) return steps[i] * power;
   return 10 * power;
 }
@@ -55,7 +102,7 @@ struct scale {
   double x0, x1, y0, y1;   /* data domain: log2 x, linear y */
   double left, top, width, height;
 };
-static double px(const struct scale *s, double x) { return s->left + (log2(x) - s->x0) / (s->x1 - s->x0) * s->width; }
+static double px(const struct scale *s, double x) { return s->left + (log2_of(x) - s->x0) / (s->x1 - s->x0) * s->width; }
 static double py(const struct scale *s, double y) { return s->top + s->height - (y - s->y0) / (s->y1 - s->y0) * s->height; }
 
 struct end_label {
@@ -85,22 +132,22 @@ static struct scale panel_scale(const struct chart_panel *panel, double ox, doub
     const struct chart_series *series = &panel->series[i];
     for (int k = 0; k < series->count; k++) {
       if (!drawable(series, k)) continue;
-      double x = log2(series->x[k]), low = series->y[k], high = series->y[k];
+      double x = log2_of(series->x[k]), low = series->y[k], high = series->y[k];
       if (has_bar(series, k)) {
-        low = fmin(low, series->low[k]);
-        high = fmax(high, series->high[k]);
+        low = min_of(low, series->low[k]);
+        high = max_of(high, series->high[k]);
       }
-      s.x0 = fmin(s.x0, x);
-      s.x1 = fmax(s.x1, x);
-      s.y0 = fmin(s.y0, low);
-      s.y1 = fmax(s.y1, high);
+      s.x0 = min_of(s.x0, x);
+      s.x1 = max_of(s.x1, x);
+      s.y0 = min_of(s.y0, low);
+      s.y1 = max_of(s.y1, high);
     }
   }
   if (!isfinite(s.x0)) { s.x0 = 13; s.x1 = 30; }
   if (s.x1 - s.x0 < 4) { s.x0 = floor(s.x0); s.x1 = ceil(s.x1); } /* a narrow range: whole octaves, labelled */
   if (s.x1 - s.x0 < 1) { s.x0 -= 0.5; s.x1 += 0.5; }
   *ystep = nice_step((s.y1 - s.y0) * 1.1 + 0.2, 5);
-  s.y0 = fmax(0, floor((s.y0 - 0.05) / *ystep) * *ystep);
+  s.y0 = max_of(0, floor((s.y0 - 0.05) / *ystep) * *ystep);
   s.y1 = ceil((s.y1 + 0.05) / *ystep) * *ystep;
   return s;
 }
@@ -114,7 +161,7 @@ static void draw_frame(FILE *out, const struct chart *chart, const struct chart_
           s->top, s->width, s->height);
   for (double y = s->y0; y <= s->y1 + ystep / 2; y += ystep) {
     char label[32];
-    snprintf(label, sizeof label, "%g\xc3\x97", round(y * 100) / 100); /* "1.5×" */
+    snprintf(label, sizeof label, "%g\xc3\x97", round_half_away(y * 100) / 100); /* "1.5×" */
     fprintf(out, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>\n", s->left,
             s->left + s->width, py(s, y), py(s, y));
     text_at(out, s->left - 6, py(s, y) + 4, "font-size=\"11\" fill=\"#555\" text-anchor=\"end\"", label);
@@ -122,13 +169,13 @@ static void draw_frame(FILE *out, const struct chart *chart, const struct chart_
   /* x grid: powers of two, labelled every 1, 2 or 3 octaves so labels do not collide */
   int first = (int)ceil(s->x0 - 1e-9), last = (int)floor(s->x1 + 1e-9), every = (last - first) > 14 ? 3 : (last - first) > 7 ? 2 : 1;
   for (int e = first; e <= last; e++) {
-    double x = px(s, exp2(e));
+    double x = px(s, power_of_two(e));
     bool labelled = (e - 13) % every == 0; /* anchored so 8K, 64K, 512K, 4M ... stay put across runs */
     fprintf(out, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"%s\"/>\n", x, x, s->top, s->top + s->height,
             labelled ? "#e4e4e4" : "#f0f0f0");
     if (!labelled) continue;
     char label[16];
-    size_label(exp2(e), label, sizeof label);
+    size_label(power_of_two(e), label, sizeof label);
     text_at(out, x, s->top + s->height + 16, "font-size=\"11\" fill=\"#555\" text-anchor=\"middle\"", label);
   }
   if (chart->x_label)

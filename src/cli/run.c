@@ -112,10 +112,11 @@ static const char *secure_execution(const char *path) {
 static int check_static_and_go(const char *shown, const char *binary) {
   size_t size = 0;
   void *image = NULL;
-  bool go = elf_map_file(binary, &image, &size) == 0 && elf_is_go(image, size);
-  elf_unmap(image, size);
   struct hugify_elf_info elf;
-  bool is_static = hugify_elf_read(binary, &elf) == 0 && !elf.interpreter[0];
+  bool mapped = elf_map_file(binary, &image, &size) == 0; /* one mapping for both questions */
+  bool go = mapped && elf_is_go(image, size);
+  bool is_static = mapped && hugify_elf_parse(image, size, &elf) == 0 && !elf.interpreter[0];
+  elf_unmap(image, size);
   /* Go's runtime takes its heap with its own system calls and reads no malloc tunables: nothing run sets
    * reaches a static Go program, so running it would only pretend. */
   if (go && is_static)

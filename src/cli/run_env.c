@@ -204,18 +204,17 @@ static uint64_t free_2m_pages(void) {
 /* The heap mode as it will run, after what this machine offers: THP 'never' and the pool. */
 static enum heap_mode settle_heap_mode(const char *command, enum heap_mode heap) {
   if (heap != HEAP_AUTO && heap != HEAP_THP && heap != HEAP_HUGETLB) return heap;
-  char thp[16];
-  probe_thp_setting("enabled", thp, sizeof thp);
-  bool thp_usable = thp[0] && strcmp(thp, "never") != 0;
-  uint64_t pool = free_2m_pages();
   if (heap == HEAP_HUGETLB) {
-    if (pool == 0)
+    if (free_2m_pages() == 0)
       fail(EXIT_SHORT, command,
            "--heap hugetlb: the 2 MiB hugetlb pool has no free pages, so malloc will use normal pages; reserve "
            "some first (hugify pool, or: echo N > " OS_SYSFS_HUGEPAGES "/hugepages-2048kB/nr_hugepages)");
     return heap;
   }
-  if (thp_usable) return heap;
+  char thp[16];
+  probe_thp_setting("enabled", thp, sizeof thp);
+  if (thp[0] && strcmp(thp, "never") != 0) return heap; /* THP usable: the pool is not read (five files) */
+  uint64_t pool = free_2m_pages();
   /* without THP in the kernel there is no setting to change: the pool is the road */
   const char *fix = thp[0] ? "change with: echo madvise > " OS_SYSFS_THP "/enabled (or boot with "
                              "transparent_hugepage=madvise)"

@@ -398,14 +398,15 @@ __attribute__((visibility("default"), alias("mmap"))) void *mmap64(void *addr, s
 
 /* ---- the modes ---------------------------------------------------------------------------------- */
 
-/* Whether `key=value` is one of the colon-separated settings of GLIBC_TUNABLES. */
-static bool tunable_is(const char *key, const char *value) {
+bool preload_glibc_tunable_is(const char *key, const char *value) {
+  /* No snprintf: this runs first in the constructor, and its first use faults in libc's printf code. */
   const char *tunables = getenv("GLIBC_TUNABLES");
-  char wanted[128];
-  snprintf(wanted, sizeof wanted, "%s=%s", key, value);
-  size_t length = strlen(wanted);
+  size_t key_length = strlen(key), value_length = strlen(value);
   for (const char *p = tunables; p && *p; p = strchr(p, ':'), p = p ? p + 1 : NULL)
-    if (strncmp(p, wanted, length) == 0 && (p[length] == ':' || p[length] == '\0')) return true;
+    if (strncmp(p, key, key_length) == 0 && p[key_length] == '=' &&
+        strncmp(p + key_length + 1, value, value_length) == 0 &&
+        (p[key_length + 1 + value_length] == ':' || p[key_length + 1 + value_length] == '\0'))
+      return true;
   return false;
 }
 
@@ -508,13 +509,13 @@ void preload_heap_start(const struct hugify_options *options) {
     if (told) check_thp_usable(options_heap_name(options->heap));
     else atomic_store(&cover_pending, 1);
     runtime_enabled = options->runtime_arenas && !heap_owner; /* a sanitizer's interceptors see every mapping */
-    if (glibc && !tunable_is("glibc.malloc.hugetlb", "1"))
+    if (glibc && !preload_glibc_tunable_is("glibc.malloc.hugetlb", "1"))
       preload_fallback("heap glibc malloc", "GLIBC_TUNABLES lacks glibc.malloc.hugetlb=1 (start the program with "
                        "`hugify run`): malloc's own memory is not advised");
     return;
   case HEAP_HUGETLB:
     if (told) read_pool(&pool_free_at_start, &pool_total_at_start);
-    if (glibc && !tunable_is("glibc.malloc.hugetlb", "2"))
+    if (glibc && !preload_glibc_tunable_is("glibc.malloc.hugetlb", "2"))
       preload_fallback("heap glibc malloc", "GLIBC_TUNABLES lacks glibc.malloc.hugetlb=2 (start the program with "
                        "`hugify run --heap hugetlb`)");
     return;

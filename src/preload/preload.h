@@ -69,6 +69,9 @@ bool preload_heap_keeps(void *addr, size_t length);
 /* Before the program unmaps or drops (MADV_DONTNEED) [addr, addr + length): a huge page of the runtimes'
  * carver that the range covers in part is split, so the part is freed now, not at the kernel's deferred split. */
 void preload_heap_releasing(void *addr, size_t length);
+/* Whether `key=value` is one of the colon-separated settings of GLIBC_TUNABLES. Allocates nothing (safe
+ * before malloc is initialized). */
+bool preload_glibc_tunable_is(const char *key, const char *value);
 /* The file malloc resolves to in this process ("" when unknown). */
 const char *preload_malloc_library(void);
 /* The runtime that owns malloc in this process ("AddressSanitizer", "valgrind memcheck": elf_image.h's
