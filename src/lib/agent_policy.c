@@ -68,7 +68,7 @@ bool agent_window_eligible(const struct agent_window *w, uint32_t pmd_pages, dou
 
 static int compare_windows(const void *a, const void *b) {
   const struct agent_window *x = a, *y = b;
-  if (x->accessed_pages != y->accessed_pages) return x->accessed_pages > y->accessed_pages ? -1 : 1;
+  if (x->heat != y->heat) return x->heat > y->heat ? -1 : 1;
   if (x->present_pages != y->present_pages) return x->present_pages > y->present_pages ? -1 : 1;
   return x->start < y->start ? -1 : x->start > y->start;
 }

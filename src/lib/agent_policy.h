@@ -66,19 +66,19 @@ bool agent_cgroup_matches(const char *selector, const char *path);
 
 /* ---- which windows, in which order -------------------------------------------------------------- */
 
-/* One 2 MiB-aligned window of an eligible mapping, as PAGEMAP_SCAN (and, where the kernel has it, idle
- * page tracking) sees it. */
+/* One 2 MiB-aligned window of an eligible mapping, as PAGEMAP_SCAN (and, where the kernel has it, DAMON or
+ * soft-dirty: heat.h) sees it. */
 struct agent_window {
   uint64_t start;
   uint32_t present_pages;  /* base pages present (huge ones not counted) */
   uint32_t huge_pages;     /* base pages' worth mapped by a huge page (pmd_pages when already huge) */
-  int32_t accessed_pages;  /* pages accessed since the last pass (idle page tracking); -1 unknown */
+  int32_t heat;            /* access heat (heat.h: heat_of, DAMON or soft-dirty); higher is hotter; -1 unknown */
 };
 
 /* The bloat guard: a window is collapsed only when at least min_present (0..1) of its pages are present,
  * so a sparse region is not filled with zeroes. Already-huge windows and empty ones are never eligible. */
 bool agent_window_eligible(const struct agent_window *window, uint32_t pmd_pages, double min_present);
-/* Keep the eligible windows (in place) and order them: recently accessed first where known, then densest
+/* Keep the eligible windows (in place) and order them: hottest first where the heat is known, then densest
  * first, then by address (so equal windows stay contiguous and merge into few kernel calls). Returns the
  * number kept. */
 size_t agent_plan_windows(struct agent_window *windows, size_t count, uint32_t pmd_pages, double min_present);

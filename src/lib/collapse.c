@@ -27,6 +27,7 @@
 #include "agent_policy.h"
 #include "array.h"
 #include "collapse.h"
+#include "heat.h"
 #include "inspect.h"
 #include "internal.h"
 #include "measure.h"
@@ -529,7 +530,7 @@ static int plan_mapping_windows(struct collapse_context *c, struct plan_state *s
   s->all_scanned &= scanned;
   struct agent_ledger *ledger = c->policy ? c->policy->ledger : NULL;
   for (size_t k = 0; k < n; k++) {
-    struct agent_window w = {.start = first + k * c->pmd, .accessed_pages = -1};
+    struct agent_window w = {.start = first + k * c->pmd, .heat = HEAT_UNKNOWN};
     if (scanned) {
       bool huge = s->scan[k].huge >= c->pmd;
       /* the same walk judges the agent's earlier collapses, and holds back windows that did not last */
@@ -539,6 +540,7 @@ static int plan_mapping_windows(struct collapse_context *c, struct plan_state *s
       }
       if (huge) continue; /* huge already: costs nothing */
       w.present_pages = (uint32_t)((s->scan[k].base + s->scan[k].huge) / s->page);
+      w.heat = heat_of(c->policy ? c->policy->heat : NULL, w.start, c->pmd, &s->scan[k]);
       s->zero += s->scan[k].zero;
     } else { /* presence unknown: never tried (a collapse of it could fill it with zeroes) */
       if (vma->rss) s->unknown += c->pmd;

@@ -11,6 +11,7 @@
 #include "hugify.h"
 
 struct agent_ledger;
+struct heat_snapshot;
 struct pause_histogram;
 
 struct collapse_policy {
@@ -28,6 +29,8 @@ struct collapse_policy {
   int allocator;                    /* out: enum allocator_kind, from the mapped libraries */
   bool backed_off_now;              /* out: the ledger's judgement of this pass backed the process off */
   struct pause_histogram *pauses;   /* each call's pause is added here (NULL: none) */
+  const struct heat_snapshot *heat; /* the process's access heat (heat.h; NULL: no signal, densest first):
+                                       each window's agent_window.heat is heat_of() it */
 };
 
 /* hugify_collapse with `policy` (NULL: hugify_collapse itself: khugepaged's max_ptes_none as the guard,

@@ -81,8 +81,8 @@ TEST(AgentSelect, CgroupPathsMatchThemselvesAndBelow) {
   EXPECT_TRUE(agent_cgroup_matches("/", "/anything"));
 }
 
-agent_window window(uint64_t start, uint32_t present, uint32_t huge = 0, int32_t accessed = -1) {
-  return agent_window{start, present, huge, accessed};
+agent_window window(uint64_t start, uint32_t present, uint32_t huge = 0, int32_t heat = -1) {
+  return agent_window{start, present, huge, heat};
 }
 
 TEST(AgentWindows, BloatGuardNeedsTheShareOfPagesPresent) {
