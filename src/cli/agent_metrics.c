@@ -212,19 +212,22 @@ static void heat_family(const struct agent *a, FILE *out) {
     prometheus_sample(out, name, labels, count);
   }
   const struct heat_work *w = &a->heat.work;
-  host_gauge(out, "hugify_agent_heat_damon_targets", "gauge", "Processes DAMON monitors for the agent.", (double)w->targets);
-  host_gauge(out, "hugify_agent_heat_damon_regions", "gauge", "Regions DAMON reported at the agent's last read.",
-             (double)w->regions);
-  host_gauge(out, "hugify_agent_heat_damon_reads_total", "counter", "Reads of DAMON's regions (one per pass).",
-             (double)w->reads);
-  host_gauge(out, "hugify_agent_heat_damon_monitored_seconds_total", "counter",
-             "Time DAMON monitored for the agent (aggregations: this / 0.1 s; samples: this / 5 ms per region).",
-             w->monitored_seconds);
-  if (w->kdamond_cpu >= 0 && a->heat.signal == HEAT_DAMON)
-    host_gauge(out, "hugify_agent_heat_kdamond_cpu_seconds_total", "counter",
-               "CPU time of the agent's kdamond thread (its schedstat).", w->kdamond_cpu);
-  host_gauge(out, "hugify_agent_heat_soft_dirty_clears_total", "counter",
-             "Soft-dirty resets (clear_refs 4) of the selected processes.", (double)w->clears);
+  const struct { const char *name, *type, *help; double value; bool shown; } work[] = {
+      {"hugify_agent_heat_damon_targets", "gauge", "Processes DAMON monitors for the agent.", (double)w->targets, true},
+      {"hugify_agent_heat_damon_regions", "gauge", "Regions DAMON reported at the agent's last read.",
+       (double)w->regions, true},
+      {"hugify_agent_heat_damon_reads_total", "counter", "Reads of DAMON's regions (one per pass).", (double)w->reads,
+       true},
+      {"hugify_agent_heat_damon_monitored_seconds_total", "counter",
+       "Time DAMON monitored for the agent (aggregations: this / 0.1 s; samples: this / 5 ms per region).",
+       w->monitored_seconds, true},
+      {"hugify_agent_heat_kdamond_cpu_seconds_total", "counter", "CPU time of the agent's kdamond thread (its schedstat).",
+       w->kdamond_cpu, w->kdamond_cpu >= 0 && a->heat.signal == HEAT_DAMON},
+      {"hugify_agent_heat_soft_dirty_clears_total", "counter",
+       "Soft-dirty resets (clear_refs 4) of the selected processes.", (double)w->clears, true},
+  };
+  for (size_t k = 0; k < sizeof work / sizeof work[0]; k++)
+    if (work[k].shown) host_gauge(out, work[k].name, work[k].type, work[k].help, work[k].value);
 }
 
 static void render_metrics(struct agent *a, FILE *out) {

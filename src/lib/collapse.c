@@ -453,6 +453,7 @@ struct plan_state {
   struct resident_bytes *scan;  /* one mapping's walk per window */
   size_t window_count, window_cap;
   uint64_t unknown, zero;       /* bytes of windows whose presence could not be read; of zero-page mappings */
+  uint64_t unwritten;           /* bytes of windows soft-dirty tracking write-protected and nothing wrote since */
   uint64_t split_in_place;      /* bytes kpageflags called huge beyond what smaps says is PMD-mapped */
   bool all_scanned, approximated;
 };
@@ -550,6 +551,10 @@ static int plan_mapping_windows(struct collapse_context *c, struct plan_state *s
       m->skipped_empty += c->pmd;
       continue;
     }
+    if (!heat_collapsible(c->policy ? c->policy->heat : NULL, w.heat)) {
+      s->unwritten += c->pmd;
+      continue;
+    }
     m->attempted += c->pmd;
     s->windows[s->window_count++] = w;
   }
@@ -596,6 +601,10 @@ static void plan_reasons(struct collapse_context *c, const struct plan_state *s)
     reason_add(reason, cap, "%llu MiB that kpageflags shows as whole huge pages are not PMD-mapped by smaps' "
                "count (a PMD split in place; no PAGEMAP_SCAN to tell which windows): taken as huge",
                (unsigned long long)(s->split_in_place >> 20));
+  if (s->unwritten)
+    reason_add(reason, cap, "%llu MiB not written since the last pass were left: soft-dirty tracking "
+               "write-protected them, and the kernel collapses no window without a writable page until the "
+               "program writes it (cold memory, by the soft-dirty signal)", (unsigned long long)(s->unwritten >> 20));
   if (s->zero >= c->pmd)
     reason_add(reason, cap, "%llu MiB were read but never written: they map the shared zero page (no memory of "
                "their own, not on huge pages of their own) until written, and are not collapsed (that would "

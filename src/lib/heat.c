@@ -20,7 +20,7 @@
 #define DAMON_SAMPLE_US 5000     /* DAMON's defaults: a sample every 5 ms, */
 #define DAMON_AGGR_US 100000     /* nr_accesses summed over 100 ms, */
 #define DAMON_UPDATE_US 1000000  /* the targets' mappings looked up again every second */
-#define DAMON_MIN_REGIONS 10
+#define DAMON_MIN_REGIONS 100   /* DAMON's default is 10: more from the start converge on a hot set sooner */
 #define DAMON_MAX_REGIONS 1000   /* per target */
 #define DAMON_REGIONS_CAP (DAMON_MAX_REGIONS * 2) /* a target may briefly hold more before merging */
 
@@ -57,6 +57,10 @@ int32_t heat_of(const struct heat_snapshot *snapshot, uint64_t start, uint64_t l
   if (covered == 0) return HEAT_UNKNOWN;
   double heat = 100.0 * sum / (double)covered;
   return heat > INT32_MAX ? INT32_MAX : (int32_t)heat;
+}
+
+bool heat_collapsible(const struct heat_snapshot *snapshot, int32_t heat) {
+  return !snapshot || snapshot->signal != HEAT_SOFT_DIRTY || heat != 0;
 }
 
 /* ---- DAMON's sysfs ----------------------------------------------------------------------------------- */
@@ -293,11 +297,13 @@ static int read_tried_regions(const struct heat_source *h, char **text, size_t *
   for (struct dirent *e; rc == 0 && (e = readdir(d)) != NULL;) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
     for (size_t f = 0; f < 4 && rc == 0; f++) {
-      char path[768], value[32];
+      char path[1024], value[32], entry[512];
       snprintf(path, sizeof path, "%s/%s/%s", dir, e->d_name, fields[f]);
       if (os_read_small(path, value, sizeof value) < 0) continue; /* a torn read: the region is dropped */
-      if ((rc = ARRAY_GROW(*text, *length + 96, cap)) != 0) break;
-      *length += (size_t)snprintf(*text + *length, cap - *length, "%s/%s:%s\n", e->d_name, fields[f], value);
+      int n = snprintf(entry, sizeof entry, "%s/%s:%s\n", e->d_name, fields[f], value);
+      if (n < 0 || (size_t)n >= sizeof entry || (rc = ARRAY_GROW(*text, *length + (size_t)n + 1, cap)) != 0) break;
+      memcpy(*text + *length, entry, (size_t)n);
+      *length += (size_t)n;
     }
   }
   closedir(d);

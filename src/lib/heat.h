@@ -44,6 +44,11 @@ struct heat_snapshot {
 int32_t heat_of(const struct heat_snapshot *snapshot, uint64_t start, uint64_t length,
                 const struct resident_bytes *scan);
 
+/* Whether a window of this heat can be collapsed now: not a window soft-dirty tracking saw no write in (its
+ * clear_refs write-protected every page of it, and the kernel collapses no range without a writable page:
+ * khugepaged's SCAN_PAGE_RO, MADV_COLLAPSE's EINVAL), until the program writes it again. Pure. */
+bool heat_collapsible(const struct heat_snapshot *snapshot, int32_t heat);
+
 /* The monitoring's own work, for the status and the metrics. */
 struct heat_work {
   uint64_t targets;          /* processes DAMON monitors now */

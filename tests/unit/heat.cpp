@@ -86,6 +86,11 @@ TEST(Heat, DamonHeatIsTheOverlapWeightedFrequency) {
   resident_bytes scan = {2 * MiB, 0, 0, 12 * 4096};
   heat_snapshot dirty = {HEAT_SOFT_DIRTY, nullptr, 0};
   EXPECT_EQ(heat_of(&dirty, 0, 2 * MiB, &scan), 12) << "soft-dirty: the written pages of the window";
+  // soft-dirty's clear write-protected an unwritten window: the kernel would refuse it (SCAN_PAGE_RO)
+  EXPECT_FALSE(heat_collapsible(&dirty, 0));
+  EXPECT_TRUE(heat_collapsible(&dirty, 12));
+  EXPECT_TRUE(heat_collapsible(&s, 0)) << "DAMON's cold windows can still be collapsed";
+  EXPECT_TRUE(heat_collapsible(nullptr, HEAT_UNKNOWN));
 }
 
 TEST(Heat, ThePlanTakesTheHotWindowsFirstThenTheDensest) {
