@@ -334,27 +334,27 @@ int heat_refresh(struct heat_source *h, char *reason, size_t cap) {
   }
   size_t region_cap = h->target_count * DAMON_REGIONS_CAP;
   struct damon_region *regions = calloc(region_cap, sizeof *regions);
-  size_t *firsts = calloc(h->target_count + 1, sizeof *firsts);
+  size_t runs_cap = h->target_count * 4, *firsts = calloc(runs_cap, sizeof *firsts);
   long count = regions && firsts ? parse_damon_tried_regions(text, regions, region_cap) : -ENOMEM;
   free(text);
-  size_t targets = count > 0 ? damon_split_targets(regions, (size_t)count, firsts, h->target_count + 1) : 0;
+  size_t runs = count > 0 ? damon_split_targets(regions, (size_t)count, firsts, runs_cap) : 0;
   h->work.regions = count > 0 ? (uint64_t)count : 0;
   h->work.kdamond_cpu = kdamond_cpu(h);
-  if (count >= 0 && targets != h->target_count) {
-    /* a target whose regions were not told apart from the next one's: no process's regions are certain */
-    reason_add(reason, cap, "DAMON's %ld regions split into %zu targets, not %zu: no heat this pass", count, targets,
-               h->target_count);
+  /* One run of regions per target; the kernel may have added a second apply's worth after the first (k runs
+   * per target): the first apply's are taken. Anything else is not attributable. */
+  if (count >= 0 && (runs == 0 || runs % h->target_count != 0)) {
+    reason_add(reason, cap, "DAMON's %ld regions split into %zu runs for %zu targets: the last pass's heat is kept",
+               count, runs, h->target_count);
     count = -EPROTO;
   }
-  for (size_t t = 0; t < h->target_count; t++) {
+  for (size_t t = 0; t < h->target_count && count >= 0; t++) { /* on failure the last read's regions stay */
     struct heat_target *target = &h->targets[t];
+    size_t first = firsts[t], end = t + 1 < runs ? firsts[t + 1] : (size_t)count;
+    struct damon_region *copy = malloc((end - first) * sizeof *copy + 1);
+    if (!copy) continue;
+    memcpy(copy, regions + first, (end - first) * sizeof *copy);
     free(target->regions);
-    target->regions = NULL;
-    target->count = 0;
-    if (count < 0) continue;
-    size_t first = firsts[t], end = t + 1 < targets ? firsts[t + 1] : (size_t)count;
-    if ((target->regions = malloc((end - first) * sizeof *target->regions + 1)) == NULL) continue;
-    memcpy(target->regions, regions + first, (end - first) * sizeof *target->regions);
+    target->regions = copy;
     target->count = end - first;
     target->fresh = true;
   }
