@@ -115,13 +115,20 @@ static int run_daemon(struct agent *a, FILE *json) {
     json_output_close(json, &a->cl.json, COMMAND);
     return rc;
   }
+  char heat_reason[HUGIFY_REASON_MAX] = "";
+  if ((rc = heat_open(&a->heat, (enum heat_mode)c->heat, heat_reason, sizeof heat_reason)) != 0) {
+    json_output_close(json, &a->cl.json, COMMAND);
+    return fail(rc == -EINVAL ? EXIT_USAGE : EXIT_PRIVILEGE, COMMAND, "%s", heat_reason);
+  }
   agent_resume_state(a);
   if (c->listen[0] && (rc = agent_start_http(a)) != 0) {
+    heat_close(&a->heat);
     json_output_close(json, &a->cl.json, COMMAND);
     return rc;
   }
-  fprintf(stderr, "hugify agent: started (pid %d): interval %.3g s, CPU budget %.3g %% of a core, bloat guard %.3g %%%s%s%s\n",
-          (int)getpid(), c->interval, c->cpu_budget * 100, c->min_present * 100, c->dry_run ? ", dry run" : "",
+  fprintf(stderr, "hugify agent: started (pid %d): interval %.3g s, CPU budget %.3g %% of a core, bloat guard %.3g "
+          "%%, heat %s (%s)%s%s%s\n", (int)getpid(), c->interval, c->cpu_budget * 100, c->min_present * 100,
+          heat_signal_name(a->heat.signal), a->heat.reason, c->dry_run ? ", dry run" : "",
           c->listen[0] ? ", metrics on http://" : "", c->listen);
   while (!a->stop_requested) {
     agent_budget_refill(&a->budget, measure_clock_seconds(CLOCK_MONOTONIC));
@@ -141,6 +148,7 @@ static int run_daemon(struct agent *a, FILE *json) {
     wait_interval(a);
   }
   agent_stop_http(a);
+  heat_close(&a->heat); /* the kdamond off and removed: nothing of the monitoring is left running */
   agent_publish_metrics(a);
   if (json && !json_output_close(json, &a->cl.json, COMMAND)) return EXIT_SHORT;
   fprintf(stderr, "hugify agent: stopped after %llu passes, %.3f s CPU\n", (unsigned long long)a->passes,

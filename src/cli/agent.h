@@ -19,6 +19,7 @@
 
 #include "agent_policy.h"
 #include "cgroup.h"
+#include "heat.h"
 #include "cli.h"
 #include "hugify.h"
 #include "inspect.h"
@@ -45,6 +46,7 @@ struct agent_config {
   char state_file[PATH_MAX];   /* "" : none */
   char listen[128];
   uint64_t metrics_cgroups; /* cgroups with series of their own; the rest are summed as cgroup="other" */
+  int heat;                 /* --heat: enum heat_mode, which access signal orders the windows (heat.h) */
   bool once, dry_run;
   /* the command line only (never in the file): */
   const char *config_path;
@@ -93,6 +95,8 @@ struct process_state {
   char order[48];                  /* how its last plan ranked windows (planner_order_name) */
   double last_pause;               /* seconds: the longest pause of its last collapse, -1 none yet */
   double last_action_time;         /* Unix time of last_action's collapse, 0 none */
+  enum heat_signal heat_signal;    /* the access signal its last plan used (HEAT_NONE: densest first) */
+  unsigned heat_waits;             /* passes it waited for a first heat snapshot */
 };
 
 /* What the running daemon's state file (--state-file) says of one process: its ledger at its last pass. */
@@ -107,6 +111,7 @@ struct daemon_process {
   char allocator[16];
   char advice[512];                /* "" : none */
   char last_action[224];
+  char heat[16];                   /* the signal its last plan used: "damon", "soft-dirty", "none" */
   double last_pause;               /* seconds, -1 unknown */
   double last_action_time;         /* Unix time, 0 unknown */
 };
@@ -123,6 +128,10 @@ struct daemon_state {
   uint64_t passes, collapsed, recollapsed, churn_backoffs, bloat, budget_stops;
   uint64_t kernel_collapsed, kernel_collapse_allocs; /* the kernel's own collapses beside the daemon's */
   double interval;
+  char heat[16];                   /* its access signal ("damon", "soft-dirty", "none"; "" unknown) */
+  char heat_reason[160];
+  uint64_t heat_targets, heat_regions, heat_reads;
+  double heat_kdamond_cpu;         /* -1 unknown */
   bool has_pauses;                 /* the harm totals were in the file */
   uint64_t pause_count;
   double pause_longest, pause_p99, longest_call;
@@ -170,6 +179,8 @@ struct agent {
   size_t metrics_length;
   struct MHD_Daemon *http;
   struct daemon_state daemon;      /* --status: the running daemon's, when its state file is fresh */
+  struct heat_source heat;         /* the access signal (--heat); signal HEAT_NONE for --once and --status */
+  char heat_error[256];            /* the last pass's heat problem, "" none */
 };
 
 /* ---- agent_config.c ---- */

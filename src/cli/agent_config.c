@@ -100,6 +100,8 @@ static int set_listen(void *values, const char *value) {
   return 0;
 }
 
+static const char *const heat_names[] = {"auto", "damon", "soft-dirty", "none", NULL}; /* enum heat_mode */
+
 static const struct option_spec agent_options[] = {
     OPT_GROUP("Which processes"),
     OPT_CALLBACK("pid", "PID", add_pid, "a process id", AGENT_SELECTOR_MAX, "this process"),
@@ -126,6 +128,10 @@ static const struct option_spec agent_options[] = {
              "no collapse while MemAvailable is below SIZE (default 512M)"),
     OPT_DECIMAL("max-pressure", struct agent_config, max_pressure, "PERCENT", 0, 100,
                 "no collapse while memory pressure (PSI some avg10) is above this (default 10)"),
+    OPT_ENUM("heat", struct agent_config, heat, "auto|damon|soft-dirty|none", heat_names,
+             "which memory goes first: the hottest, by DAMON's access frequency (Linux 5.18+,\n"
+             "CONFIG_DAMON_VADDR) or the soft-dirty bits of what was written (CONFIG_MEM_SOFT_DIRTY);\n"
+             "none: the densest first (default auto: the first the kernel has, else none)"),
     OPT_FLAG("dry-run", 0, struct agent_config, dry_run, "decide and report, collapse nothing"),
     OPT_FLAG("once", 0, struct agent_config, once,
              "one pass, then exit (cron, CI, tests); the CPU budget does not limit it"),
@@ -161,14 +167,16 @@ const struct command_help help_agent = {
     "usage: hugify agent [--config FILE] [--pid PID]... [--comm NAME]... [--exe PATH]... [--cgroup PATH]...\n"
     "                    [--uid UID]... [--min-rss SIZE] [--exclude-comm NAME]... [--interval SECONDS]\n"
     "                    [--cpu-budget PERCENT] [--min-present PERCENT] [--free-floor SIZE]\n"
-    "                    [--max-pressure PERCENT] [--metrics-file FILE] [--state-file FILE|none]\n"
+    "                    [--max-pressure PERCENT] [--heat auto|damon|soft-dirty|none]\n"
+    "                    [--metrics-file FILE] [--state-file FILE|none]\n"
     "                    [--listen [ADDR:]PORT]"
 " [--once] [--dry-run] [--status] [--json[=FILE]]\n"
     "\n"
     "Keep long-running processes on huge pages: every interval, put the 2 MiB windows of their anonymous\n"
-    "memory that are populated enough on transparent huge pages (process_madvise + MADV_COLLAPSE), densest\n"
-    "first, within a CPU budget, and never while memory is short. With THP in 'madvise' mode the kernel never\n"
-    "does this for memory a program did not advise; khugepaged does it slowly, and only for advised memory.\n"
+    "memory that are populated enough on transparent huge pages (process_madvise + MADV_COLLAPSE), hottest\n"
+    "first where the kernel tells (DAMON, soft-dirty), else densest first, within a CPU budget, and never\n"
+    "while memory is short. With THP in 'madvise' mode the kernel never does this for memory a program did\n"
+    "not advise; khugepaged does it slowly, and only for advised memory.\n"
     "A collapse that the program's allocator undoes (freed memory given back inside a huge page) is noticed:\n"
     "such windows and processes are backed off with growing intervals, and the agent names the allocator\n"
     "setting that would keep the huge pages (docs/agent.md, Churn).\n"

@@ -199,6 +199,37 @@ static void render_cgroups(struct agent *a, FILE *out) {
   free(sums);
 }
 
+/* The access signal: processes by the signal their last plan used (a fixed set of labels), and the
+ * monitoring's own work. */
+static void heat_family(const struct agent *a, FILE *out) {
+  const char *name = "hugify_agent_heat_processes";
+  prometheus_family(out, name, "gauge", "Selected processes by the access signal their last plan used (none: densest first).");
+  static const enum heat_signal signals[] = {HEAT_DAMON, HEAT_SOFT_DIRTY, HEAT_NONE};
+  for (size_t s = 0; s < sizeof signals / sizeof signals[0]; s++) {
+    double count = 0;
+    for (size_t i = 0; i < a->process_count; i++) count += a->processes[i].heat_signal == signals[s];
+    const char *labels[] = {"signal", heat_signal_name(signals[s]), NULL, NULL};
+    prometheus_sample(out, name, labels, count);
+  }
+  const struct heat_work *w = &a->heat.work;
+  const struct { const char *name, *type, *help; double value; bool shown; } work[] = {
+      {"hugify_agent_heat_damon_targets", "gauge", "Processes DAMON monitors for the agent.", (double)w->targets, true},
+      {"hugify_agent_heat_damon_regions", "gauge", "Regions DAMON reported at the agent's last read.",
+       (double)w->regions, true},
+      {"hugify_agent_heat_damon_reads_total", "counter", "Reads of DAMON's regions (one per pass).", (double)w->reads,
+       true},
+      {"hugify_agent_heat_damon_monitored_seconds_total", "counter",
+       "Time DAMON monitored for the agent (aggregations: this / 0.1 s; samples: this / 5 ms per region).",
+       w->monitored_seconds, true},
+      {"hugify_agent_heat_kdamond_cpu_seconds_total", "counter", "CPU time of the agent's kdamond thread (its schedstat).",
+       w->kdamond_cpu, w->kdamond_cpu >= 0 && a->heat.signal == HEAT_DAMON},
+      {"hugify_agent_heat_soft_dirty_clears_total", "counter",
+       "Soft-dirty resets (clear_refs 4) of the selected processes.", (double)w->clears, true},
+  };
+  for (size_t k = 0; k < sizeof work / sizeof work[0]; k++)
+    if (work[k].shown) host_gauge(out, work[k].name, work[k].type, work[k].help, work[k].value);
+}
+
 static void render_metrics(struct agent *a, FILE *out) {
   render_cgroups(a, out);
   class_family(a, out, false, "hugify_agent_resident_bytes",
@@ -214,6 +245,7 @@ static void render_metrics(struct agent *a, FILE *out) {
              "Resident memory of the selected processes that is not huge but could be collapsed.", collapsible);
   failure_family(a, out);
   lasting_family(a, out);
+  heat_family(a, out);
   host_gauge(out, "hugify_agent_undone_bytes_total", "counter",
              "Collapsed bytes found split again within a few passes (the allocator gave the memory back).", undone);
   host_gauge(out, "hugify_agent_backed_off_processes", "gauge",

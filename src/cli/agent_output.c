@@ -2,6 +2,7 @@
 /* agent_output.c - what --once and --status print: a table of the selected processes, or JSON
  * (schema hugify.agent/1, docs/agent.md). */
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -31,6 +32,15 @@ static void print_daemon(const struct daemon_state *d, const char *path) {
   format_bytes(d->kernel_collapsed, kernel, sizeof kernel);
   printf("  made huge by the kernel without the daemon (khugepaged): %s in its processes; thp_collapse_alloc +%llu "
          "host-wide since it started\n", kernel, (unsigned long long)d->kernel_collapse_allocs);
+  if (d->heat[0]) {
+    printf("  daemon's heat: %s (%s)", d->heat, d->heat_reason);
+    if (!strcmp(d->heat, "damon"))
+      printf("; DAMON monitors %llu processes, %llu regions at its last read, %llu reads", 
+             (unsigned long long)d->heat_targets, (unsigned long long)d->heat_regions,
+             (unsigned long long)d->heat_reads);
+    if (d->heat_kdamond_cpu >= 0) printf(", kdamond CPU %.3f s", d->heat_kdamond_cpu);
+    printf("\n");
+  }
   if (d->has_pauses && d->pause_count)
     printf("  daemon's collapses caused pauses: %llu calls, longest %.1f ms, p99 <= %.1f ms; longest call %.1f ms\n",
            (unsigned long long)d->pause_count, d->pause_longest * 1e3, d->pause_p99 * 1e3, d->longest_call * 1e3);
@@ -51,7 +61,7 @@ static void print_daemon_process(const struct process_state *p, const struct dae
          (int)p->pid, p->comm, collapsed, kernel, early, late, recollapsed, undone);
   if (d->backed_off) printf("backed off, %llu passes left", (unsigned long long)d->backoff_passes_left);
   else printf("not backed off");
-  printf("; allocator %s\n", d->allocator[0] ? d->allocator : "unknown");
+  printf("; allocator %s; heat %s\n", d->allocator[0] ? d->allocator : "unknown", d->heat[0] ? d->heat : "unknown");
   if (d->last_action[0]) printf("    last action: %s\n", d->last_action);
   if (d->advice[0]) printf("    what would keep its huge pages: %s\n", d->advice);
 }
@@ -84,6 +94,8 @@ void agent_print_table(const struct agent *a, bool status) {
     printf("  pauses its collapses caused: %llu calls, longest %.1f ms, p99 <= %.1f ms (schedstat, an upper bound)\n",
            (unsigned long long)a->harm.pauses.count, a->harm.pauses.longest * 1e3,
            pause_histogram_quantile(&a->harm.pauses, 0.99) * 1e3);
+  if (!status && a->heat.reason[0]) printf("  heat: %s (%s)\n", heat_signal_name(a->heat.signal), a->heat.reason);
+  else if (!status && a->config.once) printf("  heat: none (one pass: no time to monitor; densest first)\n");
   if (status) print_daemon(&a->daemon, a->config.state_file);
   print_kernel(a, status);
   if (a->process_count == 0) return;
@@ -208,6 +220,29 @@ static void put_daemon(struct json_writer *j, const struct daemon_state *d, cons
   json_close(j);
 }
 
+/* The access signal and what its monitoring costs (docs/agent.md, "Heat"). */
+static void put_heat(struct json_writer *j, const struct agent *a) {
+  const struct heat_work *w = &a->heat.work;
+  json_open_object(j, "heat");
+  json_put_string(j, "signal", heat_signal_name(a->heat.signal));
+  json_put_string(j, "reason", a->heat.reason[0] ? a->heat.reason
+                               : a->config.once ? "one pass: no time to monitor; densest first" : NULL);
+  json_put_string(j, "error", a->heat_error[0] ? a->heat_error : NULL);
+  json_put_u64(j, "damon_targets", w->targets);
+  json_put_u64(j, "damon_regions", w->regions);
+  json_put_u64(j, "damon_reads", w->reads);
+  json_put_u64(j, "damon_restarts", w->restarts);
+  json_put_double(j, "damon_monitored_seconds", w->monitored_seconds);
+  /* every sample interval DAMON checks one page of each region; every aggregation it merges and splits them */
+  json_put_u64(j, "damon_aggregations", w->aggr_us ? (uint64_t)(w->monitored_seconds * 1e6 / (double)w->aggr_us) : 0);
+  json_put_u64(j, "damon_sample_intervals",
+               w->sample_us ? (uint64_t)(w->monitored_seconds * 1e6 / (double)w->sample_us) : 0);
+  if (w->kdamond_cpu >= 0 && a->heat.signal == HEAT_DAMON) json_put_double(j, "kdamond_cpu_seconds", w->kdamond_cpu);
+  else json_put_null(j, "kdamond_cpu_seconds");
+  json_put_u64(j, "soft_dirty_clears", w->clears);
+  json_close(j);
+}
+
 /* --status: what the daemon's ledger says of this process (null when the daemon does not serve it). */
 static void put_daemon_process(struct json_writer *j, const struct daemon_process *p) {
   if (!p) {
@@ -226,6 +261,7 @@ static void put_daemon_process(struct json_writer *j, const struct daemon_proces
   json_put_string(j, "allocator", p->allocator[0] ? p->allocator : NULL);
   json_put_string(j, "advice", p->advice[0] ? p->advice : NULL);
   json_put_string(j, "last_action", p->last_action[0] ? p->last_action : NULL);
+  json_put_string(j, "heat", p->heat[0] ? p->heat : NULL);
   json_close(j);
 }
 
@@ -270,6 +306,7 @@ void agent_print_json(const struct agent *a, FILE *out, const char *mode) {
   }
   json_close(&j);
   put_pauses(&j, &a->harm);
+  put_heat(&j, a);
   if (a->daemon.tried) put_daemon(&j, &a->daemon, a->config.state_file);
   json_open_array(&j, "processes");
   for (size_t i = 0; i < a->process_count; i++) {
@@ -298,6 +335,7 @@ void agent_print_json(const struct agent *a, FILE *out, const char *mode) {
       json_put_u64(&j, p->failures[k].reason, p->failures[k].windows);
     json_close(&j);
     json_put_string(&j, "last_action", p->last_action[0] ? p->last_action : NULL);
+    json_put_string(&j, "heat", heat_signal_name(p->heat_signal));
     if (p->last_pause >= 0) json_put_double(&j, "last_pause_seconds", p->last_pause);
     else json_put_null(&j, "last_pause_seconds");
     if (p->last_action_time > 0) json_put_double(&j, "last_collapse_time", p->last_action_time);

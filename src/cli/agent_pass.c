@@ -196,8 +196,24 @@ static void record_failure(struct agent *a, struct process_state *p, int rc, con
   if (f) snprintf(f->reason, sizeof f->reason, "%s", name), f->windows++;
 }
 
+#define HEAT_WAIT_PASSES 2 /* a new process waits this many passes at most for its first heat snapshot */
+
+/* The process's heat to plan with (NULL: none, densest first); false when it is to wait a pass for its first
+ * one (DAMON monitors it from the end of this pass; soft-dirty bits are cleared now, read at the next). */
+static bool heat_for(struct agent *a, struct process_state *p, const struct heat_snapshot **snapshot) {
+  *snapshot = heat_snapshot_of(&a->heat, p->pid);
+  p->heat_signal = *snapshot ? (*snapshot)->signal : HEAT_NONE;
+  if (*snapshot || a->heat.signal == HEAT_NONE || a->config.dry_run || p->heat_waits >= HEAT_WAIT_PASSES) return true;
+  p->heat_waits++;
+  heat_after_plan(&a->heat, p->pid);
+  snprintf(p->last_action, sizeof p->last_action, "waiting a pass for its heat (%s)", heat_signal_name(a->heat.signal));
+  return false;
+}
+
 /* Collapse what the policy chooses in one process, within the budget, and record what came of it. */
 static void collapse_process(struct agent *a, struct process_state *p, uint64_t rss, double now) {
+  const struct heat_snapshot *heat;
+  if (!heat_for(a, p, &heat)) return;
   /* the gentle pace (the default): one window per call, the budget asked between calls */
   struct hugify_collapse_opts opts = {.flags = a->config.dry_run ? HUGIFY_COLLAPSE_DRY_RUN : 0};
   if (!p->ledger.window_bytes) {
@@ -206,10 +222,11 @@ static void collapse_process(struct agent *a, struct process_state *p, uint64_t 
   }
   struct collapse_policy policy = {.min_present = a->config.min_present, .keep_going = budget_keep_going,
                                    .context = a, .ledger = &p->ledger, .pass = a->passes,
-                                   .pauses = &a->harm.pauses};
+                                   .pauses = &a->harm.pauses, .heat = heat};
   struct hugify_collapse_report report;
   uint64_t recollapsed_before = p->ledger.recollapsed_bytes, kernel_before = p->ledger.kernel_bytes;
   int rc = collapse_with_policy(p->pid, &opts, &policy, &report);
+  heat_after_plan(&a->heat, p->pid);
   if (rc == 0) p->allocator = policy.allocator, agent_harm_record(&a->harm, &report);
   if (rc == 0 && policy.backed_off_now) {
     a->churn_backoffs++;
@@ -322,9 +339,24 @@ static int visit_process(pid_t pid, void *context) {
 }
 
 /* One pass over every process. collapse = false: observe only (--status). */
+/* The heat signal follows the selected processes: monitored from the end of the pass they were selected in. */
+static void heat_follow(struct agent *a) {
+  pid_t *pids = malloc((a->process_count ? a->process_count : 1) * sizeof *pids);
+  if (!pids) return;
+  size_t count = 0;
+  for (size_t i = 0; i < a->process_count; i++)
+    if (a->processes[i].selected) pids[count++] = a->processes[i].pid;
+  char reason[256] = "";
+  if (heat_set_targets(&a->heat, pids, count, reason, sizeof reason) != 0)
+    snprintf(a->heat_error, sizeof a->heat_error, "%s", reason);
+  free(pids);
+}
+
 void agent_run_pass(struct agent *a, bool collapse) {
   double start = measure_clock_seconds(CLOCK_MONOTONIC);
   if (a->passes++ == 0) cgroup_memory_hierarchy("", &a->memory_root);
+  a->heat_error[0] = '\0';
+  if (collapse) heat_refresh(&a->heat, a->heat_error, sizeof a->heat_error);
   read_memory_state(a);
   read_kernel_collapses(a);
   a->thp_disabled_count = 0;
@@ -339,6 +371,7 @@ void agent_run_pass(struct agent *a, bool collapse) {
     else agent_retire_process(a, &a->processes[i]), agent_ledger_free(&a->processes[i].ledger);
   }
   a->process_count = kept;
+  if (collapse) heat_follow(a);
   budget_keep_going(a); /* charge the rest of the pass */
   a->last_pass_end = measure_clock_seconds(CLOCK_REALTIME);
   a->last_pass_seconds = measure_clock_seconds(CLOCK_MONOTONIC) - start;

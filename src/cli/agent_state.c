@@ -73,6 +73,7 @@ static bool read_processes(struct daemon_state *d, const struct json_doc *doc) {
     p->kernel_collapsed = count_of(item, "kernel_collapsed_bytes");
     json_doc_string(item, "last_action", p->last_action, sizeof p->last_action);
     p->bloat = count_of(item, "lasting.bloat_bytes");
+    json_doc_string(item, "heat", p->heat, sizeof p->heat);
     p->last_pause = number_or(item, "last_pause_seconds", -1);
     p->last_action_time = number_or(item, "last_collapse_time", 0);
     p->early_share = number_or(item, "lasting.huge_after_1_pass_fraction", -1);
@@ -111,6 +112,12 @@ static int read_document(struct agent *a, const struct json_doc *doc, const char
   d->churn_backoffs = count_of(doc, "churn_backoffs");
   d->kernel_collapsed = count_of(doc, "kernel.collapsed_bytes");
   d->kernel_collapse_allocs = count_of(doc, "kernel.thp_collapse_alloc");
+  json_doc_string(doc, "heat.signal", d->heat, sizeof d->heat);
+  json_doc_string(doc, "heat.reason", d->heat_reason, sizeof d->heat_reason);
+  d->heat_targets = count_of(doc, "heat.damon_targets");
+  d->heat_regions = count_of(doc, "heat.damon_regions");
+  d->heat_reads = count_of(doc, "heat.damon_reads");
+  d->heat_kdamond_cpu = number_or(doc, "heat.kdamond_cpu_seconds", -1);
   d->longest_call = number_or(doc, "longest_call_seconds", 0);
   double pauses;
   d->has_pauses = json_doc_number(doc, "pause.count", &pauses);

@@ -28,6 +28,7 @@
 #include "agent_policy.h"
 #include "array.h"
 #include "collapse.h"
+#include "heat.h"
 #include "inspect.h"
 #include "internal.h"
 #include "measure.h"
@@ -473,6 +474,7 @@ struct plan_state {
   struct resident_bytes *scan;  /* one mapping's walk per window */
   size_t window_count, window_cap;
   uint64_t unknown, zero;       /* bytes of windows whose presence could not be read; of zero-page mappings */
+  uint64_t unwritten;           /* bytes of windows soft-dirty tracking write-protected and nothing wrote since */
   uint64_t split_in_place;      /* bytes kpageflags called huge beyond what smaps says is PMD-mapped */
   bool all_scanned, approximated;
   int walk_error;               /* os_walk_open's -errno: the pagemap could not be opened */
@@ -577,7 +579,11 @@ static int plan_mapping_windows(struct collapse_context *c, struct plan_state *s
       bool huge = s->scan[k].huge >= c->pmd;
       w.present_pages = huge ? 0 : (uint32_t)((s->scan[k].base + s->scan[k].huge) / s->page);
       w.huge_pages = huge ? s->pmd_pages : 0;
-      if (!huge) s->zero += s->scan[k].zero;
+      if (!huge) {
+        s->zero += s->scan[k].zero;
+        w.heat = heat_of(c->policy ? c->policy->heat : NULL, w.start, c->pmd, &s->scan[k]);
+        if (!heat_collapsible(c->policy ? c->policy->heat : NULL, w.heat)) w.facts |= PLAN_FACT_UNWRITTEN;
+      }
       /* out of memory there only loses telling the kernel's collapses apart this pass */
       if (ledger) (void)agent_ledger_observe(ledger, c->policy->pass, &w, huge);
     } else if (vma->rss) { /* presence unknown: never tried (a collapse of it could fill it with zeroes) */
@@ -615,6 +621,7 @@ static int plan_ranges(struct collapse_context *c, struct plan_state *s, uint64_
     else if (m) m->skipped_empty += c->pmd;
   }
   s->unknown = result.cut_bytes[PLAN_CUT_UNKNOWN];
+  s->unwritten = result.cut_bytes[PLAN_CUT_UNWRITTEN];
   if (c->policy) {
     c->policy->plan = result;
     c->policy->order = planner_order_name(&in, &result);
@@ -641,6 +648,10 @@ static void plan_reasons(struct collapse_context *c, const struct plan_state *s)
     reason_add(reason, cap, "%llu MiB that kpageflags shows as whole huge pages are not PMD-mapped by smaps' "
                "count (a PMD split in place; no PAGEMAP_SCAN to tell which windows): taken as huge",
                (unsigned long long)(s->split_in_place >> 20));
+  if (s->unwritten)
+    reason_add(reason, cap, "%llu MiB not written since the last pass were left: soft-dirty tracking "
+               "write-protected them, and the kernel collapses no window without a writable page until the "
+               "program writes it (cold memory, by the soft-dirty signal)", (unsigned long long)(s->unwritten >> 20));
   if (s->zero >= c->pmd)
     reason_add(reason, cap, "%llu MiB were read but never written: they map the shared zero page (no memory of "
                "their own, not on huge pages of their own) until written, and are not collapsed (that would "

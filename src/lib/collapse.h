@@ -12,6 +12,7 @@
 #include "planner.h"
 
 struct agent_ledger;
+struct heat_snapshot;
 struct pause_histogram;
 
 struct collapse_policy {
@@ -31,6 +32,8 @@ struct collapse_policy {
   struct plan_result plan;          /* out: the planner's cut of every window, in bytes per reason */
   const char *order;                /* out: how the planner ranked (planner_order_name) */
   struct pause_histogram *pauses;   /* each call's pause is added here (NULL: none) */
+  const struct heat_snapshot *heat; /* the process's access heat (heat.h; NULL: no signal, densest first):
+                                       each window's agent_window.heat is heat_of() it */
 };
 
 /* hugify_collapse with `policy` (NULL: hugify_collapse itself: khugepaged's max_ptes_none as the guard,

@@ -328,6 +328,7 @@ struct os_page_region { uint64_t start, end, categories; };
 #define OS_PAGE_IS_SWAPPED (1u << 4)
 #define OS_PAGE_IS_PFNZERO (1u << 5)
 #define OS_PAGE_IS_HUGE (1u << 6)
+#define OS_PAGE_IS_SOFT_DIRTY (1u << 7)
 
 static int pagemap_fd = -1;
 static pthread_once_t pagemap_once = PTHREAD_ONCE_INIT;
@@ -375,12 +376,12 @@ static void add_region(void *context, uint64_t from, uint64_t to, uint64_t categ
   struct resident_bytes *r = context;
   if (categories & OS_PAGE_IS_PFNZERO) r->zero += to - from;
   else if (categories & OS_PAGE_IS_HUGE) r->huge += to - from;
-  else r->base += to - from;
+  else r->base += to - from, r->dirty += categories & OS_PAGE_IS_SOFT_DIRTY ? to - from : 0;
 }
 
-/* present, with "huge" and "the shared zero page (4 KiB or huge)" returned */
-static const struct os_pm_scan_arg resident_filter = {.category_mask = OS_PAGE_IS_PRESENT,
-                                                      .return_mask = OS_PAGE_IS_HUGE | OS_PAGE_IS_PFNZERO};
+/* present, with "huge", "the shared zero page (4 KiB or huge)" and "soft-dirty" returned */
+static const struct os_pm_scan_arg resident_filter = {
+    .category_mask = OS_PAGE_IS_PRESENT, .return_mask = OS_PAGE_IS_HUGE | OS_PAGE_IS_PFNZERO | OS_PAGE_IS_SOFT_DIRTY};
 
 struct window_sum {
   uintptr_t start;
@@ -420,7 +421,7 @@ int os_pagemap_anonymous(uintptr_t start, uintptr_t end, uint64_t *bytes) {
                                         .category_inverted = OS_PAGE_IS_FILE,
                                         .category_anyof_mask = OS_PAGE_IS_PRESENT | OS_PAGE_IS_SWAPPED,
                                         .return_mask = OS_PAGE_IS_PRESENT | OS_PAGE_IS_SWAPPED};
-  struct resident_bytes found = {0, 0, 0};
+  struct resident_bytes found = {0, 0, 0, 0};
   int rc = pagemap_scan_regions(pagemap_fd, start, end, &filter, add_region, &found);
   *bytes = found.base + found.zero; /* a private page is never the zero page; summed all the same */
   return rc;

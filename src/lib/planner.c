@@ -14,6 +14,7 @@ const char *plan_cut_name(enum plan_cut cut) {
   case PLAN_CUT_HUGE: return "huge";
   case PLAN_CUT_EMPTY: return "empty";
   case PLAN_CUT_SPARSE: return "sparse";
+  case PLAN_CUT_UNWRITTEN: return "unwritten";
   case PLAN_CUT_HELD: return "held";
   case PLAN_CUT_CHURN: return "churn";
   case PLAN_CUT_PROBE: return "probe";
@@ -42,6 +43,7 @@ static enum plan_cut cut_of(const struct agent_window *w, const struct plan_inpu
   uint32_t needed = (uint32_t)exact;
   if ((double)needed < exact) needed++; /* round up: "half" of 512 pages is 256, of 511 is 256 */
   if (w->present_pages < needed) return PLAN_CUT_SPARSE;
+  if (w->facts & PLAN_FACT_UNWRITTEN) return PLAN_CUT_UNWRITTEN;
   if (w->ledger == PLAN_LEDGER_HELD) return PLAN_CUT_HELD;
   if (in->process.churn_backed_off && !pays(w)) return PLAN_CUT_CHURN;
   return PLAN_KEPT;

@@ -27,6 +27,8 @@ enum plan_ledger_state {
 #define PLAN_FACT_SHARED  0x04u /* shared memory (shmem: shared anonymous, SysV, memfd, tmpfs) */
 #define PLAN_FACT_FILE    0x08u /* a file's pages (tmpfs or memfd: shmem with a name) */
 #define PLAN_FACT_OPT_OUT 0x10u /* the program excluded it from THP (vma_opt_out), not overridden */
+#define PLAN_FACT_UNWRITTEN 0x20u /* soft-dirty tracking write-protected it and nothing wrote since: the kernel
+                                     refuses to collapse a window with no writable page (heat.h) */
 
 /* Why a window is not in the plan (agent_window.cut). */
 enum plan_cut {
@@ -37,6 +39,7 @@ enum plan_cut {
   PLAN_CUT_HUGE,     /* huge already */
   PLAN_CUT_EMPTY,    /* no page present */
   PLAN_CUT_SPARSE,   /* fewer pages present than min_present (the bloat guard) */
+  PLAN_CUT_UNWRITTEN,/* not written since soft-dirty tracking write-protected it (cold, and not collapsible) */
   PLAN_CUT_HELD,     /* its collapse was undone: held back by its own back-off */
   PLAN_CUT_CHURN,    /* the process is backed off for churn and the window is not one that pays */
   PLAN_CUT_PROBE,    /* beyond the probe's window limit (a process with churn strikes) */

@@ -767,8 +767,12 @@ void pagemap_count(const uint64_t *entries, size_t n, enum kpage_run run, uint64
   if (run == KPAGE_RUN_HUGE_ZERO) { out->zero += n * page; return; }
   for (size_t i = 0; i < n; i++) {
     if (!(entries[i] & PAGEMAP_PRESENT) || (entries[i] & PAGEMAP_SWAPPED)) continue;
-    if (zero_pfn && pagemap_pfn(entries[i]) == zero_pfn) out->zero += page;
-    else out->base += page;
+    if (zero_pfn && pagemap_pfn(entries[i]) == zero_pfn) {
+      out->zero += page;
+      continue;
+    }
+    out->base += page;
+    if (entries[i] & PAGEMAP_SOFT_DIRTY) out->dirty += page;
   }
 }
 
@@ -783,4 +787,63 @@ bool pagemap_huge_from_smaps(struct resident_bytes *windows, size_t n, uint64_t 
     left -= window;
   }
   return huge_bytes == 0 || huge_bytes == full;
+}
+
+/* ---- DAMON's tried regions -------------------------------------------------------------------------- */
+
+long parse_damon_tried_regions(const char *text, struct damon_region *out, size_t cap) {
+  memset(out, 0, cap * sizeof *out);
+  size_t count = 0;
+  for (const char *line = text; *line; line += strcspn(line, "\n"), line += *line == '\n') {
+    size_t length = strcspn(line, "\n");
+    if (length == 0) continue;
+    const char *colon = memchr(line, ':', length);
+    if (!colon) return -EINVAL;
+    /* IDX/FIELD just before the colon; other files (total_bytes, sz_filter_passed) are skipped */
+    const char *field = colon;
+    while (field > line && field[-1] != '/') field--;
+    size_t name = (size_t)(colon - field);
+    int which = name == 5 && !memcmp(field, "start", 5)         ? 0
+                : name == 3 && !memcmp(field, "end", 3)         ? 1
+                : name == 11 && !memcmp(field, "nr_accesses", 11) ? 2
+                : name == 3 && !memcmp(field, "age", 3)         ? 3
+                                                                : -1;
+    if (which < 0) continue;
+    if (field == line) return -EINVAL;
+    const char *index_end = field - 1, *index = index_end;
+    while (index > line && isdigit((unsigned char)index[-1])) index--;
+    if (index == index_end || (index > line && index[-1] != '/')) return -EINVAL;
+    uint64_t i = 0, value = 0;
+    for (const char *d = index; d < index_end; d++) {
+      if (i > cap) return -EINVAL;
+      i = i * 10 + (uint64_t)(*d - '0');
+    }
+    if (i >= cap) return -EINVAL;
+    const char *v = colon + 1, *end = line + length;
+    if (v == end) return -EINVAL;
+    for (; v < end; v++) {
+      if (!isdigit((unsigned char)*v) || value > (UINT64_MAX - 9) / 10) return -EINVAL;
+      value = value * 10 + (uint64_t)(*v - '0');
+    }
+    struct damon_region *r = &out[i];
+    uint32_t small = value > UINT32_MAX ? UINT32_MAX : (uint32_t)value;
+    if (which == 0) r->start = value;
+    else if (which == 1) r->end = value;
+    else if (which == 2) r->nr_accesses = small;
+    else r->age = small;
+    if (i + 1 > count) count = (size_t)i + 1;
+  }
+  for (size_t i = 0; i < count; i++) /* a region without its start or end (or an empty one) */
+    if (out[i].end <= out[i].start) return -EINVAL;
+  return (long)count;
+}
+
+size_t damon_split_targets(const struct damon_region *regions, size_t count, size_t *firsts, size_t cap) {
+  size_t targets = 0;
+  for (size_t i = 0; i < count; i++) {
+    if (i > 0 && regions[i].start >= regions[i - 1].end) continue;
+    if (targets < cap) firsts[targets] = i;
+    targets++;
+  }
+  return targets < cap ? targets : cap;
 }

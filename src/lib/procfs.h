@@ -244,7 +244,9 @@ bool parse_environ_value(const char *data, size_t length, const char *name, char
  * hugetlb; zero: mapping the shared zero page (read, never written), 4 KiB or huge, in neither of the others. */
 struct resident_bytes {
   uint64_t base, huge, zero;
+  uint64_t dirty; /* of base: soft-dirty (written since the last clear_refs 4; 0 without CONFIG_MEM_SOFT_DIRTY) */
 };
+#define PAGEMAP_SOFT_DIRTY (UINT64_C(1) << 55)
 
 /* The PFN of a present entry; 0 when the page is not present (or swapped), or when the reader may not see
  * PFNs (no CAP_SYS_ADMIN). */
@@ -268,5 +270,25 @@ void pagemap_count(const uint64_t *entries, size_t n, enum kpage_run run, uint64
  * windows are made huge in address order until huge_bytes is used up. Returns true when that is certain (no
  * huge bytes, or exactly as many as the fully present windows hold), false when it is an approximation. */
 bool pagemap_huge_from_smaps(struct resident_bytes *windows, size_t n, uint64_t window, uint64_t huge_bytes);
+
+/* ---- DAMON's tried regions (heat.c) ----
+ * What DAMON's sysfs interface shows of a `stat` scheme's regions after update_schemes_tried_regions, in the
+ * form `grep -r . tried_regions` prints it: one "IDX/FIELD:VALUE" line per file (any leading path before
+ * IDX/ is ignored), FIELD one of start, end, nr_accesses, age (others, e.g. sz_filter_passed, ignored).
+ * The regions of every target of the context come one target after the other, each target's in address
+ * order. */
+struct damon_region {
+  uint64_t start, end;   /* [start, end) virtual addresses */
+  uint32_t nr_accesses;  /* samples in the last aggregation interval that found it accessed */
+  uint32_t age;          /* aggregation intervals its access frequency has held */
+};
+/* The regions by index into out[0..cap) (zeroed first). Returns the count (the highest index + 1), or -EINVAL
+ * on a malformed line, an index at or beyond cap, or a region with end <= start. */
+long parse_damon_tried_regions(const char *text, struct damon_region *out, size_t cap);
+/* Which target each region belongs to: the sysfs interface does not say, but each target's regions come in
+ * address order and the next target's begin below where the last one ended (a process's stack lies above its
+ * heap and libraries), so a region starting below the previous one's end begins the next target. firsts[t]:
+ * the index of target t's first region. Returns the count of targets found (at most cap). */
+size_t damon_split_targets(const struct damon_region *regions, size_t count, size_t *firsts, size_t cap);
 
 #endif

@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: MIT */
+/* heat.h - which memory of a process is hot, where the kernel says it: the agent's access signal.
+ *  - DAMON (virtual-address monitoring, through /sys/kernel/mm/damon/admin): one kdamond with one context
+ *    whose targets are the selected processes, and one `stat` scheme whose tried regions give each region's
+ *    access frequency (nr_accesses per aggregation interval). Needs CONFIG_DAMON_SYSFS and CONFIG_DAMON_VADDR
+ *    (Debian 13's 6.12 has both) and root.
+ *  - soft-dirty (CONFIG_MEM_SOFT_DIRTY: Debian's 6.1 and 6.12): the pages written since the last plan, from
+ *    the plan's own pagemap walk (pagemap bit 55, or PAGEMAP_SCAN's PAGE_IS_SOFT_DIRTY), the bits cleared
+ *    with /proc/PID/clear_refs "4" after each plan. Written memory only: a page only read is cold to it.
+ *  - none: no snapshot (NULL); the plan goes densest first, and says so.
+ * The agent owns one heat_source (src/cli/agent_pass.c); collapse.c asks heat_of() for each window. Not
+ * exported. docs/agent.md, "Heat". */
+#ifndef HUGIFY_HEAT_H
+#define HUGIFY_HEAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "procfs.h"
+
+enum heat_signal { HEAT_NONE, HEAT_DAMON, HEAT_SOFT_DIRTY };
+/* --heat auto|damon|soft-dirty|none, in that order */
+enum heat_mode { HEAT_MODE_AUTO, HEAT_MODE_DAMON, HEAT_MODE_SOFT_DIRTY, HEAT_MODE_NONE };
+
+/* "none", "damon", "soft-dirty". */
+const char *heat_signal_name(enum heat_signal signal);
+
+/* What one process's heat is at one plan. DAMON: its regions (sorted, not overlapping); soft-dirty: no
+ * regions, the plan's walk counts the written pages of each window. */
+struct heat_snapshot {
+  enum heat_signal signal;
+  const struct damon_region *regions;
+  size_t count;
+};
+
+#define HEAT_UNKNOWN (-1) /* a window's heat nobody measured (agent_window.heat) */
+#define HEAT_NO_CPU (-1.0) /* heat_work.kdamond_cpu before it was read */
+
+/* The heat of the window [start, start + length): HEAT_UNKNOWN (no snapshot, or no region covers it), else
+ * higher is hotter. DAMON: the regions' nr_accesses weighted by their overlap with the window, times 100;
+ * soft-dirty: the window's written bytes in 4 KiB pages (scan: the plan's walk of the window). Pure. */
+int32_t heat_of(const struct heat_snapshot *snapshot, uint64_t start, uint64_t length,
+                const struct resident_bytes *scan);
+
+/* Whether a window of this heat can be collapsed now: not a window soft-dirty tracking saw no write in (its
+ * clear_refs write-protected every page of it, and the kernel collapses no range without a writable page:
+ * khugepaged's SCAN_PAGE_RO, MADV_COLLAPSE's EINVAL), until the program writes it again. Pure. */
+bool heat_collapsible(const struct heat_snapshot *snapshot, int32_t heat);
+
+/* The monitoring's own work, for the status and the metrics. */
+struct heat_work {
+  uint64_t targets;          /* processes DAMON monitors now */
+  uint64_t regions;          /* regions it reported at the last read */
+  uint64_t reads;            /* update_schemes_tried_regions requests (one per pass) */
+  uint64_t restarts;         /* the kdamond turned off and on for a new set of targets */
+  double monitored_seconds;  /* the kdamond's time on: aggregations = this / aggr interval */
+  uint64_t sample_us, aggr_us;
+  double kdamond_cpu;        /* CPU seconds of the kdamond thread (its schedstat), HEAT_NO_CPU unknown */
+  uint64_t clears;           /* soft-dirty: clear_refs writes */
+};
+
+#define HEAT_TARGETS_MAX 4096
+
+struct heat_target {
+  pid_t pid;
+  struct damon_region *regions; /* malloc'd, the last read's */
+  size_t count;
+  bool fresh;                   /* monitored for at least one read: its snapshot is worth using */
+  struct heat_snapshot snapshot;
+};
+
+struct heat_source {
+  enum heat_mode mode;
+  enum heat_signal signal;   /* what is in use */
+  char reason[512];          /* why this signal (the others missing, a busy kdamond) */
+  /* DAMON */
+  int kdamond;               /* index under kdamonds/, -1 none */
+  bool created;              /* we raised nr_kdamonds from 0: we put it back */
+  bool on;
+  pid_t kdamond_pid;
+  double on_since;           /* CLOCK_MONOTONIC when turned on */
+  struct heat_target *targets;
+  size_t target_count, target_cap;
+  struct heat_work work;
+};
+
+/* Choose the signal for `mode` and set DAMON up (no targets yet). auto: DAMON, else soft-dirty, else none.
+ * A mode asked for by name that the kernel lacks is an error: -EOPNOTSUPP with the reason (the kernel
+ * version and build option that has it), -EBUSY when DAMON's kdamonds are another user's, -EACCES without
+ * root. 0 otherwise (auto: source->reason says why a signal was not taken). */
+int heat_open(struct heat_source *source, enum heat_mode mode, char *reason, size_t cap);
+/* Monitor exactly these processes (DAMON: the context's targets; the kdamond is turned off, given the new
+ * targets and turned on again when they changed). 0 or -errno with the reason. */
+int heat_set_targets(struct heat_source *source, const pid_t *pids, size_t count, char *reason, size_t cap);
+/* Read the regions of every target (DAMON: once a pass). 0 or -errno with the reason. */
+int heat_refresh(struct heat_source *source, char *reason, size_t cap);
+/* The heat of `pid` to plan with, or NULL: no signal, or not monitored long enough yet. */
+const struct heat_snapshot *heat_snapshot_of(const struct heat_source *source, pid_t pid);
+/* After a plan of `pid` (soft-dirty: clear its bits, so the next plan sees what was written since). */
+void heat_after_plan(struct heat_source *source, pid_t pid);
+/* Stop and remove what heat_open set up (the kdamond off; nr_kdamonds back to 0 when we raised it). */
+void heat_close(struct heat_source *source);
+
+#endif

@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: MIT
+// The agent's access heat (heat.h): DAMON's tried regions as its sysfs shows them (procfs.c's pure parser, on
+// a capture from Debian 13's 6.12 in the kernel matrix's guest: tests/fixtures/damon/README.md), the split of
+// one context's regions into its targets, the heat of a window, and the plan's order with heat.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "test_support.hpp"
+
+extern "C" {
+#include "agent_policy.h"
+#include "heat.h"
+#include "procfs.h"
+}
+
+namespace {
+
+constexpr uint64_t MiB = 1024 * 1024;
+
+std::vector<damon_region> parse(const std::string &text, long *count, size_t cap = 4096) {
+  std::vector<damon_region> regions(cap);
+  *count = parse_damon_tried_regions(text.c_str(), regions.data(), cap);
+  return regions;
+}
+
+TEST(DamonRegions, CapturedTextOfTwoTargetsSplitsIntoTwoProcesses) {
+  long count;
+  auto regions = parse(test_support::fixture("damon/tried_regions_two_targets_6.12.txt"), &count);
+  ASSERT_GT(count, 2);
+  for (long i = 0; i < count; i++) EXPECT_LT(regions[i].start, regions[i].end) << i;
+  size_t firsts[8];
+  size_t targets = damon_split_targets(regions.data(), static_cast<size_t>(count), firsts, 8);
+  EXPECT_EQ(targets, 2u) << "the capture monitored two processes";
+  EXPECT_EQ(firsts[0], 0u);
+  for (size_t t = 0; t < targets; t++) {
+    size_t end = t + 1 < targets ? firsts[t + 1] : static_cast<size_t>(count);
+    for (size_t i = firsts[t] + 1; i < end; i++) EXPECT_GE(regions[i].start, regions[i - 1].end) << "in address order";
+  }
+}
+
+TEST(DamonRegions, GrepFormWithPathsAndUnknownFieldsAndAnyOrder) {
+  long count;
+  auto regions = parse("/sys/x/tried_regions/1/end:8192\n/sys/x/tried_regions/1/start:4096\n"
+                       "tried_regions/0/start:0\ntried_regions/0/end:4096\n0/nr_accesses:7\n0/age:3\n"
+                       "1/sz_filter_passed:4096\n1/nr_accesses:20\ntried_regions/total_bytes:8192\n",
+                       &count);
+  ASSERT_EQ(count, 2);
+  EXPECT_EQ(regions[0].end, 4096u);
+  EXPECT_EQ(regions[0].nr_accesses, 7u);
+  EXPECT_EQ(regions[0].age, 3u);
+  EXPECT_EQ(regions[1].start, 4096u);
+  EXPECT_EQ(regions[1].nr_accesses, 20u);
+  EXPECT_EQ(parse("", &count)[0].end, 0u);
+  EXPECT_EQ(count, 0) << "no regions tried yet";
+}
+
+TEST(DamonRegions, MalformedTextIsRefused) {
+  long count;
+  for (const char *text : {"0/start:1\n", "0/start:8\n0/end:4\n", "start:1\n", "0/start:x\n", "0/start\n",
+                           "99999999999999999999/start:1\n", "0/start:99999999999999999999999\n", "a0/start:1\n"}) {
+    parse(text, &count, 16);
+    EXPECT_EQ(count, -EINVAL) << text;
+  }
+}
+
+TEST(DamonRegions, ATargetBeginsWhereTheAddressesGoBack) {
+  std::vector<damon_region> r = {{100, 200, 0, 0}, {200, 300, 0, 0}, {50, 60, 0, 0}, {70, 80, 0, 0}, {10, 20, 0, 0}};
+  size_t firsts[2];
+  EXPECT_EQ(damon_split_targets(r.data(), r.size(), firsts, 2), 2u) << "at most cap";
+  size_t all[4];
+  ASSERT_EQ(damon_split_targets(r.data(), r.size(), all, 4), 3u);
+  EXPECT_EQ(all[1], 2u);
+  EXPECT_EQ(all[2], 4u);
+}
+
+TEST(Heat, DamonHeatIsTheOverlapWeightedFrequency) {
+  std::vector<damon_region> r = {{0, 1 * MiB, 10, 0}, {1 * MiB, 2 * MiB, 0, 0}, {4 * MiB, 8 * MiB, 5, 0}};
+  heat_snapshot s = {HEAT_DAMON, r.data(), r.size()};
+  EXPECT_EQ(heat_of(&s, 0, 2 * MiB, nullptr), 500) << "half at 10, half at 0: 5.00";
+  EXPECT_EQ(heat_of(&s, 4 * MiB, 2 * MiB, nullptr), 500);
+  EXPECT_EQ(heat_of(&s, 2 * MiB, 2 * MiB, nullptr), -1) << "no region covers it";
+  EXPECT_EQ(heat_of(nullptr, 0, 2 * MiB, nullptr), -1) << "no signal";
+  resident_bytes scan = {2 * MiB, 0, 0, 12 * 4096};
+  heat_snapshot dirty = {HEAT_SOFT_DIRTY, nullptr, 0};
+  EXPECT_EQ(heat_of(&dirty, 0, 2 * MiB, &scan), 12) << "soft-dirty: the written pages of the window";
+  // soft-dirty's clear write-protected an unwritten window: the kernel would refuse it (SCAN_PAGE_RO)
+  EXPECT_FALSE(heat_collapsible(&dirty, 0));
+  EXPECT_TRUE(heat_collapsible(&dirty, 12));
+  EXPECT_TRUE(heat_collapsible(&s, 0)) << "DAMON's cold windows can still be collapsed";
+  EXPECT_TRUE(heat_collapsible(nullptr, HEAT_UNKNOWN));
+}
+
+TEST(Heat, ThePlanTakesTheHotWindowsFirstThenTheDensest) {
+  // all dense: without heat the order is the address order; with heat the hot ones lead
+  std::vector<agent_window> w = {{0, 512, 0, 0}, {2 * MiB, 512, 0, 900}, {4 * MiB, 400, 0, -1}, {6 * MiB, 512, 0, 40}};
+  size_t kept = agent_plan_windows(w.data(), w.size(), 512, 0.5);
+  ASSERT_EQ(kept, 4u);
+  EXPECT_EQ(w[0].start, 2 * MiB);
+  EXPECT_EQ(w[1].start, 6 * MiB);
+  EXPECT_EQ(w[2].start, 0u);
+  EXPECT_EQ(w[3].start, 4 * MiB) << "unknown heat last";
+}
+
+TEST(Heat, SignalNames) {
+  EXPECT_STREQ(heat_signal_name(HEAT_DAMON), "damon");
+  EXPECT_STREQ(heat_signal_name(HEAT_SOFT_DIRTY), "soft-dirty");
+  EXPECT_STREQ(heat_signal_name(HEAT_NONE), "none");
+}
+
+}  // namespace
