@@ -46,7 +46,8 @@ enum plan_cut {
   PLAN_CUT_BUDGET,   /* beyond the pass's window or byte budget */
   PLAN_CUT_COUNT
 };
-/* "kept", "opt_out", "unknown", "kernel", "huge", "empty", "sparse", "held", "churn", "probe", "budget". */
+/* "kept", "opt_out", "unknown", "kernel", "huge", "empty", "sparse", "unwritten", "held", "churn", "probe",
+ * "budget". */
 const char *plan_cut_name(enum plan_cut cut);
 
 /* One 2 MiB-aligned window of an eligible mapping, with every signal gathered for it. */

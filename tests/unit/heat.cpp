@@ -13,6 +13,7 @@
 extern "C" {
 #include "agent_policy.h"
 #include "heat.h"
+#include "planner.h"
 #include "procfs.h"
 }
 
@@ -95,13 +96,17 @@ TEST(Heat, DamonHeatIsTheOverlapWeightedFrequency) {
 
 TEST(Heat, ThePlanTakesTheHotWindowsFirstThenTheDensest) {
   // all dense: without heat the order is the address order; with heat the hot ones lead
-  std::vector<agent_window> w = {{0, 512, 0, 0}, {2 * MiB, 512, 0, 900}, {4 * MiB, 400, 0, -1}, {6 * MiB, 512, 0, 40}};
-  size_t kept = agent_plan_windows(w.data(), w.size(), 512, 0.5);
-  ASSERT_EQ(kept, 4u);
+  std::vector<agent_window> w = {{0, 512, 0, 0}, {2 * MiB, 512, 0, 900}, {4 * MiB, 400, 0, -1}, {6 * MiB, 512, 0, 40},
+                                 {8 * MiB, 512, 0, 0, 0, PLAN_FACT_UNWRITTEN}};
+  plan_input in = {PLAN_ORDER_AGENT, 512, 2 * MiB, 0.5, {}, {SIZE_MAX, UINT64_MAX, 4}};
+  plan_result r;
+  planner_plan(w.data(), w.size(), &in, &r);
+  ASSERT_EQ(r.kept, 4u);
   EXPECT_EQ(w[0].start, 2 * MiB);
   EXPECT_EQ(w[1].start, 6 * MiB);
   EXPECT_EQ(w[2].start, 0u);
   EXPECT_EQ(w[3].start, 4 * MiB) << "unknown heat last";
+  EXPECT_EQ(r.cut_bytes[PLAN_CUT_UNWRITTEN], 2 * MiB) << "soft-dirty's write-protected window: not collapsible";
 }
 
 TEST(Heat, SignalNames) {
