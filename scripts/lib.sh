@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
-# lib.sh - shared by scripts/demo, scripts/test, scripts/kernels, scripts/kernel-guest and .ci/run: dependencies,
-# build, hugetlb pool, THP settings, the kernel matrix's subset.
+# lib.sh - shared by scripts/demo, scripts/test, scripts/kernels, scripts/kernel-guest, scripts/suite-source and
+# .ci/run: dependencies, build, hugetlb pool, THP settings, the kernel matrix's subset, Debian's packages and
+# sources through an apt state of our own.
 # Sourced, not run.
 
 HUGIFY_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -10,14 +11,19 @@ HUGIFY_PACKAGES="build-essential cmake ninja-build pkg-config libgtest-dev libab
 # The servers the server tests and recipes use (tests/integration/servers.cpp, docs/servers.md), with their
 # load tools: redis-benchmark (redis-tools), pgbench (postgresql-15), memcaslap (libmemcached-tools).
 HUGIFY_SERVER_PACKAGES="redis-server redis-tools postgresql memcached libmemcached-tools python3-yaml"
+# The servers' own test suites (tests/integration/server_suites.cpp, docs/reliability.md): Redis's runtest
+# needs tcl; PostgreSQL's regression suite its regress.c built against the server's headers
+# (postgresql-server-dev-15); CPython's is Debian's libpython3.11-testsuite. Their sources come from
+# scripts/suite-source (dpkg-source).
+HUGIFY_SUITE_PACKAGES="tcl postgresql-server-dev-15 libpython3.11-testsuite dpkg-dev"
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
 # install_dependencies [PACKAGES]: install the Debian packages hugify needs (default: all of
-# HUGIFY_PACKAGES and HUGIFY_SERVER_PACKAGES), when something is missing and we may.
+# HUGIFY_PACKAGES, HUGIFY_SERVER_PACKAGES and HUGIFY_SUITE_PACKAGES), when something is missing and we may.
 install_dependencies() {
   local missing=() package
-  for package in ${1:-$HUGIFY_PACKAGES $HUGIFY_SERVER_PACKAGES}; do
+  for package in ${1:-$HUGIFY_PACKAGES $HUGIFY_SERVER_PACKAGES $HUGIFY_SUITE_PACKAGES}; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
@@ -150,4 +156,66 @@ matrix_tests() {
     { filter[$1] = filter[$1] ":" $2 }
     END { for (i = 1; i <= count; i++) print order[i], filter[order[i]] }
   ' "$KERNEL_MATRIX"
+}
+
+# apt_options DIR: apt-get/apt-cache options for an apt state of our own under DIR (its sources list,
+# lists, status and package cache); the machine's apt configuration and state are never read or written.
+apt_options() {
+  local dir=$1
+  echo "-o Dir::Etc::sourcelist=$dir/sources.list -o Dir::Etc::sourceparts=$dir/empty
+    -o Dir::Etc::preferencesparts=$dir/empty -o Dir::State::Lists=$dir/lists -o Dir::State::status=$dir/status
+    -o Dir::Cache=$dir/cache -o Dir::Cache::archives=$dir/cache/archives -o APT::Sandbox::User=root
+    -o Acquire::Languages=none -o Acquire::IndexTargets::deb::DEP-11::DefaultEnabled=false
+    -o Acquire::IndexTargets::deb::DEP-11-icons::DefaultEnabled=false"
+}
+# apt_setup DIR TYPE SUITE: that state's sources list (TYPE deb: packages, deb-src: sources) for Debian
+# SUITE and its security updates, and its lists, updated.
+apt_setup() {
+  local dir=$1 type=$2 suite=$3
+  local keyring=/usr/share/keyrings/debian-archive-keyring.gpg
+  mkdir -p "$dir/lists/partial" "$dir/cache/archives/partial" "$dir/empty"
+  : > "$dir/status"
+  cat > "$dir/sources.list" <<EOF
+$type [signed-by=$keyring] http://deb.debian.org/debian $suite main
+$type [signed-by=$keyring] http://deb.debian.org/debian-security $suite-security main
+EOF
+  # shellcheck disable=SC2046
+  apt-get $(apt_options "$dir") -qq update
+}
+
+# fetch_source SOURCE PACKAGE: Debian's source package SOURCE at the version of the installed binary
+# PACKAGE (so a suite tests the very build that runs), unpacked once under SOURCES_CACHE; prints its
+# directory. Concurrent callers wait on the cache's lock; a tree lands in place only when complete.
+SOURCES_CACHE=${HUGIFY_SOURCES_CACHE:-/var/cache/hugify/src}
+fetch_source() {
+  local source=$1 package=$2 version suite dir work lock status=0
+  version=$(dpkg-query -W -f='${Version}' "$package" 2>/dev/null) || { say "$package is not installed"; return 3; }
+  dir=$SOURCES_CACHE/$source-${version//:/_}
+  if [ ! -f "$dir/.complete" ]; then
+    mkdir -p "$SOURCES_CACHE" || return 3
+    exec {lock}> "$SOURCES_CACHE/.fetch.lock"
+    flock "$lock"
+    [ -f "$dir/.complete" ] || fetch_source_locked "$source" "$version" "$dir" || status=$?
+    exec {lock}>&-
+    [ "$status" = 0 ] || return "$status"
+  fi
+  echo "$dir"
+}
+fetch_source_locked() {
+  local source=$1 version=$2 dir=$3 suite work
+  suite=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+  [ -n "$suite" ] || { say "no Debian release named in /etc/os-release"; return 3; }
+  command -v dpkg-source >/dev/null || { say "dpkg-source is missing (apt-get install dpkg-dev)"; return 3; }
+  apt_setup "$SOURCES_CACHE/apt" deb-src "$suite" >&2 || { say "apt-get update failed for $suite's sources"; return 3; }
+  rm -rf "$SOURCES_CACHE"/.fetch.*/ # a fetch that was cut off (we hold the lock)
+  work=$(mktemp -d "$SOURCES_CACHE/.fetch.XXXXXX")
+  # shellcheck disable=SC2046
+  if ! (cd "$work" && apt-get $(apt_options "$SOURCES_CACHE/apt") -qq source "$source=$version" >&2); then
+    say "apt-get source $source=$version failed (is Debian $suite's deb-src reachable?)"
+    rm -rf "$work"; return 3
+  fi
+  rm -rf "$dir"
+  mv "$(find "$work" -mindepth 1 -maxdepth 1 -type d | head -1)" "$dir"
+  rm -rf "$work"
+  echo "$source $version" > "$dir/.complete"
 }
