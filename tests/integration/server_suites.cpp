@@ -261,7 +261,7 @@ struct regress_cluster {
     fs::create_directories(dir);
     test_support::run({"chown", "postgres:", dir});
     auto init = test_support::run(with(as_postgres, {pg_bin + "/initdb", "-D", dir + "/data", "-A", "trust", "-U",
-                                                     "postgres", "--no-locale", "-E", "UTF8"}));
+                                                     "postgres", "--no-locale", "-E", "UTF8", "--no-sync"}));
     if (init.status != 0) {
       error = "initdb: " + init.out + init.err;
       return;
