@@ -40,7 +40,7 @@ def pg_regress(text):
 
 def junit(text):
     for case in ET.fromstring(text).iter("testcase"):
-        name = f"{case.get('classname', '')}.{case.get('name', '')}"
+        name = ".".join(part for part in (case.get("classname"), case.get("name")) if part)
         tags = {child.tag for child in case}
         yield ("failed" if tags & {"failure", "error"} else "skipped" if "skipped" in tags else "passed"), name
 
