@@ -149,7 +149,10 @@ void side_by_side(const std::function<void()> &plain, const std::function<void()
   first.join();
 }
 
-void expect_same(const std::string &plain, const std::string &hugify, const std::string &logs) {
+// The same outcome, test by test (and the same exit status of the suite's runner).
+void expect_same(const std::string &plain, const std::string &hugify, const command_result &plain_run,
+                 const command_result &hugify_run, const std::string &logs) {
+  EXPECT_EQ(plain_run.status, hugify_run.status) << logs;
   EXPECT_GT(count(plain, "passed"), 0u) << "the plain run passed nothing: " << plain << logs;
   EXPECT_EQ(difference(plain, hugify), "") << "the outcomes differ (plain vs hugify); " << logs;
   std::printf("plain:  passed %zu failed %zu skipped %zu\nhugify: passed %zu failed %zu skipped %zu\n",
@@ -224,7 +227,8 @@ TEST(ServerSuites, RedisRuntestSameWithHugify) {
   if (!loop.unable().empty() && loop.collapsed() == 0) GTEST_SKIP() << loop.unable();
   std::string logs = "logs:\n" + test_support::read_file(plain + "/runtest.log").substr(0, 4000) +
                      "\n----\n" + test_support::read_file(hugify + "/runtest.log").substr(0, 4000);
-  expect_same(results("redis", plain + "/runtest.log"), results("redis", hugify + "/runtest.log"), logs);
+  expect_same(results("redis", plain + "/runtest.log"), results("redis", hugify + "/runtest.log"), plain_run, hugify_run,
+              logs);
   EXPECT_GT(loop.collapsed(), 0) << "no server was collapsed: the run would show nothing";
   std::printf("hugify collapse ran %d times on the servers, %llu bytes made huge\n", loop.collapsed(),
               (unsigned long long)loop.gained());
@@ -348,7 +352,8 @@ TEST(ServerSuites, PostgresRegressSameWithHugify) {
   if (!loop.unable().empty() && loop.collapsed() == 0) GTEST_SKIP() << loop.unable();
   std::string logs = "logs:\n" + test_support::read_file(plain.dir + "/regress.log") + "\n----\n" +
                      test_support::read_file(hugify.dir + "/regress.log") + test_support::read_file(hugify.dir + "/regression.diffs");
-  expect_same(results("pg_regress", plain.dir + "/regress.log"), results("pg_regress", hugify.dir + "/regress.log"), logs);
+  expect_same(results("pg_regress", plain.dir + "/regress.log"), results("pg_regress", hugify.dir + "/regress.log"),
+              plain_run, hugify_run, logs);
   EXPECT_GT(loop.collapsed(), 0) << "no server process was collapsed: the run would show nothing";
   std::printf("hugify collapse ran %d times on the server's processes, %llu bytes made huge\n", loop.collapsed(),
               (unsigned long long)loop.gained());
@@ -375,8 +380,8 @@ TEST(ServerSuites, CpythonRegressionSameUnderRun) {
   side_by_side([&] { plain_run = regrtest({}, dir.path + "/plain.xml"); },
                [&] { hugify_run = regrtest({HUGIFY_CLI_PATH, "run", "--"}, dir.path + "/hugify.xml"); });
   std::string logs = "plain:\n" + plain_run.out.substr(0, 6000) + "\n----\nhugify:\n" + hugify_run.out.substr(0, 6000);
-  expect_same(results("junit", dir.path + "/plain.xml"), results("junit", dir.path + "/hugify.xml"), logs);
-  EXPECT_EQ(plain_run.status, hugify_run.status) << logs;
+  expect_same(results("junit", dir.path + "/plain.xml"), results("junit", dir.path + "/hugify.xml"), plain_run,
+              hugify_run, logs);
 }
 
 }  // namespace
