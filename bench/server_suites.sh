@@ -42,7 +42,10 @@ cleanup() {
   [ -n "$agent_pid" ] && kill "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null || true
   [ -n "${pg_plain_port:-}" ] && pg_stop plain
   [ -n "${pg_hugify_port:-}" ] && pg_stop hugify
-  rmdir "$cgroup_root$cgroup" 2>/dev/null || true
+  for _ in $(seq 50); do  # the servers' last processes leave the cgroup as they end
+    [ -d "$cgroup_root$cgroup" ] || break
+    rmdir "$cgroup_root$cgroup" 2>/dev/null || sleep 0.2
+  done
   rm -rf "$work"
 }
 trap cleanup EXIT
