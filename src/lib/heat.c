@@ -223,6 +223,13 @@ int heat_open(struct heat_source *h, enum heat_mode mode, char *reason, size_t c
     }
     snprintf(h->reason, sizeof h->reason, "no DAMON (%s)", why);
   }
+  if (mode == HEAT_MODE_AUTO) {
+    /* Not soft-dirty: its clear write-protects every page, and the kernel refuses to collapse a window with
+     * no writable page, so memory that is read and not written (a lookup table: the best case for huge
+     * pages) would never be collapsed again. Only when asked for (--heat soft-dirty). */
+    reason_add(h->reason, sizeof h->reason, "densest first (soft-dirty is used only with --heat soft-dirty)");
+    return 0;
+  }
   char detail[256] = "";
   if (probe_feature(PROBE_SOFT_DIRTY, detail, sizeof detail) == HUGIFY_FEATURE_YES) {
     h->signal = HEAT_SOFT_DIRTY;

@@ -86,7 +86,7 @@ struct heat_source {
   struct heat_work work;
 };
 
-/* Choose the signal for `mode` and set DAMON up (no targets yet). auto: DAMON, else soft-dirty, else none.
+/* Choose the signal for `mode` and set DAMON up (no targets yet). auto: DAMON, else none (soft-dirty only when asked for).
  * A mode asked for by name that the kernel lacks is an error: -EOPNOTSUPP with the reason (the kernel
  * version and build option that has it), -EBUSY when DAMON's kdamonds are another user's, -EACCES without
  * root. 0 otherwise (auto: source->reason says why a signal was not taken). */
