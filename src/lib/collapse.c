@@ -693,12 +693,11 @@ static int plan(struct collapse_context *c, const struct smaps_vma *vmas, long c
   /* Nothing could be planned for want of a privilege over the pagemap: that is the outcome (exit 3), not a
    * collapse of nothing */
   if (rc == 0 && (s.walk_error == -EACCES || s.walk_error == -EPERM)) {
-    bool any_known = false, any_unknown = false;
-    for (size_t k = 0; k < s.window_count && !any_known; k++) {
-      any_unknown |= (s.windows[k].facts & PLAN_FACT_UNKNOWN) != 0;
-      any_known = !(s.windows[k].facts & (PLAN_FACT_UNKNOWN | PLAN_FACT_OPT_OUT));
-    }
-    if (any_unknown && !any_known) rc = -EPERM;
+    /* the walk read nothing: every window with memory is of unknown presence (those without are empty) */
+    bool any_unknown = false;
+    for (size_t k = 0; k < s.window_count && !any_unknown; k++)
+      any_unknown = (s.windows[k].facts & PLAN_FACT_UNKNOWN) != 0;
+    if (any_unknown) rc = -EPERM;
   }
   if (c->policy) c->policy->scanned = s.all_scanned && rc == 0;
   /* judged on what the walk saw of earlier collapses, before the plan: it cuts by the process's state */

@@ -308,9 +308,13 @@ TEST(Faults, PidReusedAfterTargetKilledMidCollapseStartsAfresh) {
     entry = entry_of(state_of(files.state), pid);
     return entry["start_time_ticks"].u64() == start;
   })) << agent.log();
-  EXPECT_EQ(entry["collapsed_bytes"].u64(), 0u) << "the old process's totals are not the new one's";
+  // The new process may have had a window of its own to collapse (a sanitized build's allocator has one):
+  // what the entry counts is at most what is huge in it now, never the old one's 32 MiB and more.
+  EXPECT_LE(entry["collapsed_bytes"].u64(), anon_huge_bytes(pid)) << "the old process's totals are not the new one's";
+  EXPECT_LT(entry["collapsed_bytes"].u64(), 32 * MiB) << "the old process's totals are not the new one's";
   EXPECT_EQ(entry["failed_windows"].size(), 0u);
-  EXPECT_TRUE(entry["last_action"].is_null()) << entry["last_action"].text();
+  EXPECT_TRUE(entry["last_action"].is_null() || entry["last_action"].text().find("backed off") == std::string::npos)
+      << entry["last_action"].text();
   EXPECT_FALSE(entry["lasting"]["backed_off"].flag());
   EXPECT_GE(state_of(files.state)["collapsed_bytes"].u64(), 32 * MiB) << "the host's counter keeps the old one's";
   expect_resumes(agent, files, selectors, dir.path + "/agent2.log");

@@ -56,11 +56,17 @@ TEST(TopCli, NoTerminalForTheLiveViewSaysSo) {
   EXPECT_EQ(test_support::hugify({"top", "--count", "2"}).status, 2) << "--count needs --batch or --json";
 }
 
-// The pane's text after `keys` were sent (a moment for top to redraw).
-std::string after_keys(const std::string &session, const std::string &keys) {
+// The pane's text after `keys` were sent: captured again until it shows `expected` (a capture can fall
+// between top's clearing the screen and its drawing the rows), for up to 15 s; the last capture otherwise.
+std::string after_keys(const std::string &session, const std::string &keys, const std::string &expected = "") {
   if (!keys.empty()) test_support::run({"tmux", "send-keys", "-t", session, keys});
-  usleep(1500 * 1000);
-  return test_support::run({"tmux", "capture-pane", "-p", "-t", session}).out;
+  std::string pane;
+  for (int i = 0; i < 60; i++) {
+    usleep(250 * 1000);
+    pane = test_support::run({"tmux", "capture-pane", "-p", "-t", session}).out;
+    if (i >= 3 && (expected.empty() || pane.find(expected) != std::string::npos)) break;
+  }
+  return pane;
 }
 
 TEST(TopCli, LiveViewInATerminal) {
@@ -70,19 +76,19 @@ TEST(TopCli, LiveViewInATerminal) {
   auto started = test_support::run({"tmux", "new-session", "-d", "-s", session, "-x", "200", "-y", "40",
                                     std::string(HUGIFY_CLI_PATH) + " top --interval 0.5"});
   ASSERT_EQ(started.status, 0) << started.err;
-  std::string pane = after_keys(session, "");
+  std::string pane = after_keys(session, "", "not huge");
   EXPECT_NE(pane.find("hugify top - "), std::string::npos) << pane;
   EXPECT_NE(pane.find("not huge"), std::string::npos) << pane;
   EXPECT_NE(pane.find("sort (not-huge)"), std::string::npos) << pane;
-  pane = after_keys(session, "s");
+  pane = after_keys(session, "s", "sort (share)");
   EXPECT_NE(pane.find("sort (share)"), std::string::npos) << pane;
   pane = after_keys(session, "c");
   EXPECT_NE(pane.find("procs"), std::string::npos) << "the cgroup view\n" << pane;
   pane = after_keys(session, "c");
   EXPECT_EQ(pane.find("procs"), std::string::npos) << "the process view again\n" << pane;
-  pane = after_keys(session, "C");
+  pane = after_keys(session, "C", "at the gentle pace? [y/N]");
   EXPECT_NE(pane.find("at the gentle pace? [y/N]"), std::string::npos) << pane;
-  pane = after_keys(session, "n");
+  pane = after_keys(session, "n", "not collapsed");
   EXPECT_NE(pane.find("not collapsed"), std::string::npos) << pane;
   after_keys(session, "q");
   EXPECT_NE(test_support::run({"tmux", "has-session", "-t", session}).status, 0) << "q ends it";
