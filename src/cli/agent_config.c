@@ -131,7 +131,8 @@ static const struct option_spec agent_options[] = {
     OPT_ENUM("heat", struct agent_config, heat, "auto|damon|soft-dirty|none", heat_names,
              "which memory goes first: the hottest, by DAMON's access frequency (Linux 5.18+,\n"
              "CONFIG_DAMON_VADDR) or the soft-dirty bits of what was written (CONFIG_MEM_SOFT_DIRTY);\n"
-             "none: the densest first (default auto: the first the kernel has, else none)"),
+             "none: the densest first (default auto: DAMON where the kernel has it, else none;\n"
+             "soft-dirty only when asked: it leaves memory that is only read on 4 KiB pages)"),
     OPT_FLAG("dry-run", 0, struct agent_config, dry_run, "decide and report, collapse nothing"),
     OPT_FLAG("once", 0, struct agent_config, once,
              "one pass, then exit (cron, CI, tests); the CPU budget does not limit it"),
