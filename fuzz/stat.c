@@ -13,6 +13,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (parse_stat_flags(text, &flags)) fuzz_keep(flags & PROCFS_PF_KTHREAD);
   uint64_t start;
   if (parse_stat_start_time(text, &start)) fuzz_keep(start);
+  uint64_t rss;
+  if (parse_stat_rss(text, &rss)) fuzz_keep(rss);
   uint64_t run, wait;
   if (parse_schedstat(text, &run, &wait)) fuzz_keep(run ^ wait);
   free(text);

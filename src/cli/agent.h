@@ -193,9 +193,6 @@ int agent_load_config(struct agent_config *c, const struct command_line *cl, boo
 /* ---- agent_pass.c ---- */
 /* A /proc file's text (malloc'd), or NULL when it cannot be read (the process is gone). */
 char *agent_read_text(const char *path);
-/* The start time of pid (clock ticks after boot, /proc/PID/stat): with the pid, which process this is (a new
- * process that got the pid number has a later one). False when it is gone. */
-bool agent_read_start_time(pid_t pid, uint64_t *start_time);
 /* One pass over every process. collapse = false: observe only (--status). */
 void agent_run_pass(struct agent *a, bool collapse);
 

@@ -66,7 +66,8 @@ static struct process_state *state_of(struct agent *a, pid_t pid, uint64_t start
   return p;
 }
 
-bool agent_read_start_time(pid_t pid, uint64_t *start_time) {
+/* The start time of pid (clock ticks after boot): with the pid, which process this is. False when gone. */
+static bool read_start_time(pid_t pid, uint64_t *start_time) {
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
   char *text = agent_read_text(path);
@@ -328,7 +329,7 @@ static int visit_process(pid_t pid, void *context) {
   }
   if (selection != AGENT_SELECTED) return 0;
   uint64_t start_time;
-  if (!agent_read_start_time(pid, &start_time)) return 0; /* gone meanwhile */
+  if (!read_start_time(pid, &start_time)) return 0; /* gone meanwhile */
   struct process_state *p = state_of(a, process.pid, start_time, process.comm);
   if (!p) return 1;
   p->seen = p->selected = true;

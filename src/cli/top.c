@@ -5,9 +5,10 @@
  * (keys: sort, processes/cgroups, collapse the selected process after a confirmation); --batch or --json
  * without one, as top -b.
  *
- * Cost: a refresh reads /proc/PID/statm of every process (one small read); /proc/PID/smaps_rollup (a walk of
- * the process's page tables, the costly read) only for a process that is new, whose resident size changed,
- * or whose last walk is TOP_REWALK refreshes old (spread over the refreshes by pid). */
+ * Cost: a refresh reads /proc/PID/stat of every process (one small read: its size and start time);
+ * /proc/PID/smaps_rollup (a walk of the process's page tables, the costly read) only for a process that is
+ * new, whose resident size changed, or whose last walk is TOP_REWALK refreshes old (spread over the
+ * refreshes by pid). */
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -84,7 +85,7 @@ struct top_row {
   uint64_t start_time;     /* with the pid, the process (a reused pid is a new row) */
   char name[64];           /* comm, or "" */
   char cgroup[256];
-  uint64_t rss_pages;      /* statm: when it changes, the next refresh walks again */
+  uint64_t rss_pages;      /* stat's rss: when it changes, the next refresh walks again */
   struct smaps_rollup m;
   unsigned walked_at;      /* the refresh of the last walk */
   unsigned processes;      /* cgroup view */
@@ -126,16 +127,15 @@ static struct top_row *row_of(struct top_row **rows, size_t *count, size_t *cap,
   return r;
 }
 
-/* One process: statm always, smaps_rollup when it changed. 0, or -ENOMEM to stop. */
+/* One process: stat always, smaps_rollup when it changed. 0, or -ENOMEM to stop. */
 static int see_process(pid_t pid, void *context) {
   struct top *t = context;
-  char path[64], statm[128];
-  snprintf(path, sizeof path, "/proc/%d/statm", (int)pid);
-  unsigned long long size = 0, resident = 0;
-  if (os_read_small(path, statm, sizeof statm) < 0 || sscanf(statm, "%llu %llu", &size, &resident) != 2 || !resident)
+  char path[64], stat[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  uint64_t resident = 0, start_time = 0; /* one read: the size, and with the pid, which process it is */
+  if (os_read_small(path, stat, sizeof stat) < 0 || !parse_stat_rss(stat, &resident) ||
+      !parse_stat_start_time(stat, &start_time) || !resident)
     return 0; /* gone, or a kernel thread */
-  uint64_t start_time = 0;
-  if (!agent_read_start_time(pid, &start_time)) return 0; /* gone */
   bool known = false;
   for (size_t i = 0; i < t->count && !known; i++) known = t->procs[i].pid == pid;
   struct top_row *r = row_of(&t->procs, &t->count, &t->cap, pid, "");

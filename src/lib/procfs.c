@@ -602,6 +602,10 @@ bool parse_stat_start_time(const char *text, uint64_t *ticks) {
   return stat_field(text, 19, ticks); /* starttime, the 22nd field: 19 after the state */
 }
 
+bool parse_stat_rss(const char *text, uint64_t *pages) {
+  return stat_field(text, 21, pages); /* rss, the 24th field: 21 after the state */
+}
+
 bool parse_schedstat(const char *text, uint64_t *run_ns, uint64_t *wait_ns) {
   if (!text) return false;
   char *end;

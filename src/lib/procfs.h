@@ -189,6 +189,9 @@ bool parse_stat_flags(const char *text, unsigned long *flags);
  * a new process that got the same pid number has a later start time (the agent's per-process state). False
  * on malformed or truncated text (a number must be followed by the next field). */
 bool parse_stat_start_time(const char *text, uint64_t *ticks);
+/* /proc/PID/stat: the resident set (the 24th field, in pages; 0 for a kernel thread), so that one read gives
+ * a process's size and identity (`hugify top`). False on malformed or truncated text. */
+bool parse_stat_rss(const char *text, uint64_t *pages);
 #define PROCFS_PF_KTHREAD 0x00200000ul /* include/linux/sched.h: a kernel thread (no user memory) */
 
 /* /proc/PID/task/TID/schedstat: "run_ns wait_ns timeslices" (time on a CPU, time waiting for one). False on

@@ -117,6 +117,9 @@ TEST(ProcFilesCutShort, EveryPrefixParsesRightOrFails) {
   EXPECT_EQ(start, 1140052u);
   ASSERT_TRUE(parse_stat_flags(stat.c_str(), &flags));
   EXPECT_EQ(flags, 4194304u);
+  uint64_t rss_pages = 0;
+  ASSERT_TRUE(parse_stat_rss(stat.c_str(), &rss_pages));
+  EXPECT_EQ(rss_pages, 416u);
   size_t parsed = 0;
   for (size_t length = 0; length < stat.size(); length++) {
     std::string cut = stat.substr(0, length);
@@ -128,6 +131,9 @@ TEST(ProcFilesCutShort, EveryPrefixParsesRightOrFails) {
     }
     if (parse_stat_flags(cut.c_str(), &got_flags)) {
       EXPECT_EQ(got_flags, flags) << cut;
+    }
+    if (parse_stat_rss(cut.c_str(), &got)) {
+      EXPECT_EQ(got, rss_pages) << cut;
     }
   }
   EXPECT_GT(parsed, 0u) << "prefixes that hold the start time and the next field parse";
