@@ -581,6 +581,7 @@ static int plan_mapping_windows(struct collapse_context *c, struct plan_state *s
       w.huge_pages = huge ? s->pmd_pages : 0;
       if (!huge) {
         s->zero += s->scan[k].zero;
+        /* DAMON's is judged again once every window is known (heat_of_windows, in plan) */
         w.heat = heat_of(c->policy ? c->policy->heat : NULL, w.start, c->pmd, &s->scan[k]);
         if (!heat_collapsible(c->policy ? c->policy->heat : NULL, w.heat)) w.facts |= PLAN_FACT_UNWRITTEN;
       }
@@ -699,6 +700,8 @@ static int plan(struct collapse_context *c, const struct smaps_vma *vmas, long c
       any_unknown = (s.windows[k].facts & PLAN_FACT_UNKNOWN) != 0;
     if (any_unknown) rc = -EPERM;
   }
+  /* DAMON's heat without the regions that hold a huge window (they read its PMD's accessed bit) */
+  if (rc == 0 && c->policy) rc = heat_of_windows(c->policy->heat, s.windows, s.window_count, c->pmd);
   if (c->policy) c->policy->scanned = s.all_scanned && rc == 0;
   /* judged on what the walk saw of earlier collapses, before the plan: it cuts by the process's state */
   if (rc == 0 && c->policy && c->policy->ledger)

@@ -59,6 +59,30 @@ int32_t heat_of(const struct heat_snapshot *snapshot, uint64_t start, uint64_t l
   return heat > INT32_MAX ? INT32_MAX : (int32_t)heat;
 }
 
+int heat_of_windows(const struct heat_snapshot *snapshot, struct agent_window *windows, size_t count,
+                    uint64_t window_bytes) {
+  if (!snapshot || snapshot->signal != HEAT_DAMON || count == 0) return 0;
+  struct damon_region *clean = malloc((snapshot->count ? snapshot->count : 1) * sizeof *clean);
+  if (!clean) return -ENOMEM;
+  /* both in address order, the regions not overlapping: one sweep */
+  size_t kept = 0, first = 0;
+  for (size_t i = 0; i < snapshot->count; i++) {
+    const struct damon_region *r = &snapshot->regions[i];
+    while (first < count && windows[first].start + window_bytes <= r->start) first++;
+    bool huge = false;
+    for (size_t k = first; k < count && windows[k].start < r->end && !huge; k++) huge = windows[k].huge_pages > 0;
+    if (!huge) clean[kept++] = *r;
+  }
+  struct heat_snapshot judged = {.signal = HEAT_DAMON, .regions = clean, .count = kept};
+  for (size_t k = 0; k < count; k++) {
+    struct agent_window *w = &windows[k];
+    if (w->huge_pages > 0 || (w->facts & (PLAN_FACT_UNKNOWN | PLAN_FACT_OPT_OUT))) continue;
+    w->heat = heat_of(&judged, w->start, window_bytes, NULL);
+  }
+  free(clean);
+  return 0;
+}
+
 bool heat_collapsible(const struct heat_snapshot *snapshot, int32_t heat) {
   return !snapshot || snapshot->signal != HEAT_SOFT_DIRTY || heat != 0;
 }

@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "planner.h"
 #include "procfs.h"
 
 enum heat_signal { HEAT_NONE, HEAT_DAMON, HEAT_SOFT_DIRTY };
@@ -43,6 +44,15 @@ struct heat_snapshot {
  * soft-dirty: the window's written bytes in 4 KiB pages (scan: the plan's walk of the window). Pure. */
 int32_t heat_of(const struct heat_snapshot *snapshot, uint64_t start, uint64_t length,
                 const struct resident_bytes *scan);
+
+/* DAMON: the heat of every window not huge, judged only by the regions that hold no huge window. DAMON
+ * samples one address of a region at a time, and for a PMD-mapped page it reads the PMD's accessed bit,
+ * which any access to the 2 MiB sets: a cold huge window reads as hot as the hottest 4 KiB page, and a
+ * region that holds one passes that heat to the 4 KiB windows beside it (measured: docs/agent.md, "Time to
+ * benefit"). A window only such regions cover is of unknown heat. windows: in address order, their huge
+ * pages read (the plan's walk). Other signals: nothing to do. 0, or -ENOMEM. Pure. */
+int heat_of_windows(const struct heat_snapshot *snapshot, struct agent_window *windows, size_t count,
+                    uint64_t window_bytes);
 
 /* Whether a window of this heat can be collapsed now: not a window soft-dirty tracking saw no write in (its
  * clear_refs write-protected every page of it, and the kernel collapses no range without a writable page:
