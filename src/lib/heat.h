@@ -28,12 +28,26 @@ enum heat_mode { HEAT_MODE_AUTO, HEAT_MODE_DAMON, HEAT_MODE_SOFT_DIRTY, HEAT_MOD
 /* "none", "damon", "soft-dirty". */
 const char *heat_signal_name(enum heat_signal signal);
 
-/* What one process's heat is at one plan. DAMON: its regions (sorted, not overlapping); soft-dirty: no
- * regions, the plan's walk counts the written pages of each window. */
+/* DAMON: each window's last measurement by regions that hold no huge window (heat_of_windows keeps it from
+ * one plan to the next). Sorted by start. */
+struct heat_window {
+  uint64_t start;
+  int32_t heat;
+};
+struct heat_history {
+  struct heat_window *windows; /* malloc'd (heat_history_free) */
+  size_t count;
+};
+void heat_history_free(struct heat_history *history);
+
+/* What one process's heat is at one plan. DAMON: its regions (sorted, not overlapping) and the process's
+ * history (NULL: none kept); soft-dirty: no regions, the plan's walk counts the written pages of each
+ * window. */
 struct heat_snapshot {
   enum heat_signal signal;
   const struct damon_region *regions;
   size_t count;
+  struct heat_history *history;
 };
 
 #define HEAT_UNKNOWN (-1) /* a window's heat nobody measured (agent_window.heat) */
@@ -45,12 +59,17 @@ struct heat_snapshot {
 int32_t heat_of(const struct heat_snapshot *snapshot, uint64_t start, uint64_t length,
                 const struct resident_bytes *scan);
 
-/* DAMON: the heat of every window not huge, judged only by the regions that hold no huge window. DAMON
- * samples one address of a region at a time, and for a PMD-mapped page it reads the PMD's accessed bit,
- * which any access to the 2 MiB sets: a cold huge window reads as hot as the hottest 4 KiB page, and a
- * region that holds one passes that heat to the 4 KiB windows beside it (measured: docs/agent.md, "Time to
- * benefit"). A window only such regions cover is of unknown heat. windows: in address order, their huge
- * pages read (the plan's walk). Other signals: nothing to do. 0, or -ENOMEM. Pure. */
+/* DAMON: the heat of every window not huge, from two measurements: this plan's and the last one's (the
+ * history's), the lower of the two, so that one sample that happened to find a cold region accessed does not
+ * make it hot (DAMON's nr_accesses counts the samples of one aggregation that found a region accessed: a
+ * few). A window is measured only by the regions that hold no huge window: DAMON samples one address of a
+ * region at a time, and for a PMD-mapped page it reads the PMD's accessed bit, which any access to the
+ * 2 MiB sets, so a cold huge window reads as hot as the hottest 4 KiB page, and a region that holds one
+ * passes that heat to the 4 KiB windows beside it (measured: docs/agent.md, "Time to benefit"). A window
+ * only such regions cover keeps its last measurement (from before its neighbours were collapsed), else its
+ * heat is unknown. windows: in address order, their huge pages read (the plan's walk). The history (when
+ * the snapshot has one) is replaced by this plan's measurements. Other signals: nothing to do. 0, or
+ * -ENOMEM (the heat is then this plan's alone and the history unchanged). No I/O. */
 int heat_of_windows(const struct heat_snapshot *snapshot, struct agent_window *windows, size_t count,
                     uint64_t window_bytes);
 
@@ -77,6 +96,7 @@ struct heat_target {
   pid_t pid;
   struct damon_region *regions; /* malloc'd, the last read's */
   size_t count;
+  struct heat_history history;  /* its windows' last measurements (heat_of_windows) */
   bool fresh;                   /* monitored for at least one read: its snapshot is worth using */
   struct heat_snapshot snapshot;
 };

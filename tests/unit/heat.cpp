@@ -136,6 +136,39 @@ TEST(Heat, RegionsHoldingAHugeWindowLendNoHeat) {
   EXPECT_EQ(w[3].heat, 7) << "soft-dirty's heat is the walk's: untouched";
 }
 
+// The heat of a window is the lower of two measurements (one sample that found a cold region accessed does
+// not make it hot), and a window covered only by regions that hold a huge window keeps its last one.
+TEST(Heat, TwoMeasurementsAndTheLastCleanOneWhenNeighboursAreHuge) {
+  heat_history history{};
+  std::vector<agent_window> w = {{0, 512, 0, -1}, {2 * MiB, 512, 0, -1}, {4 * MiB, 512, 0, -1}};
+  std::vector<damon_region> first = {{0, 2 * MiB, 3, 0}, {2 * MiB, 4 * MiB, 0, 0}, {4 * MiB, 6 * MiB, 1, 0}};
+  heat_snapshot s = {HEAT_DAMON, first.data(), first.size(), &history};
+  ASSERT_EQ(heat_of_windows(&s, w.data(), w.size(), 2 * MiB), 0);
+  EXPECT_EQ(w[0].heat, 300) << "no history yet: this measurement";
+  EXPECT_EQ(w[1].heat, 0);
+  EXPECT_EQ(w[2].heat, 100);
+  ASSERT_EQ(history.count, 3u);
+  // window 1 is huge now; one region covers windows 0 and 1, window 2 read cold this time
+  std::vector<agent_window> again = {{0, 512, 0, -1}, {2 * MiB, 0, 512, -1}, {4 * MiB, 512, 0, -1}};
+  std::vector<damon_region> second = {{0, 4 * MiB, 20, 0}, {4 * MiB, 6 * MiB, 0, 0}};
+  s.regions = second.data();
+  s.count = second.size();
+  ASSERT_EQ(heat_of_windows(&s, again.data(), again.size(), 2 * MiB), 0);
+  EXPECT_EQ(again[0].heat, 300) << "only a region holding a huge window covers it: its last measurement";
+  EXPECT_EQ(again[2].heat, 0) << "the lower of 100 and 0";
+  std::vector<damon_region> third = {{0, 4 * MiB, 20, 0}, {4 * MiB, 6 * MiB, 2, 0}};
+  s.regions = third.data();
+  s.count = third.size();
+  std::vector<agent_window> later = again;
+  ASSERT_EQ(heat_of_windows(&s, later.data(), later.size(), 2 * MiB), 0);
+  EXPECT_EQ(later[0].heat, 300) << "kept";
+  EXPECT_EQ(later[2].heat, 0) << "the lower of 0 (last) and 200";
+  ASSERT_EQ(heat_of_windows(&s, later.data(), later.size(), 2 * MiB), 0);
+  EXPECT_EQ(later[2].heat, 200) << "hot twice running";
+  heat_history_free(&history);
+  EXPECT_EQ(history.count, 0u);
+}
+
 TEST(Heat, SignalNames) {
   EXPECT_STREQ(heat_signal_name(HEAT_DAMON), "damon");
   EXPECT_STREQ(heat_signal_name(HEAT_SOFT_DIRTY), "soft-dirty");
