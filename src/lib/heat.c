@@ -64,16 +64,15 @@ void heat_history_free(struct heat_history *history) {
   *history = (struct heat_history){0};
 }
 
-/* The history's measurement of the window at start, HEAT_UNKNOWN when it has none. */
-static int32_t last_heat(const struct heat_history *history, uint64_t start) {
+/* The history's entry of the window at start, NULL when it has none. */
+static const struct heat_window *history_of(const struct heat_history *history, uint64_t start) {
   size_t low = 0, high = history ? history->count : 0;
   while (low < high) {
     size_t mid = low + (high - low) / 2;
     if (history->windows[mid].start < start) low = mid + 1;
     else high = mid;
   }
-  return history && low < history->count && history->windows[low].start == start ? history->windows[low].heat
-                                                                                   : HEAT_UNKNOWN;
+  return history && low < history->count && history->windows[low].start == start ? &history->windows[low] : NULL;
 }
 
 int heat_of_windows(const struct heat_snapshot *snapshot, struct agent_window *windows, size_t count,
@@ -99,13 +98,18 @@ int heat_of_windows(const struct heat_snapshot *snapshot, struct agent_window *w
   size_t recorded = 0;
   for (size_t k = 0; k < count; k++) {
     struct agent_window *w = &windows[k];
-    int32_t last = last_heat(snapshot->history, w->start), now = HEAT_UNKNOWN;
+    const struct heat_window *last = history_of(snapshot->history, w->start);
+    struct heat_window entry = last ? *last : (struct heat_window){w->start, HEAT_UNKNOWN, HEAT_UNKNOWN};
     if (w->huge_pages == 0 && !(w->facts & (PLAN_FACT_UNKNOWN | PLAN_FACT_OPT_OUT))) {
-      now = heat_of(&judged, w->start, window_bytes, NULL);
-      w->heat = now == HEAT_UNKNOWN ? last : last == HEAT_UNKNOWN || now < last ? now : last;
+      int32_t now = heat_of(&judged, w->start, window_bytes, NULL);
+      if (now != HEAT_UNKNOWN) {
+        entry.heat = entry.measured == HEAT_UNKNOWN || now < entry.measured ? now : entry.measured;
+        entry.measured = now;
+      }
+      w->heat = entry.heat; /* unmeasured now: what it was given at its last measurement */
     }
-    int32_t keep = now != HEAT_UNKNOWN ? now : last; /* a huge window keeps its last, for when it splits */
-    if (measured && keep != HEAT_UNKNOWN) measured[recorded++] = (struct heat_window){w->start, keep};
+    /* a huge window keeps its entry, for when it is split again */
+    if (measured && entry.measured != HEAT_UNKNOWN) measured[recorded++] = entry;
   }
   free(clean);
   if (snapshot->history) {

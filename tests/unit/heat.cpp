@@ -163,6 +163,17 @@ TEST(Heat, TwoMeasurementsAndTheLastCleanOneWhenNeighboursAreHuge) {
   ASSERT_EQ(heat_of_windows(&s, later.data(), later.size(), 2 * MiB), 0);
   EXPECT_EQ(later[0].heat, 300) << "kept";
   EXPECT_EQ(later[2].heat, 0) << "the lower of 0 (last) and 200";
+  // window 2 covered only by a region that holds a huge window now: the heat it was given (0), not its last
+  // measurement alone (200)
+  std::vector<agent_window> beside = {{0, 512, 0, -1}, {2 * MiB, 0, 512, -1}, {4 * MiB, 512, 0, -1},
+                                      {6 * MiB, 0, 512, -1}};
+  std::vector<damon_region> fourth = {{0, 4 * MiB, 20, 0}, {4 * MiB, 8 * MiB, 20, 0}};
+  s.regions = fourth.data();
+  s.count = fourth.size();
+  ASSERT_EQ(heat_of_windows(&s, beside.data(), beside.size(), 2 * MiB), 0);
+  EXPECT_EQ(beside[2].heat, 0);
+  s.regions = third.data();
+  s.count = third.size();
   ASSERT_EQ(heat_of_windows(&s, later.data(), later.size(), 2 * MiB), 0);
   EXPECT_EQ(later[2].heat, 200) << "hot twice running";
   heat_history_free(&history);
