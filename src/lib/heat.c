@@ -99,17 +99,15 @@ int heat_of_windows(const struct heat_snapshot *snapshot, struct agent_window *w
   for (size_t k = 0; k < count; k++) {
     struct agent_window *w = &windows[k];
     const struct heat_window *last = history_of(snapshot->history, w->start);
-    struct heat_window entry = last ? *last : (struct heat_window){w->start, HEAT_UNKNOWN, HEAT_UNKNOWN};
+    struct heat_window entry = last ? *last : (struct heat_window){w->start, HEAT_UNKNOWN};
     if (w->huge_pages == 0 && !(w->facts & (PLAN_FACT_UNKNOWN | PLAN_FACT_OPT_OUT))) {
       int32_t now = heat_of(&judged, w->start, window_bytes, NULL);
-      if (now != HEAT_UNKNOWN) {
-        entry.heat = entry.measured == HEAT_UNKNOWN || now < entry.measured ? now : entry.measured;
-        entry.measured = now;
-      }
+      if (now != HEAT_UNKNOWN)
+        entry.heat = entry.heat == HEAT_UNKNOWN ? now : (int32_t)(((int64_t)entry.heat + now) / 2);
       w->heat = entry.heat; /* unmeasured now: what it was given at its last measurement */
     }
     /* a huge window keeps its entry, for when it is split again */
-    if (measured && entry.measured != HEAT_UNKNOWN) measured[recorded++] = entry;
+    if (measured && entry.heat != HEAT_UNKNOWN) measured[recorded++] = entry;
   }
   free(clean);
   if (snapshot->history) {

@@ -28,11 +28,10 @@ enum heat_mode { HEAT_MODE_AUTO, HEAT_MODE_DAMON, HEAT_MODE_SOFT_DIRTY, HEAT_MOD
 /* "none", "damon", "soft-dirty". */
 const char *heat_signal_name(enum heat_signal signal);
 
-/* DAMON: each window's last measurement by regions that hold no huge window, and the heat it was given then
- * (heat_of_windows keeps them from one plan to the next). Sorted by start. */
+/* DAMON: the heat each window was given at its last measurement by regions that hold no huge window
+ * (heat_of_windows keeps it from one plan to the next). Sorted by start. */
 struct heat_window {
   uint64_t start;
-  int32_t measured;
   int32_t heat;
 };
 struct heat_history {
@@ -60,17 +59,19 @@ struct heat_snapshot {
 int32_t heat_of(const struct heat_snapshot *snapshot, uint64_t start, uint64_t length,
                 const struct resident_bytes *scan);
 
-/* DAMON: the heat of every window not huge, from two measurements: this plan's and the last one's (the
- * history's), the lower of the two, so that one sample that happened to find a cold region accessed does not
- * make it hot (DAMON's nr_accesses counts the samples of one aggregation that found a region accessed: a
- * few). A window is measured only by the regions that hold no huge window: DAMON samples one address of a
- * region at a time, and for a PMD-mapped page it reads the PMD's accessed bit, which any access to the
- * 2 MiB sets, so a cold huge window reads as hot as the hottest 4 KiB page, and a region that holds one
- * passes that heat to the 4 KiB windows beside it (measured: docs/agent.md, "Time to benefit"). A window
- * only such regions cover keeps the heat it was given at its last measurement (from before its neighbours
- * were collapsed), else its heat is unknown. windows: in address order, their huge pages read (the plan's walk). The history (when
- * the snapshot has one) is replaced by this plan's measurements. Other signals: nothing to do. 0, or
- * -ENOMEM (the heat is then this plan's alone and the history unchanged). No I/O. */
+/* DAMON: the heat of every window not huge, smoothed over the plans: the mean of the heat it was given at
+ * the last plan and this plan's measurement. DAMON's nr_accesses counts the few samples of one aggregation
+ * that found a region accessed (20 by default): one lucky sample makes a cold region look hot for one read,
+ * and a hot one reads cold now and then; smoothed, the first fades in a few reads and the second stays hot,
+ * so a pass rarely finds nothing hot while a hot set is left. A window is measured only by the regions that
+ * hold no huge window: DAMON samples one address of a region at a time, and for a PMD-mapped page it reads
+ * the PMD's accessed bit, which any access to the 2 MiB sets, so a cold huge window reads as hot as the
+ * hottest 4 KiB page, and a region that holds one passes that heat to the 4 KiB windows beside it
+ * (measured: docs/agent.md, "Time to benefit"). A window only such regions cover keeps the heat it was
+ * given (from before its neighbours were collapsed), else its heat is unknown. windows: in address order,
+ * their huge pages read (the plan's walk). The history (when the snapshot has one) is replaced by this
+ * plan's heats. Other signals: nothing to do. 0, or -ENOMEM (the heat is then this plan's alone and the
+ * history unchanged). No I/O. */
 int heat_of_windows(const struct heat_snapshot *snapshot, struct agent_window *windows, size_t count,
                     uint64_t window_bytes);
 
