@@ -394,14 +394,20 @@ int heat_refresh(struct heat_source *h, char *reason, size_t cap) {
     return 0;
   }
   damon_account_on_time(h);
-  int rc = damon_write(h, "state", "update_schemes_tried_regions", reason, cap);
-  if (rc) return rc;
-  h->work.reads++;
   char *text = NULL;
   size_t length = 0;
-  if ((rc = read_tried_regions(h, &text, &length)) != 0) {
-    reason_add(reason, cap, "DAMON's tried regions unreadable (%s)", strerror(-rc));
-    return rc;
+  /* The update at times returns before the scheme's next apply filled the directory (seen on 6.12 under
+   * emulation: empty at most reads of a run's first 90 s): one more update then. */
+  for (int attempt = 0; attempt < 2 && length == 0; attempt++) {
+    free(text);
+    text = NULL;
+    int rc = damon_write(h, "state", "update_schemes_tried_regions", reason, cap);
+    if (rc) return rc;
+    h->work.reads++;
+    if ((rc = read_tried_regions(h, &text, &length)) != 0) {
+      reason_add(reason, cap, "DAMON's tried regions unreadable (%s)", strerror(-rc));
+      return rc;
+    }
   }
   size_t region_cap = h->target_count * DAMON_REGIONS_CAP;
   struct damon_region *regions = calloc(region_cap, sizeof *regions);

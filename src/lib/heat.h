@@ -84,7 +84,7 @@ bool heat_collapsible(const struct heat_snapshot *snapshot, int32_t heat);
 struct heat_work {
   uint64_t targets;          /* processes DAMON monitors now */
   uint64_t regions;          /* regions it reported at the last read */
-  uint64_t reads;            /* update_schemes_tried_regions requests (one per pass) */
+  uint64_t reads;            /* update_schemes_tried_regions requests (one per pass; two when the first found none) */
   uint64_t restarts;         /* the kdamond turned off and on for a new set of targets */
   double monitored_seconds;  /* the kdamond's time on: aggregations = this / aggr interval */
   uint64_t sample_us, aggr_us;
