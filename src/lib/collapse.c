@@ -614,6 +614,8 @@ static int plan_ranges(struct collapse_context *c, struct plan_state *s, uint64_
   if (c->policy && c->policy->ledger) in.process = agent_ledger_process(c->policy->ledger, c->policy->pass);
   struct plan_result result;
   planner_plan(s->windows, window_count, &in, &result);
+  if (c->policy && c->policy->ledger)
+    agent_ledger_planned(c->policy->ledger, c->policy->pass, result.cut_bytes[PLAN_CUT_COLD] > 0);
   for (size_t k = 0; k < window_count; k++) {
     enum plan_cut cut = s->windows[k].cut;
     struct hugify_collapse_mapping *m = cut == PLAN_KEPT || cut == PLAN_CUT_SPARSE || cut == PLAN_CUT_EMPTY

@@ -85,11 +85,13 @@ void planner_plan(struct agent_window *windows, size_t count, const struct plan_
   }
   /* While hot windows are planned, the rest waits: a pass's budget goes to memory that pays, and the cold
    * and unknown windows get theirs at a pass that plans nothing hot (so an idle process, all cold, is
-   * still collapsed) */
+   * still collapsed), or after the hot ones once they have waited long enough (cold_turn: a hot window the
+   * kernel refuses every pass does not hold them back for good) */
+  bool wait = hot_planned && in->order == PLAN_ORDER_AGENT && !in->process.cold_turn;
   size_t kept = 0;
   for (size_t i = 0; i < count; i++) {
     struct agent_window w = windows[i];
-    if (w.cut == PLAN_KEPT && hot_planned && in->order == PLAN_ORDER_AGENT && !pays(&w)) w.cut = PLAN_CUT_COLD;
+    if (w.cut == PLAN_KEPT && wait && !pays(&w)) w.cut = PLAN_CUT_COLD;
     if (w.cut == PLAN_KEPT) { /* the kept ones gather at the front, the cut ones keep their place behind */
       windows[i] = windows[kept];
       windows[kept++] = w;

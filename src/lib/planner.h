@@ -72,6 +72,7 @@ enum plan_order {
 struct plan_process {
   bool churn_backed_off;   /* its collapses mostly did not last: backed off now (agent_ledger_allows false) */
   bool probing;            /* it has churn strikes: unproven windows go in small probes */
+  bool cold_turn;          /* its cold windows waited long enough for hot ones: this pass they go after them */
 };
 
 struct plan_budget {

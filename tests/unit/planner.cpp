@@ -121,6 +121,16 @@ TEST(Planner, WithNothingHotTheRestGoesUnknownBeforeCold) {
   EXPECT_EQ(r.cut_bytes[PLAN_CUT_COLD], 0u);
 }
 
+// Cold windows that waited long enough (a hot window the kernel refuses every pass) go after the hot ones.
+TEST(Planner, ColdWindowsGetTheirTurnAfterWaitingLongEnough) {
+  std::vector<agent_window> w = {window(1, 512, 0), window(2, 512, 100), window(3, 400)};
+  plan_process turn{};
+  turn.cold_turn = true;
+  plan_result r;
+  EXPECT_EQ(planned(w, agent_input(turn), &r), (std::vector<uint64_t>{2, 3, 1}));
+  EXPECT_EQ(r.cut_bytes[PLAN_CUT_COLD], 0u);
+}
+
 // Only a hot window the plan keeps holds the others back: one held back by its own back-off, or huge
 // already, does not.
 TEST(Planner, AHotWindowNotPlannedHoldsNothingBack) {
