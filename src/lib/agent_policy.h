@@ -141,7 +141,7 @@ bool agent_backoff_allows(const struct agent_backoff *backoff, double now);
 #define AGENT_PROBE_WINDOWS 4       /* after a back-off, a process is tried again on this many windows
                                        (enough to judge it: AGENT_LASTING_MIN_WINDOWS) until one lasts */
 #define AGENT_LEDGER_MAX 8192       /* windows remembered per process (16 GiB of collapses, 256 KiB) */
-#define AGENT_COLD_WAIT_PASSES 30   /* a process's cold windows wait for its hot ones (planner.h) at most this
+#define AGENT_COLD_WAIT_PASSES 60   /* a process's cold windows wait for its hot ones (planner.h) at most this
                                        many passes in a row, then get a pass's turn after them: a hot window
                                        the kernel refuses every pass would otherwise hold them back for good */
 
