@@ -132,7 +132,7 @@ void planner_plan(struct agent_window *windows, size_t count, const struct plan_
 
 const char *planner_order_name(const struct plan_input *in, const struct plan_result *result) {
   if (in->order == PLAN_ORDER_ADDRESS) return "address";
-  return result->heat_used ? "hot first (the rest waits for a pass with none), then lasting, then densest first"
+  return result->heat_used ? "hot first (the rest waits while hot windows are planned), then lasting, then densest first"
                            : "densest first (no heat signal)";
 }
 
