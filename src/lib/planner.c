@@ -132,8 +132,8 @@ void planner_plan(struct agent_window *windows, size_t count, const struct plan_
 
 const char *planner_order_name(const struct plan_input *in, const struct plan_result *result) {
   if (in->order == PLAN_ORDER_ADDRESS) return "address";
-  return result->heat_used ? "hot first (the rest waits while hot windows are planned), then lasting, then densest first"
-                           : "densest first (no heat signal)";
+  if (!result->heat_used) return "densest first (no heat signal)";
+  return "hot first (the rest waits while hot windows are planned), then lasting, then densest first";
 }
 
 /* ---- whether a process is planned this pass --------------------------------------------------------- */
