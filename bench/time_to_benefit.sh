@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 # time_to_benefit.sh - how much the agent collapses, and how much CPU it spends, before 90 % of a workload's
-# hot accesses land on huge pages: with its heat signal (--heat auto: DAMON, else soft-dirty) against
+# hot accesses land on huge pages: with its heat signal (--heat auto: DAMON, else none) against
 # densest first (--heat none). The workload is bench/hot_set: SIZE MiB written whole, 20 % of it in 4
 # stripes taking 90 % of the accesses. Its own huge bytes (hugify_measure_backing of its ranges, once a
 # second) are the bytes collapsed: under THP madvise nothing else makes its memory huge. A count, not a

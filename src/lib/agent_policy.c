@@ -296,7 +296,14 @@ bool agent_ledger_judge(struct agent_ledger *l, uint64_t pass, bool scanned) {
 bool agent_ledger_allows(const struct agent_ledger *l, uint64_t pass) { return pass >= l->resume_pass; }
 
 struct plan_process agent_ledger_process(const struct agent_ledger *l, uint64_t pass) {
-  return (struct plan_process){.churn_backed_off = !agent_ledger_allows(l, pass), .probing = l->churn_strikes > 0};
+  return (struct plan_process){.churn_backed_off = !agent_ledger_allows(l, pass), .probing = l->churn_strikes > 0,
+                               .cold_turn = l->cold_waiting_since > 0 &&
+                                            pass >= l->cold_waiting_since + AGENT_COLD_WAIT_PASSES};
+}
+
+void agent_ledger_planned(struct agent_ledger *l, uint64_t pass, bool cold_waited) {
+  if (!cold_waited) l->cold_waiting_since = 0;
+  else if (!l->cold_waiting_since) l->cold_waiting_since = pass ? pass : 1;
 }
 
 bool agent_ledger_watching(const struct agent_ledger *l, uint64_t pass) {

@@ -141,6 +141,9 @@ bool agent_backoff_allows(const struct agent_backoff *backoff, double now);
 #define AGENT_PROBE_WINDOWS 4       /* after a back-off, a process is tried again on this many windows
                                        (enough to judge it: AGENT_LASTING_MIN_WINDOWS) until one lasts */
 #define AGENT_LEDGER_MAX 8192       /* windows remembered per process (16 GiB of collapses, 256 KiB) */
+#define AGENT_COLD_WAIT_PASSES 60   /* a process's cold windows wait for its hot ones (planner.h) at most this
+                                       many passes in a row, then get a pass's turn after them: a hot window
+                                       the kernel refuses every pass would otherwise hold them back for good */
 
 struct agent_ledger_window {
   uint64_t start;
@@ -180,6 +183,7 @@ struct agent_ledger {
   unsigned churn_strikes;         /* consecutive judgements that collapses do not last */
   uint64_t resume_pass;           /* no collapse in the process before this pass */
   double last_lasting_share;      /* share that lasted in the last judgement (-1: none yet) */
+  uint64_t cold_waiting_since;    /* the pass from which its cold windows have waited for hot ones (0: none) */
 };
 
 void agent_ledger_init(struct agent_ledger *ledger, uint64_t window_bytes, uint64_t max_backoff_passes);
@@ -203,8 +207,12 @@ bool agent_ledger_judge(struct agent_ledger *ledger, uint64_t pass, bool scanned
  * judged in time (a quiet process is otherwise not walked at all). */
 bool agent_ledger_watching(const struct agent_ledger *ledger, uint64_t pass);
 /* What the planner needs of the process as a whole (planner.h): backed off for churn now, probing (it has
- * churn strikes: unproven windows go AGENT_PROBE_WINDOWS at a time, so a retry re-collapses little). */
+ * churn strikes: unproven windows go AGENT_PROBE_WINDOWS at a time, so a retry re-collapses little), its
+ * cold windows' turn (they waited AGENT_COLD_WAIT_PASSES passes for hot ones). */
 struct plan_process agent_ledger_process(const struct agent_ledger *ledger, uint64_t pass);
+/* After a plan at `pass`: whether its cold windows waited for hot ones (PLAN_CUT_COLD). Counts the passes
+ * they wait in a row, for plan_process.cold_turn. */
+void agent_ledger_planned(struct agent_ledger *ledger, uint64_t pass, bool cold_waited);
 /* True when the process is not backed off for churn at this pass (backed off, only the windows that pay
  * are collapsed: planner.h). */
 bool agent_ledger_allows(const struct agent_ledger *ledger, uint64_t pass);

@@ -581,6 +581,7 @@ static int plan_mapping_windows(struct collapse_context *c, struct plan_state *s
       w.huge_pages = huge ? s->pmd_pages : 0;
       if (!huge) {
         s->zero += s->scan[k].zero;
+        /* DAMON's is judged again once every window is known (heat_of_windows, in plan) */
         w.heat = heat_of(c->policy ? c->policy->heat : NULL, w.start, c->pmd, &s->scan[k]);
         if (!heat_collapsible(c->policy ? c->policy->heat : NULL, w.heat)) w.facts |= PLAN_FACT_UNWRITTEN;
       }
@@ -613,6 +614,8 @@ static int plan_ranges(struct collapse_context *c, struct plan_state *s, uint64_
   if (c->policy && c->policy->ledger) in.process = agent_ledger_process(c->policy->ledger, c->policy->pass);
   struct plan_result result;
   planner_plan(s->windows, window_count, &in, &result);
+  if (c->policy && c->policy->ledger)
+    agent_ledger_planned(c->policy->ledger, c->policy->pass, result.cut_bytes[PLAN_CUT_COLD] > 0);
   for (size_t k = 0; k < window_count; k++) {
     enum plan_cut cut = s->windows[k].cut;
     struct hugify_collapse_mapping *m = cut == PLAN_KEPT || cut == PLAN_CUT_SPARSE || cut == PLAN_CUT_EMPTY
@@ -699,6 +702,8 @@ static int plan(struct collapse_context *c, const struct smaps_vma *vmas, long c
       any_unknown = (s.windows[k].facts & PLAN_FACT_UNKNOWN) != 0;
     if (any_unknown) rc = -EPERM;
   }
+  /* DAMON's heat without the regions that hold a huge window (they read its PMD's accessed bit) */
+  if (rc == 0 && c->policy) rc = heat_of_windows(c->policy->heat, s.windows, s.window_count, c->pmd);
   if (c->policy) c->policy->scanned = s.all_scanned && rc == 0;
   /* judged on what the walk saw of earlier collapses, before the plan: it cuts by the process's state */
   if (rc == 0 && c->policy && c->policy->ledger)

@@ -59,6 +59,65 @@ int32_t heat_of(const struct heat_snapshot *snapshot, uint64_t start, uint64_t l
   return heat > INT32_MAX ? INT32_MAX : (int32_t)heat;
 }
 
+void heat_history_free(struct heat_history *history) {
+  free(history->windows);
+  *history = (struct heat_history){0};
+}
+
+/* The history's entry of the window at start, NULL when it has none. */
+static const struct heat_window *history_of(const struct heat_history *history, uint64_t start) {
+  size_t low = 0, high = history ? history->count : 0;
+  while (low < high) {
+    size_t mid = low + (high - low) / 2;
+    if (history->windows[mid].start < start) low = mid + 1;
+    else high = mid;
+  }
+  return history && low < history->count && history->windows[low].start == start ? &history->windows[low] : NULL;
+}
+
+int heat_of_windows(const struct heat_snapshot *snapshot, struct agent_window *windows, size_t count,
+                    uint64_t window_bytes) {
+  if (!snapshot || snapshot->signal != HEAT_DAMON || count == 0) return 0;
+  struct damon_region *clean = malloc((snapshot->count ? snapshot->count : 1) * sizeof *clean);
+  struct heat_window *measured = snapshot->history ? malloc(count * sizeof *measured) : NULL;
+  if (!clean || (snapshot->history && !measured)) {
+    free(clean);
+    free(measured);
+    return -ENOMEM;
+  }
+  /* both in address order, the regions not overlapping: one sweep */
+  size_t kept = 0, first = 0;
+  for (size_t i = 0; i < snapshot->count; i++) {
+    const struct damon_region *r = &snapshot->regions[i];
+    while (first < count && windows[first].start + window_bytes <= r->start) first++;
+    bool huge = false;
+    for (size_t k = first; k < count && windows[k].start < r->end && !huge; k++) huge = windows[k].huge_pages > 0;
+    if (!huge) clean[kept++] = *r;
+  }
+  struct heat_snapshot judged = {.signal = HEAT_DAMON, .regions = clean, .count = kept};
+  size_t recorded = 0;
+  for (size_t k = 0; k < count; k++) {
+    struct agent_window *w = &windows[k];
+    const struct heat_window *last = history_of(snapshot->history, w->start);
+    struct heat_window entry = last ? *last : (struct heat_window){w->start, HEAT_UNKNOWN};
+    if (w->huge_pages == 0 && !(w->facts & (PLAN_FACT_UNKNOWN | PLAN_FACT_OPT_OUT))) {
+      int32_t now = heat_of(&judged, w->start, window_bytes, NULL);
+      if (now != HEAT_UNKNOWN)
+        entry.heat = entry.heat == HEAT_UNKNOWN ? now : (int32_t)(((int64_t)entry.heat + now) / 2);
+      w->heat = entry.heat; /* unmeasured now: what it was given at its last measurement */
+    }
+    /* a huge window keeps its entry, for when it is split again */
+    if (measured && entry.heat != HEAT_UNKNOWN) measured[recorded++] = entry;
+  }
+  free(clean);
+  if (snapshot->history) {
+    free(snapshot->history->windows);
+    snapshot->history->windows = measured;
+    snapshot->history->count = recorded;
+  }
+  return 0;
+}
+
 bool heat_collapsible(const struct heat_snapshot *snapshot, int32_t heat) {
   return !snapshot || snapshot->signal != HEAT_SOFT_DIRTY || heat != 0;
 }
@@ -258,6 +317,12 @@ static bool same_targets(const struct heat_source *h, const pid_t *pids, size_t 
   return true;
 }
 
+/* Forget every target's regions and history (the array stays, empty). */
+static void drop_targets(struct heat_source *h) {
+  for (size_t i = 0; i < h->target_count; i++) free(h->targets[i].regions), heat_history_free(&h->targets[i].history);
+  h->target_count = 0;
+}
+
 int heat_set_targets(struct heat_source *h, const pid_t *pids, size_t count, char *reason, size_t cap) {
   if (h->signal == HEAT_NONE) return 0;
   if (count > HEAT_TARGETS_MAX) count = HEAT_TARGETS_MAX;
@@ -267,11 +332,11 @@ int heat_set_targets(struct heat_source *h, const pid_t *pids, size_t count, cha
   if (!next) return -ENOMEM;
   for (size_t i = 0; i < count; i++) {
     struct heat_target *old = target_of(h, pids[i]);
-    if (old) next[i] = *old, old->regions = NULL;
+    if (old) next[i] = *old, old->regions = NULL, old->history = (struct heat_history){0};
     next[i].pid = pids[i];
     if (h->signal == HEAT_DAMON) next[i].fresh = false; /* DAMON starts over on every change */
   }
-  for (size_t i = 0; i < h->target_count; i++) free(h->targets[i].regions);
+  drop_targets(h);
   free(h->targets);
   h->targets = next;
   h->target_count = h->target_cap = count;
@@ -286,7 +351,7 @@ int heat_set_targets(struct heat_source *h, const pid_t *pids, size_t count, cha
   }
   /* a process that exited between the pass and now makes the kdamond refuse to start: the next pass retries */
   if (rc == 0 && count > 0) rc = damon_on(h, reason, cap);
-  if (rc) h->target_count = 0, h->work.targets = 0;
+  if (rc) drop_targets(h), h->work.targets = 0;
   return rc;
 }
 
@@ -325,19 +390,24 @@ int heat_refresh(struct heat_source *h, char *reason, size_t cap) {
   if (strcmp(state, "on") != 0) { /* every target exited: DAMON stops by itself */
     damon_account_on_time(h);
     h->on = false;
-    for (size_t i = 0; i < h->target_count; i++) h->targets[i].fresh = false;
-    h->target_count = 0; /* set again at the end of the pass */
+    drop_targets(h); /* set again at the end of the pass */
     return 0;
   }
   damon_account_on_time(h);
-  int rc = damon_write(h, "state", "update_schemes_tried_regions", reason, cap);
-  if (rc) return rc;
-  h->work.reads++;
   char *text = NULL;
   size_t length = 0;
-  if ((rc = read_tried_regions(h, &text, &length)) != 0) {
-    reason_add(reason, cap, "DAMON's tried regions unreadable (%s)", strerror(-rc));
-    return rc;
+  /* The update at times returns before the scheme's next apply filled the directory (seen on 6.12 under
+   * emulation: empty at most reads of a run's first 90 s): one more update then. */
+  for (int attempt = 0; attempt < 2 && length == 0; attempt++) {
+    free(text);
+    text = NULL;
+    int rc = damon_write(h, "state", "update_schemes_tried_regions", reason, cap);
+    if (rc) return rc;
+    h->work.reads++;
+    if ((rc = read_tried_regions(h, &text, &length)) != 0) {
+      reason_add(reason, cap, "DAMON's tried regions unreadable (%s)", strerror(-rc));
+      return rc;
+    }
   }
   size_t region_cap = h->target_count * DAMON_REGIONS_CAP;
   struct damon_region *regions = calloc(region_cap, sizeof *regions);
@@ -374,7 +444,7 @@ int heat_refresh(struct heat_source *h, char *reason, size_t cap) {
 const struct heat_snapshot *heat_snapshot_of(const struct heat_source *h, pid_t pid) {
   struct heat_target *t = h->signal == HEAT_NONE ? NULL : target_of(h, pid);
   if (!t || !t->fresh) return NULL;
-  t->snapshot = (struct heat_snapshot){h->signal, t->regions, t->count};
+  t->snapshot = (struct heat_snapshot){h->signal, t->regions, t->count, &t->history};
   return &t->snapshot;
 }
 
@@ -401,7 +471,7 @@ void heat_close(struct heat_source *h) {
     damon_write(h, "contexts/nr_contexts", "0", NULL, 0);
     if (h->created) os_write_file(DAMON_ADMIN "/kdamonds/nr_kdamonds", "0");
   }
-  for (size_t i = 0; i < h->target_count; i++) free(h->targets[i].regions);
+  drop_targets(h);
   free(h->targets);
   struct heat_work work = h->work;
   enum heat_signal signal = h->signal;

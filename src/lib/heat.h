@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "planner.h"
 #include "procfs.h"
 
 enum heat_signal { HEAT_NONE, HEAT_DAMON, HEAT_SOFT_DIRTY };
@@ -27,12 +28,26 @@ enum heat_mode { HEAT_MODE_AUTO, HEAT_MODE_DAMON, HEAT_MODE_SOFT_DIRTY, HEAT_MOD
 /* "none", "damon", "soft-dirty". */
 const char *heat_signal_name(enum heat_signal signal);
 
-/* What one process's heat is at one plan. DAMON: its regions (sorted, not overlapping); soft-dirty: no
- * regions, the plan's walk counts the written pages of each window. */
+/* DAMON: the heat each window was given at its last measurement by regions that hold no huge window
+ * (heat_of_windows keeps it from one plan to the next). Sorted by start. */
+struct heat_window {
+  uint64_t start;
+  int32_t heat;
+};
+struct heat_history {
+  struct heat_window *windows; /* malloc'd (heat_history_free) */
+  size_t count;
+};
+void heat_history_free(struct heat_history *history);
+
+/* What one process's heat is at one plan. DAMON: its regions (sorted, not overlapping) and the process's
+ * history (NULL: none kept); soft-dirty: no regions, the plan's walk counts the written pages of each
+ * window. */
 struct heat_snapshot {
   enum heat_signal signal;
   const struct damon_region *regions;
   size_t count;
+  struct heat_history *history;
 };
 
 #define HEAT_UNKNOWN (-1) /* a window's heat nobody measured (agent_window.heat) */
@@ -44,6 +59,22 @@ struct heat_snapshot {
 int32_t heat_of(const struct heat_snapshot *snapshot, uint64_t start, uint64_t length,
                 const struct resident_bytes *scan);
 
+/* DAMON: the heat of every window not huge, smoothed over the plans: the mean of the heat it was given at
+ * the last plan and this plan's measurement. DAMON's nr_accesses counts the few samples of one aggregation
+ * that found a region accessed (20 by default): one lucky sample makes a cold region look hot for one read,
+ * and a hot one reads cold now and then; smoothed, the first fades in a few reads and the second stays hot,
+ * so a pass rarely finds nothing hot while a hot set is left. A window is measured only by the regions that
+ * hold no huge window: DAMON samples one address of a region at a time, and for a PMD-mapped page it reads
+ * the PMD's accessed bit, which any access to the 2 MiB sets, so a cold huge window reads as hot as the
+ * hottest 4 KiB page, and a region that holds one passes that heat to the 4 KiB windows beside it
+ * (measured: docs/agent.md, "Time to benefit"). A window only such regions cover keeps the heat it was
+ * given (from before its neighbours were collapsed), else its heat is unknown. windows: in address order,
+ * their huge pages read (the plan's walk). The history (when the snapshot has one) is replaced by this
+ * plan's heats. Other signals: nothing to do. 0, or -ENOMEM (the heat is then this plan's alone and the
+ * history unchanged). No I/O. */
+int heat_of_windows(const struct heat_snapshot *snapshot, struct agent_window *windows, size_t count,
+                    uint64_t window_bytes);
+
 /* Whether a window of this heat can be collapsed now: not a window soft-dirty tracking saw no write in (its
  * clear_refs write-protected every page of it, and the kernel collapses no range without a writable page:
  * khugepaged's SCAN_PAGE_RO, MADV_COLLAPSE's EINVAL), until the program writes it again. Pure. */
@@ -53,7 +84,7 @@ bool heat_collapsible(const struct heat_snapshot *snapshot, int32_t heat);
 struct heat_work {
   uint64_t targets;          /* processes DAMON monitors now */
   uint64_t regions;          /* regions it reported at the last read */
-  uint64_t reads;            /* update_schemes_tried_regions requests (one per pass) */
+  uint64_t reads;            /* update_schemes_tried_regions requests (one per pass; two when the first found none) */
   uint64_t restarts;         /* the kdamond turned off and on for a new set of targets */
   double monitored_seconds;  /* the kdamond's time on: aggregations = this / aggr interval */
   uint64_t sample_us, aggr_us;
@@ -67,6 +98,7 @@ struct heat_target {
   pid_t pid;
   struct damon_region *regions; /* malloc'd, the last read's */
   size_t count;
+  struct heat_history history;  /* its windows' last measurements (heat_of_windows) */
   bool fresh;                   /* monitored for at least one read: its snapshot is worth using */
   struct heat_snapshot snapshot;
 };

@@ -17,6 +17,7 @@ const char *plan_cut_name(enum plan_cut cut) {
   case PLAN_CUT_UNWRITTEN: return "unwritten";
   case PLAN_CUT_HELD: return "held";
   case PLAN_CUT_CHURN: return "churn";
+  case PLAN_CUT_COLD: return "cold";
   case PLAN_CUT_PROBE: return "probe";
   case PLAN_CUT_BUDGET: return "budget";
   case PLAN_CUT_COUNT: break;
@@ -24,10 +25,10 @@ const char *plan_cut_name(enum plan_cut cut) {
   return "unknown";
 }
 
-/* A window is worth a collapse even while its process is backed off for churn: it is hot (heat is known).
- * "Its collapse lasted before" was tried and measured on a churning Redis: jemalloc's decay purges those
- * windows too once churn starts, so it only re-collapsed more (docs/agent.md, "A churning Redis under the
- * planner"). */
+/* A window that pays: it is hot (heat is known). It goes first, the others wait while such windows are
+ * planned, and it is collapsed even while its process is backed off for churn. "Its collapse lasted
+ * before" was tried and measured on a churning Redis: jemalloc's decay purges those windows too once churn
+ * starts, so it only re-collapsed more (docs/agent.md, "A churning Redis under the planner"). */
 static bool pays(const struct agent_window *w) {
   return w->heat > 0;
 }
@@ -49,11 +50,17 @@ static enum plan_cut cut_of(const struct agent_window *w, const struct plan_inpu
   return PLAN_KEPT;
 }
 
-/* The order (docs/agent.md, "The order"): hotter first where heat is known; then the windows whose
- * collapses lasted before; then densest first; then by address, so that equal windows stay contiguous
- * and go to the kernel in few calls. */
+/* Where a window's heat puts it: hot (known, above 0), then unknown (no region measured it, or only regions
+ * that also hold a huge page: heat.h), then cold (known to be 0: the signal says it pays nothing). */
+static int heat_rank(int32_t heat) { return heat > 0 ? 0 : heat < 0 ? 1 : 2; }
+
+/* The order (docs/agent.md, "The order"): hot windows first, hotter first; then those of unknown heat; then
+ * the cold ones; within each, the windows whose collapses lasted before; then densest first; then by
+ * address, so that equal windows stay contiguous and go to the kernel in few calls. */
 static int compare_agent(const void *a, const void *b) {
   const struct agent_window *x = a, *y = b;
+  int xr = heat_rank(x->heat), yr = heat_rank(y->heat);
+  if (xr != yr) return xr < yr ? -1 : 1;
   if (x->heat != y->heat) return x->heat > y->heat ? -1 : 1;
   bool xl = x->ledger == PLAN_LEDGER_LASTED, yl = y->ledger == PLAN_LEDGER_LASTED;
   if (xl != yl) return xl ? -1 : 1;
@@ -69,11 +76,22 @@ static int compare_address(const void *a, const void *b) {
 void planner_plan(struct agent_window *windows, size_t count, const struct plan_input *in,
                   struct plan_result *result) {
   *result = (struct plan_result){0};
+  bool hot_planned = false;
+  for (size_t i = 0; i < count; i++) {
+    struct agent_window *w = &windows[i];
+    w->cut = (uint8_t)cut_of(w, in);
+    if (w->heat >= 0) result->heat_used = true;
+    hot_planned |= w->cut == PLAN_KEPT && pays(w);
+  }
+  /* While hot windows are planned, the rest waits: a pass's budget goes to memory that pays, and the cold
+   * and unknown windows get theirs at a pass that plans nothing hot (so an idle process, all cold, is
+   * still collapsed), or after the hot ones once they have waited long enough (cold_turn: a hot window the
+   * kernel refuses every pass does not hold them back for good) */
+  bool wait = hot_planned && in->order == PLAN_ORDER_AGENT && !in->process.cold_turn;
   size_t kept = 0;
   for (size_t i = 0; i < count; i++) {
     struct agent_window w = windows[i];
-    w.cut = (uint8_t)cut_of(&w, in);
-    if (w.heat >= 0) result->heat_used = true;
+    if (w.cut == PLAN_KEPT && wait && !pays(&w)) w.cut = PLAN_CUT_COLD;
     if (w.cut == PLAN_KEPT) { /* the kept ones gather at the front, the cut ones keep their place behind */
       windows[i] = windows[kept];
       windows[kept++] = w;
@@ -114,7 +132,8 @@ void planner_plan(struct agent_window *windows, size_t count, const struct plan_
 
 const char *planner_order_name(const struct plan_input *in, const struct plan_result *result) {
   if (in->order == PLAN_ORDER_ADDRESS) return "address";
-  return result->heat_used ? "heat, then lasting, then densest first" : "densest first (no heat signal)";
+  if (!result->heat_used) return "densest first (no heat signal)";
+  return "hot first (the rest waits while hot windows are planned), then lasting, then densest first";
 }
 
 /* ---- whether a process is planned this pass --------------------------------------------------------- */

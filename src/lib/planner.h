@@ -42,12 +42,14 @@ enum plan_cut {
   PLAN_CUT_UNWRITTEN,/* not written since soft-dirty tracking write-protected it (cold, and not collapsible) */
   PLAN_CUT_HELD,     /* its collapse was undone: held back by its own back-off */
   PLAN_CUT_CHURN,    /* the process is backed off for churn and the window is not one that pays */
+  PLAN_CUT_COLD,     /* not hot (cold, or of unknown heat) while hot windows are planned: waits for a pass
+                        with none */
   PLAN_CUT_PROBE,    /* beyond the probe's window limit (a process with churn strikes) */
   PLAN_CUT_BUDGET,   /* beyond the pass's window or byte budget */
   PLAN_CUT_COUNT
 };
-/* "kept", "opt_out", "unknown", "kernel", "huge", "empty", "sparse", "unwritten", "held", "churn", "probe",
- * "budget". */
+/* "kept", "opt_out", "unknown", "kernel", "huge", "empty", "sparse", "unwritten", "held", "churn", "cold",
+ * "probe", "budget". */
 const char *plan_cut_name(enum plan_cut cut);
 
 /* One 2 MiB-aligned window of an eligible mapping, with every signal gathered for it. */
@@ -70,6 +72,7 @@ enum plan_order {
 struct plan_process {
   bool churn_backed_off;   /* its collapses mostly did not last: backed off now (agent_ledger_allows false) */
   bool probing;            /* it has churn strikes: unproven windows go in small probes */
+  bool cold_turn;          /* its cold windows waited long enough for hot ones: this pass they go after them */
 };
 
 struct plan_budget {

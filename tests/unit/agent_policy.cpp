@@ -274,6 +274,22 @@ TEST(AgentLedger, AFewWindowsAreNotEnoughToJudgeAProcess) {
   EXPECT_DOUBLE_EQ(agent_ledger_early_share(&s.l), 0.0);
 }
 
+// Cold windows wait for hot ones at most AGENT_COLD_WAIT_PASSES passes in a row, then get a pass's turn.
+TEST(AgentLedger, ColdWindowsWaitABoundedNumberOfPasses) {
+  agent_ledger l;
+  agent_ledger_init(&l, W, 360);
+  EXPECT_FALSE(agent_ledger_process(&l, 5).cold_turn);
+  agent_ledger_planned(&l, 5, true);
+  for (uint64_t pass = 6; pass < 5 + AGENT_COLD_WAIT_PASSES; pass++) {
+    EXPECT_FALSE(agent_ledger_process(&l, pass).cold_turn) << pass;
+    agent_ledger_planned(&l, pass, true);
+  }
+  EXPECT_TRUE(agent_ledger_process(&l, 5 + AGENT_COLD_WAIT_PASSES).cold_turn);
+  agent_ledger_planned(&l, 5 + AGENT_COLD_WAIT_PASSES, false); // they had their turn
+  EXPECT_FALSE(agent_ledger_process(&l, 6 + AGENT_COLD_WAIT_PASSES).cold_turn);
+  agent_ledger_free(&l);
+}
+
 TEST(AgentLedger, UnmappedWindowsAreForgottenOnlyAfterAFullScan) {
   scripted s;
   s.run(windows_of(6, false), starts(6));

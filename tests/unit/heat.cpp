@@ -94,19 +94,98 @@ TEST(Heat, DamonHeatIsTheOverlapWeightedFrequency) {
   EXPECT_TRUE(heat_collapsible(nullptr, HEAT_UNKNOWN));
 }
 
-TEST(Heat, ThePlanTakesTheHotWindowsFirstThenTheDensest) {
-  // all dense: without heat the order is the address order; with heat the hot ones lead
+TEST(Heat, ThePlanTakesTheHotWindowsFirstTheRestWaits) {
+  // all dense: without heat the order is the address order; with heat the hot ones lead and the rest waits
   std::vector<agent_window> w = {{0, 512, 0, 0}, {2 * MiB, 512, 0, 900}, {4 * MiB, 400, 0, -1}, {6 * MiB, 512, 0, 40},
                                  {8 * MiB, 512, 0, 0, 0, PLAN_FACT_UNWRITTEN}};
   plan_input in = {PLAN_ORDER_AGENT, 512, 2 * MiB, 0.5, {}, {SIZE_MAX, UINT64_MAX, 4}};
   plan_result r;
   planner_plan(w.data(), w.size(), &in, &r);
-  ASSERT_EQ(r.kept, 4u);
+  ASSERT_EQ(r.kept, 2u);
   EXPECT_EQ(w[0].start, 2 * MiB);
   EXPECT_EQ(w[1].start, 6 * MiB);
-  EXPECT_EQ(w[2].start, 0u);
-  EXPECT_EQ(w[3].start, 4 * MiB) << "unknown heat last";
+  EXPECT_EQ(r.cut_bytes[PLAN_CUT_COLD], 4 * MiB) << "the cold and the unknown wait for a pass with nothing hot";
   EXPECT_EQ(r.cut_bytes[PLAN_CUT_UNWRITTEN], 2 * MiB) << "soft-dirty's write-protected window: not collapsible";
+  std::vector<agent_window> rest = {{0, 512, 0, 0}, {4 * MiB, 400, 0, -1}};
+  planner_plan(rest.data(), rest.size(), &in, &r);
+  ASSERT_EQ(r.kept, 2u);
+  EXPECT_EQ(rest[0].start, 4 * MiB) << "unknown heat before known cold";
+}
+
+// DAMON reads a PMD-mapped page's accessed bit: a region that holds a huge window says nothing of the 4 KiB
+// windows beside it, and is not used for them.
+TEST(Heat, RegionsHoldingAHugeWindowLendNoHeat) {
+  // windows 0..4 of 2 MiB, window 1 huge; region A [0, 5M) holds it
+  std::vector<agent_window> w = {{0, 512, 0, -1}, {2 * MiB, 0, 512, -1}, {4 * MiB, 512, 0, -1}, {6 * MiB, 512, 0, -1},
+                                 {8 * MiB, 512, 0, -1}, {10 * MiB, 512, 0, -1, 0, PLAN_FACT_OPT_OUT}};
+  std::vector<damon_region> r = {{0, 5 * MiB, 17, 0}, {5 * MiB, 6 * MiB, 0, 0}, {6 * MiB, 8 * MiB, 2, 0},
+                                 {8 * MiB, 12 * MiB, 0, 0}};
+  heat_snapshot s = {HEAT_DAMON, r.data(), r.size()};
+  EXPECT_EQ(heat_of(&s, 4 * MiB, 2 * MiB, nullptr), 850) << "the huge window's heat, lent";
+  ASSERT_EQ(heat_of_windows(&s, w.data(), w.size(), 2 * MiB), 0);
+  EXPECT_EQ(w[0].heat, -1) << "only the region holding the huge window covers it: unknown";
+  EXPECT_EQ(w[1].heat, -1) << "the huge window itself is not judged";
+  EXPECT_EQ(w[2].heat, 0) << "judged by its clean half only";
+  EXPECT_EQ(w[3].heat, 200);
+  EXPECT_EQ(w[4].heat, 0);
+  EXPECT_EQ(w[5].heat, -1) << "excluded by the program: not judged";
+  heat_snapshot dirty = {HEAT_SOFT_DIRTY, nullptr, 0};
+  w[3].heat = 7;
+  EXPECT_EQ(heat_of_windows(&dirty, w.data(), w.size(), 2 * MiB), 0);
+  EXPECT_EQ(heat_of_windows(nullptr, w.data(), w.size(), 2 * MiB), 0);
+  EXPECT_EQ(w[3].heat, 7) << "soft-dirty's heat is the walk's: untouched";
+}
+
+// The heat of a window is smoothed over the plans (the mean of the heat it was given and this measurement:
+// one sample that found a cold region accessed fades, a hot window read cold once stays hot), and a window
+// covered only by regions that hold a huge window keeps the heat it was given.
+TEST(Heat, SmoothedOverThePlansAndKeptWhenNeighboursAreHuge) {
+  heat_history history{};
+  std::vector<agent_window> w = {{0, 512, 0, -1}, {2 * MiB, 512, 0, -1}, {4 * MiB, 512, 0, -1}};
+  std::vector<damon_region> first = {{0, 2 * MiB, 3, 0}, {2 * MiB, 4 * MiB, 0, 0}, {4 * MiB, 6 * MiB, 1, 0}};
+  heat_snapshot s = {HEAT_DAMON, first.data(), first.size(), &history};
+  ASSERT_EQ(heat_of_windows(&s, w.data(), w.size(), 2 * MiB), 0);
+  EXPECT_EQ(w[0].heat, 300) << "no history yet: this measurement";
+  EXPECT_EQ(w[1].heat, 0);
+  EXPECT_EQ(w[2].heat, 100);
+  ASSERT_EQ(history.count, 3u);
+  // window 1 is huge now; one region covers windows 0 and 1, window 2 read cold this time
+  std::vector<agent_window> again = {{0, 512, 0, -1}, {2 * MiB, 0, 512, -1}, {4 * MiB, 512, 0, -1}};
+  std::vector<damon_region> second = {{0, 4 * MiB, 20, 0}, {4 * MiB, 6 * MiB, 0, 0}};
+  s.regions = second.data();
+  s.count = second.size();
+  ASSERT_EQ(heat_of_windows(&s, again.data(), again.size(), 2 * MiB), 0);
+  EXPECT_EQ(again[0].heat, 300) << "only a region holding a huge window covers it: the heat it was given";
+  EXPECT_EQ(again[1].heat, -1) << "huge: not judged";
+  EXPECT_EQ(again[2].heat, 50) << "the mean of 100 and 0";
+  std::vector<damon_region> third = {{0, 4 * MiB, 20, 0}, {4 * MiB, 6 * MiB, 2, 0}};
+  s.regions = third.data();
+  s.count = third.size();
+  std::vector<agent_window> later = again;
+  ASSERT_EQ(heat_of_windows(&s, later.data(), later.size(), 2 * MiB), 0);
+  EXPECT_EQ(later[0].heat, 300) << "kept";
+  EXPECT_EQ(later[2].heat, 125) << "the mean of 50 and 200";
+  // window 2 covered only by a region that holds a huge window now: the heat it was given
+  std::vector<agent_window> beside = {{0, 512, 0, -1}, {2 * MiB, 0, 512, -1}, {4 * MiB, 512, 0, -1},
+                                      {6 * MiB, 0, 512, -1}};
+  std::vector<damon_region> fourth = {{0, 4 * MiB, 20, 0}, {4 * MiB, 8 * MiB, 20, 0}};
+  s.regions = fourth.data();
+  s.count = fourth.size();
+  ASSERT_EQ(heat_of_windows(&s, beside.data(), beside.size(), 2 * MiB), 0);
+  EXPECT_EQ(beside[2].heat, 125);
+  // read cold from now on: the heat fades to 0, so an idle process is cold again in a few plans
+  std::vector<damon_region> cold = {{0, 4 * MiB, 20, 0}, {4 * MiB, 6 * MiB, 0, 0}};
+  s.regions = cold.data();
+  s.count = cold.size();
+  int plans = 0;
+  for (later = again; later[2].heat != 0 && plans < 20; plans++) {
+    later = again;
+    ASSERT_EQ(heat_of_windows(&s, later.data(), later.size(), 2 * MiB), 0);
+  }
+  EXPECT_EQ(later[2].heat, 0);
+  EXPECT_LE(plans, 8);
+  heat_history_free(&history);
+  EXPECT_EQ(history.count, 0u);
 }
 
 TEST(Heat, SignalNames) {

@@ -91,8 +91,53 @@ TEST(Planner, WithoutHeatDensestFirstThenByAddress) {
 TEST(Planner, HeatRanksFirstWhereKnown) {
   std::vector<agent_window> w = {window(1, 512, 3), window(2, 300, 200), window(3, 512, 3), window(4, 512)};
   plan_result r;
-  EXPECT_EQ(planned(w, agent_input(), &r), (std::vector<uint64_t>{2, 1, 3, 4}));
+  EXPECT_EQ(planned(w, agent_input(), &r), (std::vector<uint64_t>{2, 1, 3}));
   EXPECT_TRUE(r.heat_used);
+  EXPECT_EQ(cut_of(w, 4), PLAN_CUT_COLD) << "unknown heat waits while hot windows are planned";
+}
+
+// Issue 32 item 3: a pass's budget goes to the hot windows; the cold ones (known 0) and those of unknown heat
+// wait for a pass that plans nothing hot.
+TEST(Planner, ColdWindowsWaitWhileHotOnesArePlanned) {
+  std::vector<agent_window> w = {window(1, 512, 0), window(2, 512, 100), window(3, 512), window(4, 400, 300),
+                                 window(5, 512, 0, PLAN_LEDGER_LASTED)};
+  plan_result r;
+  EXPECT_EQ(planned(w, agent_input(), &r), (std::vector<uint64_t>{4, 2}));
+  EXPECT_EQ(cut_of(w, 1), PLAN_CUT_COLD);
+  EXPECT_EQ(cut_of(w, 3), PLAN_CUT_COLD);
+  EXPECT_EQ(cut_of(w, 5), PLAN_CUT_COLD) << "lasted before, but cold";
+  EXPECT_EQ(r.cut_bytes[PLAN_CUT_COLD], 3 * W);
+  EXPECT_STREQ(plan_cut_name(PLAN_CUT_COLD), "cold");
+}
+
+// An idle process (all cold) and a written-once one are still collapsed: with nothing hot planned the rest
+// goes, unknown heat before known cold, each densest first.
+TEST(Planner, WithNothingHotTheRestGoesUnknownBeforeCold) {
+  std::vector<agent_window> idle = {window(1, 512, 0), window(2, 400, 0), window(3, 512, 0)};
+  EXPECT_EQ(planned(idle, agent_input()), (std::vector<uint64_t>{1, 3, 2}));
+  std::vector<agent_window> w = {window(1, 512, 0), window(2, 300), window(3, 512), window(4, 512, 0)};
+  plan_result r;
+  EXPECT_EQ(planned(w, agent_input(), &r), (std::vector<uint64_t>{3, 2, 1, 4}));
+  EXPECT_EQ(r.cut_bytes[PLAN_CUT_COLD], 0u);
+}
+
+// Cold windows that waited long enough (a hot window the kernel refuses every pass) go after the hot ones.
+TEST(Planner, ColdWindowsGetTheirTurnAfterWaitingLongEnough) {
+  std::vector<agent_window> w = {window(1, 512, 0), window(2, 512, 100), window(3, 400)};
+  plan_process turn{};
+  turn.cold_turn = true;
+  plan_result r;
+  EXPECT_EQ(planned(w, agent_input(turn), &r), (std::vector<uint64_t>{2, 3, 1}));
+  EXPECT_EQ(r.cut_bytes[PLAN_CUT_COLD], 0u);
+}
+
+// Only a hot window the plan keeps holds the others back: one held back by its own back-off, or huge
+// already, does not.
+TEST(Planner, AHotWindowNotPlannedHoldsNothingBack) {
+  std::vector<agent_window> w = {window(1, 512, 500, PLAN_LEDGER_HELD), window(2, 512, 0), window(3, 100, 900)};
+  EXPECT_EQ(planned(w, agent_input()), (std::vector<uint64_t>{2}));
+  EXPECT_EQ(cut_of(w, 1), PLAN_CUT_HELD);
+  EXPECT_EQ(cut_of(w, 3), PLAN_CUT_SPARSE);
 }
 
 TEST(Planner, LastingWindowsBeforeUnprovenOnesOfEqualHeat) {
@@ -132,8 +177,11 @@ TEST(Planner, AProbingProcessGetsAFewWindowsInTheOrderAndEveryHotOne) {
   EXPECT_EQ(r.cut_bytes[PLAN_CUT_PROBE], 12 * W);
   std::vector<agent_window> hot = {window(1, 512), window(2, 512), window(3, 512), window(4, 512),
                                    window(5, 512), window(6, 300, 9), window(7, 300, 8)};
-  EXPECT_EQ(planned(hot, agent_input({false, true})), (std::vector<uint64_t>{6, 7, 1, 2, 3, 4}))
-      << "the hot ones are not counted in the probe";
+  EXPECT_EQ(planned(hot, agent_input({false, true})), (std::vector<uint64_t>{6, 7}))
+      << "the hot ones are not counted in the probe (and the rest waits for a pass without them)";
+  std::vector<agent_window> many_hot;
+  for (uint64_t i = 1; i <= 6; i++) many_hot.push_back(window(i, 512, 100 * (int32_t)i));
+  EXPECT_EQ(planned(many_hot, agent_input({false, true})).size(), 6u) << "every hot one";
 }
 
 TEST(Planner, BudgetCutsInTheOrder) {
