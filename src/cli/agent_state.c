@@ -109,6 +109,7 @@ static int read_document(struct agent *a, const struct json_doc *doc, const char
   d->recollapsed = count_of(doc, "recollapsed_bytes");
   d->bloat = count_of(doc, "bloat_bytes");
   d->budget_stops = count_of(doc, "budget_stops");
+  d->pass_ceiling_stops = count_of(doc, "pass_ceiling_stops");
   d->churn_backoffs = count_of(doc, "churn_backoffs");
   d->kernel_collapsed = count_of(doc, "kernel.collapsed_bytes");
   d->kernel_collapse_allocs = count_of(doc, "kernel.thp_collapse_alloc");
@@ -233,6 +234,7 @@ void agent_resume_state(struct agent *a) {
   a->bloat_bytes = d->bloat;
   a->churn_backoffs = d->churn_backoffs;
   a->budget_stops = d->budget_stops;
+  a->pass_ceiling_stops = d->pass_ceiling_stops;
   size_t kept = 0;
   for (size_t i = 0; i < d->process_count; i++) kept += resume_process(a, &d->processes[i]);
   char made[32];
