@@ -97,13 +97,10 @@ enum agent_work agent_work_word(const struct agent_budget *budget, double pass_c
 }
 
 const char *agent_work_phrase(enum agent_work word) {
-  switch (word) {
-  case AGENT_WORK_GO: return "";
-  case AGENT_WORK_STOPPED: return "stopped";
-  case AGENT_WORK_BUDGET_SPENT: return "budget spent";
-  case AGENT_WORK_PASS_CEILING: return "pass CPU ceiling reached";
-  }
-  return "";
+  static const char *const phrases[] = {[AGENT_WORK_GO] = "", [AGENT_WORK_STOPPED] = "stopped",
+                                        [AGENT_WORK_BUDGET_SPENT] = "budget spent",
+                                        [AGENT_WORK_PASS_CEILING] = "pass CPU ceiling reached"};
+  return (size_t)word < sizeof phrases / sizeof *phrases ? phrases[word] : "";
 }
 
 void agent_harm_record(struct agent_harm *harm, const struct hugify_collapse_report *report) {
