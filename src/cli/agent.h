@@ -201,6 +201,9 @@ int agent_load_config(struct agent_config *c, const struct command_line *cl, boo
 char *agent_read_text(const char *path);
 /* One pass over every process. collapse = false: observe only (--status). */
 void agent_run_pass(struct agent *a, bool collapse);
+/* A new entry of the process table (pid, start time, comm; the rest zero), or NULL without memory. Processes
+ * that exited leave the table before it grows. */
+struct process_state *agent_add_process(struct agent *a, pid_t pid, uint64_t start_time, const char *comm);
 
 /* ---- agent_metrics.c ---- */
 /* CPU time of the agent (user and system). */

@@ -78,6 +78,25 @@ static bool exited(struct agent *a, const struct process_state *p) {
   return !p->seen && (!read_start_time(a, p->pid, &start_time) || start_time != p->start_time);
 }
 
+/* Entries the table reserves at once. Past the threshold of malloc's own mappings, only the entries in use
+ * are resident: the agent's RSS follows the most processes it has held at once, not a doubling of them. */
+#define PROCESS_TABLE_RESERVE 256
+
+struct process_state *agent_add_process(struct agent *a, pid_t pid, uint64_t start_time, const char *comm) {
+  /* before the table grows, the processes that exited since the last pass leave it: a long pass in which many
+   * come and go does not step it up for good (the end of the pass retires the rest) */
+  if (a->process_count == a->process_cap) retire_processes(a, exited);
+  size_t need = a->process_count + 1 > PROCESS_TABLE_RESERVE ? a->process_count + 1 : PROCESS_TABLE_RESERVE;
+  if (ARRAY_GROW(a->processes, need, a->process_cap) != 0) return NULL;
+  struct process_state *p = &a->processes[a->process_count++];
+  memset(p, 0, sizeof *p);
+  p->pid = pid;
+  p->start_time = start_time;
+  snprintf(p->comm, sizeof p->comm, "%s", comm);
+  p->last_pause = -1;
+  return p;
+}
+
 /* The state of the process (pid, start_time): a pid is a process only with its start time (/proc/PID/stat),
  * so a new process that got the number of one that exited starts afresh, even with the same comm: it never
  * inherits the other's ledger, back-off or totals. */
@@ -95,17 +114,7 @@ static struct process_state *state_of(struct agent *a, pid_t pid, uint64_t start
     snprintf(p->comm, sizeof p->comm, "%s", comm);
     return p;
   }
-  /* before the table grows, the processes that exited since the last pass leave it: a long pass in which many
-   * come and go does not step it up for good (the end of the pass retires the rest) */
-  if (a->process_count == a->process_cap) retire_processes(a, exited);
-  if (ARRAY_GROW(a->processes, a->process_count + 1, a->process_cap) != 0) return NULL;
-  struct process_state *p = &a->processes[a->process_count++];
-  memset(p, 0, sizeof *p);
-  p->pid = pid;
-  p->start_time = start_time;
-  snprintf(p->comm, sizeof p->comm, "%s", comm);
-  p->last_pause = -1;
-  return p;
+  return agent_add_process(a, pid, start_time, comm);
 }
 
 /* Identity of a process from /proc/PID/{status,comm,cgroup,exe}. False when it is gone or unreadable. */

@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include "agent.h"
-#include "array.h"
 #include "procfs.h"
 #include "units.h"
 #include "json_read.h"
@@ -199,12 +198,8 @@ static bool resume_process(struct agent *a, const struct daemon_process *d) {
   uint64_t start_time = 0;
   bool same = parse_stat_start_time(text, &start_time) && d->start_time && start_time == d->start_time;
   free(text);
-  if (!same || ARRAY_GROW(a->processes, a->process_count + 1, a->process_cap) != 0) return false;
-  struct process_state *p = &a->processes[a->process_count++];
-  memset(p, 0, sizeof *p);
-  p->pid = d->pid;
-  p->start_time = start_time;
-  snprintf(p->comm, sizeof p->comm, "%s", d->comm);
+  struct process_state *p = same ? agent_add_process(a, d->pid, start_time, d->comm) : NULL;
+  if (!p) return false;
   p->collapsed_bytes = d->collapsed;
   p->bloat_bytes = d->bloat;
   snprintf(p->last_action, sizeof p->last_action, "%s", d->last_action);
