@@ -80,7 +80,8 @@ print(f"\nlive target processes: min {min(s['live'] for s in after):.0f}, max {m
       f"load average (1 min): min {min(s['load1'] for s in samples):.2f}, "
       f"mean {sum(s['load1'] for s in samples) / len(samples):.2f}, max {max(s['load1'] for s in samples):.2f}")
 print(f"agent: {state['passes']} passes, collapsed {state['collapsed_bytes'] / 2**20:.0f} MiB, "
-      f"budget stops {state['budget_stops']}, {len(state['processes'])} processes in its last pass")
+      f"budget stops {state['budget_stops']}, pass ceiling stops {state.get('pass_ceiling_stops', '-')} "
+      f"(ceiling {state.get('pass_cpu_ceiling_seconds', '-')} s), {len(state['processes'])} processes in its last pass")
 for r in timed:
     print(f"at {r['t']} s: hugify {r['command']}: wall {r['wall_s']} s, CPU {float(r['user_s']) + float(r['sys_s']):.2f} s "
           f"(user {r['user_s']}, sys {r['sys_s']})")

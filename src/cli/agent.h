@@ -125,7 +125,7 @@ struct daemon_state {
   char note[320];                  /* why it is not used: absent, stale, the daemon gone */
   double age_seconds;              /* -1 unknown */
   pid_t pid;                       /* the daemon */
-  uint64_t passes, collapsed, recollapsed, churn_backoffs, bloat, budget_stops;
+  uint64_t passes, collapsed, recollapsed, churn_backoffs, bloat, budget_stops, pass_ceiling_stops;
   uint64_t kernel_collapsed, kernel_collapse_allocs; /* the kernel's own collapses beside the daemon's */
   double interval;
   char heat[16];                   /* its access signal ("damon", "soft-dirty", "none"; "" unknown) */
@@ -148,9 +148,15 @@ struct agent {
   struct command_line cl;
   struct process_state *processes;
   size_t process_count, process_cap;
+  char *read_buffer;               /* the pass's /proc reads, one buffer kept across them (agent_read_reused) */
+  size_t read_cap;
   struct agent_budget budget;
   double cpu_mark;                 /* CLOCK_PROCESS_CPUTIME_ID at the last charge */
+  double pass_cpu_start;           /* CLOCK_PROCESS_CPUTIME_ID at the start of the pass */
+  double pass_ceiling;             /* CPU seconds one pass may use (agent_pass_ceiling), 0 none (--once) */
+  enum agent_work work;            /* the last word of budget_keep_going: why the pass's work stopped */
   uint64_t passes, collapsed_bytes, budget_stops, memory_gate_closed_passes;
+  uint64_t pass_ceiling_stops;     /* collapses cut short by the pass's CPU ceiling (not the budget) */
   uint64_t recollapsed_bytes, bloat_bytes, churn_backoffs;
   /* the kernel's own collapses beside the agent's: windows in the selected processes that became huge
    * without the agent (the ledgers' kernel_bytes), and /proc/vmstat thp_collapse_alloc since the agent
@@ -195,6 +201,9 @@ int agent_load_config(struct agent_config *c, const struct command_line *cl, boo
 char *agent_read_text(const char *path);
 /* One pass over every process. collapse = false: observe only (--status). */
 void agent_run_pass(struct agent *a, bool collapse);
+/* A new entry of the process table (pid, start time, comm; the rest zero), or NULL without memory. Processes
+ * that exited leave the table before it grows. */
+struct process_state *agent_add_process(struct agent *a, pid_t pid, uint64_t start_time, const char *comm);
 
 /* ---- agent_metrics.c ---- */
 /* CPU time of the agent (user and system). */

@@ -282,6 +282,9 @@ static void render_metrics(struct agent *a, FILE *out) {
              a->config.cpu_budget);
   host_gauge(out, "hugify_agent_budget_stops_total", "counter", "Collapses cut short because the CPU budget was spent.",
              (double)a->budget_stops);
+  host_gauge(out, "hugify_agent_pass_ceiling_stops_total", "counter",
+             "Collapses cut short because their pass reached its CPU ceiling (the budget would have allowed more).",
+             (double)a->pass_ceiling_stops);
   host_gauge(out, "hugify_agent_memory_gate_open", "gauge",
              "1 when available memory and memory pressure allow collapsing, else 0.", a->memory_open ? 1 : 0);
   host_gauge(out, "hugify_agent_memory_gate_closed_passes_total", "counter",

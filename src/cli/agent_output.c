@@ -275,6 +275,7 @@ void agent_print_json(const struct agent *a, FILE *out, const char *mode) {
   json_put_bool(&j, "dry_run", a->config.dry_run);
   json_put_double(&j, "interval_seconds", a->config.interval);
   json_put_double(&j, "cpu_budget_fraction", a->config.cpu_budget);
+  json_put_double(&j, "pass_cpu_ceiling_seconds", agent_pass_ceiling(a->config.cpu_budget, a->config.interval));
   json_put_double(&j, "min_present_fraction", a->config.min_present);
   json_open_object(&j, "memory");
   json_put_bool(&j, "allows_collapse", a->memory_open);
@@ -292,6 +293,7 @@ void agent_print_json(const struct agent *a, FILE *out, const char *mode) {
   json_put_u64(&j, "bloat_bytes", a->bloat_bytes);
   json_put_u64(&j, "churn_backoffs", a->churn_backoffs);
   json_put_u64(&j, "budget_stops", a->budget_stops);
+  json_put_u64(&j, "pass_ceiling_stops", a->pass_ceiling_stops);
   json_open_object(&j, "kernel");
   json_put_u64(&j, "collapsed_bytes", a->kernel_bytes);
   json_put_u64(&j, "thp_collapse_alloc", a->kernel_collapse_allocs);

@@ -24,19 +24,77 @@ char *agent_read_text(const char *path) {
   return os_read_file(path, &text, NULL) == 0 ? text : NULL;
 }
 
-/* Charge the CPU used since the last charge; true while the budget allows more. */
+/* A /proc file's text in the agent's one reused buffer (valid until its next read), or NULL when it cannot be
+ * read: the walk reads thousands of files a pass and allocates nothing for them. */
+static const char *read_reused(struct agent *a, const char *path) {
+  return os_read_file_reusing(path, &a->read_buffer, &a->read_cap, NULL) == 0 ? a->read_buffer : NULL;
+}
+
+/* Charge the CPU used since the last charge; true while the budget and the pass's ceiling allow more
+ * (a->work says why not). --once: neither limits it. */
 static bool budget_keep_going(void *context) {
   struct agent *a = context;
   double now = measure_clock_seconds(CLOCK_PROCESS_CPUTIME_ID);
   agent_budget_charge(&a->budget, now - a->cpu_mark);
   a->cpu_mark = now;
-  if (a->config.once) return !a->stop_requested;
-  agent_budget_refill(&a->budget, measure_clock_seconds(CLOCK_MONOTONIC));
-  /* a pending SIGTERM ends the pass between calls */
-  sigset_t pending;
-  if (sigpending(&pending) == 0 && (sigismember(&pending, SIGTERM) || sigismember(&pending, SIGINT)))
-    a->stop_requested = true;
-  return !a->stop_requested && agent_budget_allows(&a->budget);
+  if (!a->config.once) {
+    agent_budget_refill(&a->budget, measure_clock_seconds(CLOCK_MONOTONIC));
+    /* a pending SIGTERM ends the pass between calls */
+    sigset_t pending;
+    if (sigpending(&pending) == 0 && (sigismember(&pending, SIGTERM) || sigismember(&pending, SIGINT)))
+      a->stop_requested = true;
+  }
+  a->work = a->config.once ? agent_work_word(NULL, 0, 0, a->stop_requested)
+                           : agent_work_word(&a->budget, now - a->pass_cpu_start, a->pass_ceiling, a->stop_requested);
+  return a->work == AGENT_WORK_GO;
+}
+
+/* The start time of pid (clock ticks after boot): with the pid, which process this is. False when gone. */
+static bool read_start_time(struct agent *a, pid_t pid, uint64_t *start_time) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  return parse_stat_start_time(read_reused(a, path), start_time);
+}
+
+/* Forget the processes of the table `gone` says are gone: their counters stay in the host's. */
+static void retire_processes(struct agent *a, bool (*gone)(struct agent *a, const struct process_state *p)) {
+  size_t kept = 0;
+  for (size_t i = 0; i < a->process_count; i++) {
+    if (!gone(a, &a->processes[i])) a->processes[kept++] = a->processes[i];
+    else agent_retire_process(a, &a->processes[i]), agent_ledger_free(&a->processes[i].ledger);
+  }
+  a->process_count = kept;
+}
+
+/* At the end of a pass: a process not seen in it exited or is no longer selected. */
+static bool not_seen(struct agent *a, const struct process_state *p) {
+  (void)a;
+  return !p->seen;
+}
+
+/* During a pass: a process not seen yet in it whose pid is gone, or is another process's now. */
+static bool exited(struct agent *a, const struct process_state *p) {
+  uint64_t start_time;
+  return !p->seen && (!read_start_time(a, p->pid, &start_time) || start_time != p->start_time);
+}
+
+/* Entries the table reserves at once. Past the threshold of malloc's own mappings, only the entries in use
+ * are resident: the agent's RSS follows the most processes it has held at once, not a doubling of them. */
+#define PROCESS_TABLE_RESERVE 256
+
+struct process_state *agent_add_process(struct agent *a, pid_t pid, uint64_t start_time, const char *comm) {
+  /* before the table grows, the processes that exited since the last pass leave it: a long pass in which many
+   * come and go does not step it up for good (the end of the pass retires the rest) */
+  if (a->process_count == a->process_cap) retire_processes(a, exited);
+  size_t need = a->process_count + 1 > PROCESS_TABLE_RESERVE ? a->process_count + 1 : PROCESS_TABLE_RESERVE;
+  if (ARRAY_GROW(a->processes, need, a->process_cap) != 0) return NULL;
+  struct process_state *p = &a->processes[a->process_count++];
+  memset(p, 0, sizeof *p);
+  p->pid = pid;
+  p->start_time = start_time;
+  snprintf(p->comm, sizeof p->comm, "%s", comm);
+  p->last_pause = -1;
+  return p;
 }
 
 /* The state of the process (pid, start_time): a pid is a process only with its start time (/proc/PID/stat),
@@ -56,33 +114,16 @@ static struct process_state *state_of(struct agent *a, pid_t pid, uint64_t start
     snprintf(p->comm, sizeof p->comm, "%s", comm);
     return p;
   }
-  if (ARRAY_GROW(a->processes, a->process_count + 1, a->process_cap) != 0) return NULL;
-  struct process_state *p = &a->processes[a->process_count++];
-  memset(p, 0, sizeof *p);
-  p->pid = pid;
-  p->start_time = start_time;
-  snprintf(p->comm, sizeof p->comm, "%s", comm);
-  p->last_pause = -1;
-  return p;
-}
-
-/* The start time of pid (clock ticks after boot): with the pid, which process this is. False when gone. */
-static bool read_start_time(pid_t pid, uint64_t *start_time) {
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  char *text = agent_read_text(path);
-  bool found = parse_stat_start_time(text, start_time);
-  free(text);
-  return found;
+  return agent_add_process(a, pid, start_time, comm);
 }
 
 /* Identity of a process from /proc/PID/{status,comm,cgroup,exe}. False when it is gone or unreadable. */
-static bool read_process(pid_t pid, const struct agent_selectors *s, struct agent_process *out) {
+static bool read_process(struct agent *a, pid_t pid, const struct agent_selectors *s, struct agent_process *out) {
   memset(out, 0, sizeof *out);
   out->pid = pid;
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-  char *status = agent_read_text(path);
+  const char *status = read_reused(a, path);
   if (!status) return false;
   char field[64];
   uint64_t rss = 0, thp = 1;
@@ -91,16 +132,14 @@ static bool read_process(pid_t pid, const struct agent_selectors *s, struct agen
   out->thp_disabled = parse_keyed_value(status, "THP_enabled", &thp) ? thp == 0 : -1;
   if (parse_keyed_text(status, "Uid", field, sizeof field)) out->uid = (uid_t)strtoul(field, NULL, 10);
   if (parse_keyed_text(status, "Name", field, sizeof field)) snprintf(out->comm, sizeof out->comm, "%.15s", field);
-  free(status);
   if (strchr(out->comm, '\\')) { /* status escapes some bytes: the real comm */
     snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
     os_read_small(path, out->comm, sizeof out->comm);
   }
   if (s->cgroup_count) {
     snprintf(path, sizeof path, "/proc/%d/cgroup", (int)pid);
-    char *text = agent_read_text(path);
+    const char *text = read_reused(a, path);
     if (text && !parse_cgroup_v2_path(text, out->cgroup, sizeof out->cgroup)) out->cgroup[0] = '\0';
-    free(text);
   }
   if (s->exe_count) {
     snprintf(path, sizeof path, "/proc/%d/exe", (int)pid);
@@ -164,7 +203,10 @@ static void record_collapse(struct agent *a, struct process_state *p, const stru
   a->recollapsed_bytes += p->ledger.recollapsed_bytes - recollapsed_before;
   count_failures(p, report);
   agent_backoff_record(&p->backoff, made > 0, report->failed > 0, now, a->config.interval, BACKOFF_MAX_SECONDS);
-  if (policy->stopped) a->budget_stops++;
+  if (policy->stopped && a->work == AGENT_WORK_BUDGET_SPENT) a->budget_stops++;
+  if (policy->stopped && a->work == AGENT_WORK_PASS_CEILING) a->pass_ceiling_stops++;
+  char stopped_text[40] = "";
+  if (policy->stopped) snprintf(stopped_text, sizeof stopped_text, ", %s", agent_work_phrase(a->work));
   char made_text[32], planned_text[32], held_text[32], excluded_text[64] = "";
   format_bytes(made, made_text, sizeof made_text);
   format_bytes(policy->planned, planned_text, sizeof planned_text);
@@ -175,7 +217,7 @@ static void record_collapse(struct agent *a, struct process_state *p, const stru
     snprintf(excluded_text, sizeof excluded_text, ", left %s the program excluded", bytes);
   }
   snprintf(p->last_action, sizeof p->last_action, "collapsed %s of %s planned%s%s%s%s%s%s", made_text, planned_text,
-           excluded_text, report->failed ? ", some windows failed" : "", policy->stopped ? ", budget spent" : "",
+           excluded_text, report->failed ? ", some windows failed" : "", stopped_text,
            policy->backed_off ? ", " : "", policy->backed_off ? held_text : "",
            policy->backed_off ? " held back (collapses undone)" : "");
   p->idle_signature = 0;
@@ -279,11 +321,10 @@ static void serve_process(struct agent *a, struct process_state *p, uint64_t rss
 
 /* /proc/vmstat's thp_collapse_alloc: the kernel's collapses since the agent started (host-wide). */
 static void read_kernel_collapses(struct agent *a) {
-  char *text = agent_read_text("/proc/vmstat");
+  const char *text = read_reused(a, "/proc/vmstat");
   struct vmstat_counters counters;
   if (!text) return;
   parse_vmstat(text, &counters);
-  free(text);
   if (!counters.present[VMSTAT_THP_COLLAPSE_ALLOC]) return;
   uint64_t now = counters.value[VMSTAT_THP_COLLAPSE_ALLOC];
   if (a->vmstat_read && now >= a->vmstat_collapse_alloc) a->kernel_collapse_allocs += now - a->vmstat_collapse_alloc;
@@ -292,13 +333,11 @@ static void read_kernel_collapses(struct agent *a) {
 }
 
 static void read_memory_state(struct agent *a) {
-  char *meminfo = agent_read_text("/proc/meminfo");
+  const char *meminfo = read_reused(a, "/proc/meminfo");
   a->available = UINT64_MAX;
   if (meminfo) parse_keyed_value(meminfo, "MemAvailable", &a->available);
-  free(meminfo);
-  char *pressure = agent_read_text("/proc/pressure/memory");
+  const char *pressure = read_reused(a, "/proc/pressure/memory");
   if (!pressure || !parse_psi_pressure(pressure, &a->pressure)) memset(&a->pressure, 0, sizeof a->pressure);
-  free(pressure);
   struct agent_memory_limits limits = {a->config.free_floor, a->config.max_pressure};
   a->memory_open = agent_memory_allows(&limits, a->available, &a->pressure, a->memory_reason, sizeof a->memory_reason);
 }
@@ -317,7 +356,7 @@ static int visit_process(pid_t pid, void *context) {
   if (a->stop_requested) return 1;
   if (pid == walk->self) return 0;
   struct agent_process process;
-  if (!read_process(pid, &a->config.selectors, &process)) return 0;
+  if (!read_process(a, pid, &a->config.selectors, &process)) return 0;
   enum agent_selection selection = agent_select(&a->config.selectors, &process);
   if (selection == AGENT_THP_DISABLED) { /* the process's own decision (systemd's MemoryTHP=): shown, not served */
     if (a->thp_disabled_count < AGENT_THP_DISABLED_SHOWN) {
@@ -329,7 +368,7 @@ static int visit_process(pid_t pid, void *context) {
   }
   if (selection != AGENT_SELECTED) return 0;
   uint64_t start_time;
-  if (!read_start_time(pid, &start_time)) return 0; /* gone meanwhile */
+  if (!read_start_time(a, pid, &start_time)) return 0; /* gone meanwhile */
   struct process_state *p = state_of(a, process.pid, start_time, process.comm);
   if (!p) return 1;
   p->seen = p->selected = true;
@@ -355,6 +394,8 @@ static void heat_follow(struct agent *a) {
 
 void agent_run_pass(struct agent *a, bool collapse) {
   double start = measure_clock_seconds(CLOCK_MONOTONIC);
+  a->pass_cpu_start = measure_clock_seconds(CLOCK_PROCESS_CPUTIME_ID);
+  a->pass_ceiling = a->config.once ? 0 : agent_pass_ceiling(a->config.cpu_budget, a->config.interval);
   if (a->passes++ == 0) cgroup_memory_hierarchy("", &a->memory_root);
   a->heat_error[0] = '\0';
   if (collapse) heat_refresh(&a->heat, a->heat_error, sizeof a->heat_error);
@@ -365,13 +406,7 @@ void agent_run_pass(struct agent *a, bool collapse) {
   for (size_t i = 0; i < a->process_count; i++) a->processes[i].seen = false;
   struct pass_walk walk = {a, collapse && a->memory_open, start, getpid()};
   os_for_each_process(visit_process, &walk);
-  /* forget processes that exited (or stopped being selected) */
-  size_t kept = 0;
-  for (size_t i = 0; i < a->process_count; i++) {
-    if (a->processes[i].seen) a->processes[kept++] = a->processes[i];
-    else agent_retire_process(a, &a->processes[i]), agent_ledger_free(&a->processes[i].ledger);
-  }
-  a->process_count = kept;
+  retire_processes(a, not_seen); /* processes that exited (or stopped being selected) */
   if (collapse) heat_follow(a);
   budget_keep_going(a); /* charge the rest of the pass */
   a->last_pass_end = measure_clock_seconds(CLOCK_REALTIME);

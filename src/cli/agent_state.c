@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include "agent.h"
-#include "array.h"
 #include "procfs.h"
 #include "units.h"
 #include "json_read.h"
@@ -109,6 +108,7 @@ static int read_document(struct agent *a, const struct json_doc *doc, const char
   d->recollapsed = count_of(doc, "recollapsed_bytes");
   d->bloat = count_of(doc, "bloat_bytes");
   d->budget_stops = count_of(doc, "budget_stops");
+  d->pass_ceiling_stops = count_of(doc, "pass_ceiling_stops");
   d->churn_backoffs = count_of(doc, "churn_backoffs");
   d->kernel_collapsed = count_of(doc, "kernel.collapsed_bytes");
   d->kernel_collapse_allocs = count_of(doc, "kernel.thp_collapse_alloc");
@@ -198,12 +198,8 @@ static bool resume_process(struct agent *a, const struct daemon_process *d) {
   uint64_t start_time = 0;
   bool same = parse_stat_start_time(text, &start_time) && d->start_time && start_time == d->start_time;
   free(text);
-  if (!same || ARRAY_GROW(a->processes, a->process_count + 1, a->process_cap) != 0) return false;
-  struct process_state *p = &a->processes[a->process_count++];
-  memset(p, 0, sizeof *p);
-  p->pid = d->pid;
-  p->start_time = start_time;
-  snprintf(p->comm, sizeof p->comm, "%s", d->comm);
+  struct process_state *p = same ? agent_add_process(a, d->pid, start_time, d->comm) : NULL;
+  if (!p) return false;
   p->collapsed_bytes = d->collapsed;
   p->bloat_bytes = d->bloat;
   snprintf(p->last_action, sizeof p->last_action, "%s", d->last_action);
@@ -233,6 +229,7 @@ void agent_resume_state(struct agent *a) {
   a->bloat_bytes = d->bloat;
   a->churn_backoffs = d->churn_backoffs;
   a->budget_stops = d->budget_stops;
+  a->pass_ceiling_stops = d->pass_ceiling_stops;
   size_t kept = 0;
   for (size_t i = 0; i < d->process_count; i++) kept += resume_process(a, &d->processes[i]);
   char made[32];

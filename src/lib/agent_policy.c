@@ -84,6 +84,25 @@ void agent_budget_charge(struct agent_budget *b, double cpu_seconds) {
 
 bool agent_budget_allows(const struct agent_budget *b) { return b->tokens > 0; }
 
+double agent_pass_ceiling(double fraction, double interval_seconds) {
+  double share = fraction * interval_seconds;
+  return share > AGENT_PASS_CPU_CEILING ? share : AGENT_PASS_CPU_CEILING;
+}
+
+enum agent_work agent_work_word(const struct agent_budget *budget, double pass_cpu, double ceiling, bool stop_requested) {
+  if (stop_requested) return AGENT_WORK_STOPPED;
+  if (budget && !agent_budget_allows(budget)) return AGENT_WORK_BUDGET_SPENT;
+  if (ceiling > 0 && pass_cpu >= ceiling) return AGENT_WORK_PASS_CEILING;
+  return AGENT_WORK_GO;
+}
+
+const char *agent_work_phrase(enum agent_work word) {
+  static const char *const phrases[] = {[AGENT_WORK_GO] = "", [AGENT_WORK_STOPPED] = "stopped",
+                                        [AGENT_WORK_BUDGET_SPENT] = "budget spent",
+                                        [AGENT_WORK_PASS_CEILING] = "pass CPU ceiling reached"};
+  return (size_t)word < sizeof phrases / sizeof *phrases ? phrases[word] : "";
+}
+
 void agent_harm_record(struct agent_harm *harm, const struct hugify_collapse_report *report) {
   if (report->longest_call > harm->longest_call) harm->longest_call = report->longest_call;
 }

@@ -86,6 +86,27 @@ void agent_budget_refill(struct agent_budget *budget, double now);
 void agent_budget_charge(struct agent_budget *budget, double cpu_seconds);
 bool agent_budget_allows(const struct agent_budget *budget);
 
+/* A pass's own ceiling: the bucket refills during a pass, so on a CPU-starved machine a pass that lasts
+ * minutes of wall time could collapse for minutes; whatever the bucket holds, one pass stops measuring and
+ * collapsing once it has used this much CPU (its walk included): AGENT_PASS_CPU_CEILING seconds, or one
+ * interval's share of the budget (fraction * interval) when that is more, so that a raised budget is not
+ * cut by it. */
+#define AGENT_PASS_CPU_CEILING 0.5
+double agent_pass_ceiling(double fraction, double interval_seconds);
+
+/* Whether the work of a pass goes on, and if not, why (each said and counted apart). */
+enum agent_work {
+  AGENT_WORK_GO = 0,
+  AGENT_WORK_STOPPED,        /* SIGTERM or SIGINT arrived */
+  AGENT_WORK_BUDGET_SPENT,   /* the bucket is empty */
+  AGENT_WORK_PASS_CEILING,   /* the bucket would allow more, this pass has used its ceiling */
+};
+/* The word before a piece of work: a stop asked first, then the budget (NULL: none, --once), then the pass's
+ * ceiling (pass_cpu: CPU the pass has used so far; ceiling <= 0: none). */
+enum agent_work agent_work_word(const struct agent_budget *budget, double pass_cpu, double ceiling, bool stop_requested);
+/* What a cut-short collapse says of it: "stopped", "budget spent", "pass CPU ceiling reached" ("" for GO). */
+const char *agent_work_phrase(enum agent_work word);
+
 /* ---- the harm ledger ---- */
 /* What the agent's collapses cost the processes it acts on, besides the bloat and its CPU (counted where they
  * happen): the pause each call caused (collapse_policy.pauses points here) and the longest call. */

@@ -42,29 +42,37 @@ int os_read_file(const char *path, char **text, size_t *length) {
   return os_read_fd(fd, text, length);
 }
 
-int os_read_fd(int fd, char **text, size_t *length) {
-  *text = NULL;
-  size_t cap = 16384, used = 0;
-  char *buf = malloc(cap);
-  int rc = buf ? 0 : -ENOMEM;
+/* Read fd to its end into *buf (grown as needed, at least 16 KiB), NUL-terminated; closes fd. */
+static int read_fd_into(int fd, char **buf, size_t *cap, size_t *length) {
+  size_t used = 0;
+  int rc = *cap < 16384 ? ARRAY_GROW(*buf, 16384, *cap) : 0;
   while (rc == 0) {
     if (used >= OS_READ_FILE_MAX) { rc = -EFBIG; break; }
-    if (cap - used < 4096 && (rc = ARRAY_GROW(buf, cap + 1, cap))) break;
-    ssize_t n = read(fd, buf + used, cap - used - 1);
+    if (*cap - used < 4096 && (rc = ARRAY_GROW(*buf, *cap + 1, *cap))) break;
+    ssize_t n = read(fd, *buf + used, *cap - used - 1);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) rc = -errno;
     if (n <= 0) break;
     used += (size_t)n;
   }
   close(fd);
-  if (rc) {
-    free(buf);
-    return rc;
-  }
-  buf[used] = '\0';
+  if (rc) return rc;
+  (*buf)[used] = '\0';
   if (length) *length = used;
-  *text = buf;
   return 0;
+}
+
+int os_read_fd(int fd, char **text, size_t *length) {
+  *text = NULL;
+  size_t cap = 0;
+  int rc = read_fd_into(fd, text, &cap, length);
+  if (rc) free(*text), *text = NULL;
+  return rc;
+}
+
+int os_read_file_reusing(const char *path, char **buffer, size_t *cap, size_t *length) {
+  int fd = safe_file_open_read(path, true);
+  return fd < 0 ? fd : read_fd_into(fd, buffer, cap, length);
 }
 
 ssize_t os_read_small(const char *path, char *buf, size_t cap) {

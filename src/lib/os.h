@@ -76,6 +76,10 @@ struct smaps_vma;
 int os_read_file(const char *path, char **text, size_t *length);
 /* The same from an fd opened by the caller (safe_file_open_read, then checks on it), which it closes. */
 int os_read_fd(int fd, char **text, size_t *length);
+/* The same into a buffer the caller keeps across reads (*buffer malloc'd and grown here, *cap its size; both
+ * 0 the first time; the caller frees it): a loop reading thousands of /proc files allocates nothing per
+ * file. Returns 0 or -errno (the buffer kept either way). */
+int os_read_file_reusing(const char *path, char **buffer, size_t *cap, size_t *length);
 /* Small regular file into buf (NUL-terminated, trailing newline removed); one read of at most cap - 1 bytes.
  * Returns length or -errno. */
 ssize_t os_read_small(const char *path, char *buf, size_t cap);

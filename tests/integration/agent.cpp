@@ -364,6 +364,9 @@ TEST(Agent, MetricsParseAndMatchInspect) {
               0) << parsed.out;
   }
   EXPECT_GE(metric(parsed.out, "hugify_agent_cpu_seconds_total{}"), 0);
+  // --once has neither a budget nor a pass's CPU ceiling (docs/agent.md, "CPU budget"): nothing cut by them
+  EXPECT_EQ(metric(parsed.out, "hugify_agent_budget_stops_total{}"), 0) << parsed.out;
+  EXPECT_EQ(metric(parsed.out, "hugify_agent_pass_ceiling_stops_total{}"), 0) << parsed.out;
   // The pause histogram: parsed by the client, buckets cumulative, +Inf equal to the count.
   double previous = 0;
   int buckets = 0;

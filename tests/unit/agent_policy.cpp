@@ -96,6 +96,39 @@ TEST(AgentBudget, TokenBucketFillsAtTheBudgetAndCaps) {
   EXPECT_DOUBLE_EQ(b.tokens, 1.2);
 }
 
+TEST(AgentBudget, PassCeilingIsHalfASecondOrTheIntervalsShare) {
+  EXPECT_DOUBLE_EQ(agent_pass_ceiling(0.02, 10), AGENT_PASS_CPU_CEILING); // defaults: 0.2 s share, 0.5 s ceiling
+  EXPECT_DOUBLE_EQ(agent_pass_ceiling(0.10, 0.5), AGENT_PASS_CPU_CEILING);
+  EXPECT_DOUBLE_EQ(agent_pass_ceiling(0.50, 10), 5.0); // a raised budget is not cut by it
+  EXPECT_LT(AGENT_PASS_CPU_CEILING, 1.0);
+}
+
+// The refilled bucket of a long pass: the budget allows more, the pass's own CPU stops it, and that stop is
+// told apart from a spent budget and from a stop asked by a signal.
+TEST(AgentBudget, PassStopsAtItsCeilingApartFromTheBudget) {
+  agent_budget b;
+  agent_budget_init(&b, 0.02, 60, 10, 0.0);
+  const double ceiling = agent_pass_ceiling(0.02, 10);
+  EXPECT_EQ(agent_work_word(&b, 0.1, ceiling, false), AGENT_WORK_GO);
+  agent_budget_charge(&b, 0.15);
+  agent_budget_refill(&b, 200.0); // minutes of wall time in one pass: the bucket is full again
+  ASSERT_TRUE(agent_budget_allows(&b));
+  EXPECT_EQ(agent_work_word(&b, 0.49, ceiling, false), AGENT_WORK_GO);
+  EXPECT_EQ(agent_work_word(&b, 0.5, ceiling, false), AGENT_WORK_PASS_CEILING);
+  EXPECT_EQ(agent_work_word(&b, 1.5, ceiling, false), AGENT_WORK_PASS_CEILING);
+  EXPECT_EQ(agent_work_word(&b, 1.5, ceiling, true), AGENT_WORK_STOPPED); // a signal is said as such
+  agent_budget_charge(&b, 5);
+  EXPECT_EQ(agent_work_word(&b, 1.5, ceiling, false), AGENT_WORK_BUDGET_SPENT); // both: the budget's word
+  EXPECT_EQ(agent_work_word(&b, 0.1, ceiling, false), AGENT_WORK_BUDGET_SPENT);
+  // --once: no budget, no ceiling; only a signal stops it
+  EXPECT_EQ(agent_work_word(nullptr, 100, 0, false), AGENT_WORK_GO);
+  EXPECT_EQ(agent_work_word(nullptr, 100, 0, true), AGENT_WORK_STOPPED);
+  EXPECT_STREQ(agent_work_phrase(AGENT_WORK_PASS_CEILING), "pass CPU ceiling reached");
+  EXPECT_STREQ(agent_work_phrase(AGENT_WORK_BUDGET_SPENT), "budget spent");
+  EXPECT_STREQ(agent_work_phrase(AGENT_WORK_STOPPED), "stopped");
+  EXPECT_STREQ(agent_work_phrase(AGENT_WORK_GO), "");
+}
+
 TEST(AgentMemory, PressureParsesCapturedText) {
   psi_pressure p;
   ASSERT_TRUE(parse_psi_pressure(test_support::fixture("pressure/memory_pressed.txt").c_str(), &p));
