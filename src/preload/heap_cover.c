@@ -75,12 +75,20 @@ static void advise(void *start, size_t length) {
 
 /* Without a report or HUGIFY_VERBOSE, the THP mode is read at the first mapping the cover would take, not
  * at start: a short program that never maps 2 MiB never pays for it. What the check calls (open, read,
- * close, prctl, snprintf) allocates nothing, so it is safe inside malloc's own mmap. */
+ * close, prctl, snprintf) allocates nothing, so it is safe inside malloc's own mmap. Nothing waits for the
+ * check, as nothing waits for the carver's lock: a signal handler that maps while its own thread is inside
+ * the check would wait for itself for ever (pthread_once did: RunPreload.CarverServesASignalHandler...
+ * hung 13 times in 30 under load), so a mapping made while another call is checking is an ordinary one. */
 static void check_thp_usable(const char *mode_name);
-static pthread_once_t thp_checked = PTHREAD_ONCE_INIT;
-static void check_thp_once(void) { check_thp_usable(options_heap_name(preload_options()->heap)); }
+static atomic_int thp_check; /* 0: not yet, 1: being checked, 2: checked */
 static bool cover_on(void) {
-  if (atomic_load_explicit(&cover_pending, memory_order_relaxed)) pthread_once(&thp_checked, check_thp_once);
+  if (atomic_load_explicit(&cover_pending, memory_order_acquire) &&
+      atomic_load_explicit(&thp_check, memory_order_acquire) != 2) {
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&thp_check, &expected, 1)) return false; /* being checked: not now */
+    check_thp_usable(options_heap_name(preload_options()->heap));
+    atomic_store_explicit(&thp_check, 2, memory_order_release);
+  }
   return atomic_load_explicit(&cover_active, memory_order_relaxed);
 }
 
