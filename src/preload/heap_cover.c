@@ -42,7 +42,7 @@
 typedef void *(*mmap_function)(void *, size_t, int, int, int, off_t);
 static mmap_function next_mmap;   /* the mmap after ours (libc's), resolved in the constructor */
 static atomic_int cover_active;   /* 1: auto/thp mode and THP usable in this process */
-static atomic_int cover_pending;  /* 1: auto/thp mode, THP not checked yet (cover_on checks it) */
+static atomic_int cover_pending;  /* 1: auto/thp mode, THP not checked yet (cover_on checks it); 2: being checked */
 static atomic_int cover_warned;   /* one fallback line for a failing madvise */
 static atomic_int shared_active;  /* 1: auto/thp mode and THP not disabled by prctl: cover shared memory */
 static atomic_int shared_noted;   /* the one fallback line about shmem_enabled */
@@ -80,14 +80,12 @@ static void advise(void *start, size_t length) {
  * the check would wait for itself for ever (pthread_once did: RunPreload.CarverServesASignalHandler...
  * hung 13 times in 30 under load), so a mapping made while another call is checking is an ordinary one. */
 static void check_thp_usable(const char *mode_name);
-static atomic_int thp_check; /* 0: not yet, 1: being checked, 2: checked */
 static bool cover_on(void) {
-  if (atomic_load_explicit(&cover_pending, memory_order_acquire) &&
-      atomic_load_explicit(&thp_check, memory_order_acquire) != 2) {
-    int expected = 0;
-    if (!atomic_compare_exchange_strong(&thp_check, &expected, 1)) return false; /* being checked: not now */
+  if (atomic_load_explicit(&cover_pending, memory_order_acquire)) {
+    int expected = 1;
+    if (!atomic_compare_exchange_strong(&cover_pending, &expected, 2)) return false; /* being checked: not now */
     check_thp_usable(options_heap_name(preload_options()->heap));
-    atomic_store_explicit(&thp_check, 2, memory_order_release);
+    atomic_store_explicit(&cover_pending, 0, memory_order_release);
   }
   return atomic_load_explicit(&cover_active, memory_order_relaxed);
 }
