@@ -300,10 +300,13 @@ TEST(RunPreload, ReportIsValidAndMatchesAnIndependentSmapsRead) {
   for (const auto &member : doc["classes"].members()) sum += member.second["resident_bytes"].number();
   EXPECT_EQ(sum, doc.at("total.resident_bytes").number()) << json;
   ASSERT_GT(at_stop.resident, 96u << 20);
-  // Between the stop and the report the program only returns from main; the report's own reading of
-  // smaps may touch a little more of the heap, never a huge page more.
+  // Between the stop and the report the program only returns from main and the report is written. That
+  // may touch a little more of the heap, and under the cover one touch faults a whole huge page (seen
+  // under ASan in CI: exactly 2 MiB more), so up to one huge page more, never less.
   double resident = allocated(doc, "resident_bytes"), huge = allocated(doc, "huge_bytes");
-  EXPECT_NEAR(resident, static_cast<double>(at_stop.resident), 1 << 20) << json;
+  double stopped = static_cast<double>(at_stop.resident);
+  EXPECT_GE(resident, stopped - (1 << 20)) << json;
+  EXPECT_LE(resident, stopped + (2 << 20) + (1 << 20)) << json;
   EXPECT_NEAR(huge, static_cast<double>(at_stop.huge), 2 << 20) << json;
 }
 
