@@ -46,8 +46,8 @@ static atomic_int cover_pending;  /* 1: auto/thp mode, THP not checked yet (cove
 static atomic_int cover_warned;   /* one fallback line for a failing madvise */
 static atomic_int shared_active;  /* 1: auto/thp mode and THP not disabled by prctl: cover shared memory */
 static atomic_int shared_noted;   /* the one fallback line about shmem_enabled */
-static char shmem_mode[24];       /* shmem_enabled as it applies to 2 MiB pages, read at the first use */
-static pthread_once_t shmem_mode_read = PTHREAD_ONCE_INIT;
+static char shmem_mode_kept[24];  /* shmem_enabled as it applies to 2 MiB pages, read at the first use */
+static atomic_int shmem_mode_state; /* 0: not read; 1: being stored; 2: shmem_mode_kept holds it */
 static uint64_t pool_free_at_start, pool_total_at_start; /* --heap hugetlb: the 2 MiB pool at start */
 static const char *heap_owner;    /* a sanitizer's or valgrind's allocator owns malloc (NULL: none) */
 static bool under_valgrind;       /* valgrind's core is loaded: the program runs on valgrind's JIT */
@@ -106,13 +106,27 @@ static bool wants_shared_cover(size_t length, int flags) {
   return !(flags & (MAP_STACK | MAP_GROWSDOWN | MAP_32BIT | MAP_HUGETLB));
 }
 
-/* Two sysfs files: read when a program first makes shared memory this large, not in every process. */
-static void read_shmem_mode(void) { inspect_shmem_mode(shmem_mode, sizeof shmem_mode); }
+/* Two sysfs files: read when a program first makes shared memory this large, not in every process. Nothing
+ * waits for another reader (a signal handler that maps shared memory while its own thread reads would wait
+ * for itself, as pthread_once did for the THP check): a call that finds it unread reads its own copy, and
+ * the first to finish keeps it for the others. */
+static void read_shmem_mode(char *out, size_t cap) {
+  if (atomic_load_explicit(&shmem_mode_state, memory_order_acquire) == 2) {
+    snprintf(out, cap, "%s", shmem_mode_kept);
+    return;
+  }
+  inspect_shmem_mode(out, cap);
+  int expected = 0;
+  if (!atomic_compare_exchange_strong(&shmem_mode_state, &expected, 1)) return;
+  snprintf(shmem_mode_kept, sizeof shmem_mode_kept, "%s", out);
+  atomic_store_explicit(&shmem_mode_state, 2, memory_order_release);
+}
 
 /* Advise shared memory we placed; say once what shmem_enabled does to it. */
 static void advise_shared(void *start, size_t length, const char *how) {
   if (thp_disabled_by_prctl()) return;
-  pthread_once(&shmem_mode_read, read_shmem_mode);
+  char shmem_mode[sizeof shmem_mode_kept];
+  read_shmem_mode(shmem_mode, sizeof shmem_mode);
   os_madvise(start, length, MADV_HUGEPAGE); /* EINVAL on hugetlb segments: those are huge already */
   bool at_fault = strcmp(shmem_mode, "advise") == 0 || strcmp(shmem_mode, "always") == 0 ||
                   strcmp(shmem_mode, "within_size") == 0 || strcmp(shmem_mode, "force") == 0;
@@ -448,7 +462,9 @@ static const char *owner_fallback_detail(const char *allocator) {
 
 /* A runtime linked into the program (clang's static sanitizer runtimes): their init symbol. Five dlsym
  * misses cost about 20 us, a tenth of what the preload adds to /bin/true, and only the report and
- * HUGIFY_VERBOSE need the answer: looked up at the first question (preload_heap_owner), not at start. */
+ * HUGIFY_VERBOSE need the answer: looked up at the first question (preload_heap_owner), not at start. Asked
+ * only by the constructor (HUGIFY_VERBOSE) and the report at exit, never from a mapping, so no signal handler
+ * can wait here for its own thread (dlsym could not be called from one anyway). */
 static pthread_once_t symbol_owner_once = PTHREAD_ONCE_INIT;
 static void find_symbol_heap_owner(void) {
   if (heap_owner) return;
