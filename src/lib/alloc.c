@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
 
 #include "cgroup.h"
@@ -31,7 +30,7 @@ int hugify_page_kind_parse(const char *text, enum hugify_page_kind *kind) {
   };
   if (!text || !kind) return -EINVAL;
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-    if (strcasecmp(text, names[i].name) == 0) { *kind = names[i].kind; return 0; }
+    if (words_equal(text, names[i].name)) { *kind = names[i].kind; return 0; }
   return -EINVAL;
 }
 

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/auxv.h>
 
 #include "os.h"
@@ -15,8 +14,8 @@
 
 bool options_parse_bool(const char *text, bool *out) {
   static const char *const yes[] = {"1", "on", "yes", "true"}, *const no[] = {"0", "off", "no", "false", ""};
-  for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) if (strcasecmp(text, yes[i]) == 0) { *out = true; return true; }
-  for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) if (strcasecmp(text, no[i]) == 0) { *out = false; return true; }
+  for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) if (words_equal(text, yes[i])) { *out = true; return true; }
+  for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) if (words_equal(text, no[i])) { *out = false; return true; }
   return false;
 }
 
@@ -33,7 +32,7 @@ bool options_heap_is_engine(enum heap_mode mode) {
 
 bool options_parse_heap(const char *text, enum heap_mode *out) {
   for (size_t i = 0; i < HEAP_MODE_COUNT; i++)
-    if (strcasecmp(text, options_heap_words[i]) == 0) { *out = (enum heap_mode)i; return true; }
+    if (words_equal(text, options_heap_words[i])) { *out = (enum heap_mode)i; return true; }
   return false;
 }
 
@@ -114,14 +113,14 @@ static bool parse_one(enum option_type type, const char *text, void *field, size
   case OPT_KINDS: return options_parse_kinds(text, field);
   case OPT_TEXT: {
     bool on;
-    if (strcasecmp(text, "auto") == 0) *(enum text_mode *)field = TEXT_AUTO;
+    if (words_equal(text, "auto")) *(enum text_mode *)field = TEXT_AUTO;
     else if (options_parse_bool(text, &on)) *(enum text_mode *)field = on ? TEXT_NOW : TEXT_OFF;
     else return false;
     return true;
   }
   case OPT_TEXT_PAGES:
-    if (strcasecmp(text, "thp") != 0 && strcasecmp(text, "2m") != 0 && strcasecmp(text, "2mb") != 0) return false;
-    *(bool *)field = strcasecmp(text, "thp") != 0;
+    if (!words_equal(text, "thp") && !words_equal(text, "2m") && !words_equal(text, "2mb")) return false;
+    *(bool *)field = !words_equal(text, "thp");
     return true;
   case OPT_STEP:
     if (!parse_size(text, &number) || number < 1 || number > 99) return false;

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 /* The decimal digits at *text (at least one) as a number; *text moves past them. False on overflow. */
 static bool leading_digits(const char **text, uint64_t *value) {
@@ -53,6 +52,16 @@ bool parse_decimal(const char *text, double low, double high, double *value) {
   return true;
 }
 
+bool words_equal(const char *a, const char *b) {
+  for (;; a++, b++) {
+    unsigned char x = (unsigned char)*a, y = (unsigned char)*b;
+    if (x >= 'A' && x <= 'Z') x = (unsigned char)(x - 'A' + 'a');
+    if (y >= 'A' && y <= 'Z') y = (unsigned char)(y - 'A' + 'a');
+    if (x != y) return false;
+    if (x == '\0') return true;
+  }
+}
+
 bool parse_size(const char *text, uint64_t *bytes) {
   uint64_t v;
   if (!leading_digits(&text, &v)) return false;
@@ -61,7 +70,7 @@ bool parse_size(const char *text, uint64_t *bytes) {
       {"g", 30}, {"gb", 30}, {"gib", 30}, {"t", 40}, {"tb", 40}, {"tib", 40},
   };
   for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-    if (strcasecmp(text, units[i].suffix) != 0) continue;
+    if (!words_equal(text, units[i].suffix)) continue;
     if (units[i].shift && v > (UINT64_MAX >> units[i].shift)) return false;
     *bytes = v << units[i].shift;
     return true;

@@ -17,6 +17,10 @@ bool parse_count(const char *text, uint64_t low, uint64_t high, uint64_t *value)
 /* A decimal number (seconds, percentages): digits with at most one '.', and an optional exponent ("0.5",
  * "10", "2e-3"); no sign, blank, hex, inf or nan; from low to high inclusive. False otherwise. */
 bool parse_decimal(const char *text, double low, double high, double *value);
+/* Whether two words are equal ignoring the case of ASCII letters: every parser's word comparison (suffixes,
+ * modes, yes/no). Never the locale's (strcasecmp consults it: a Turkish locale folds 'I' differently, and its
+ * first call in a process faults in libc's case tables, a cost the preload's start does not need). */
+bool words_equal(const char *a, const char *b);
 /* "2 MiB", "1 GiB", "512 KiB", "17 B", "1.5 GiB" (one decimal when not whole). */
 void format_bytes(uint64_t bytes, char *out, size_t cap);
 /* "2M", "1G", "64K": the short page-size label used in commands and sysfs-like places. */

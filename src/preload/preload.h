@@ -50,6 +50,7 @@ const struct preload_fallback_entry *preload_fallbacks(unsigned *count);
 static inline size_t preload_page_size(void) { return (size_t)getauxval(AT_PAGESZ); }
 static inline uintptr_t preload_page_up(uintptr_t n) { return (n + preload_page_size() - 1) & ~(uintptr_t)(preload_page_size() - 1); }
 static inline uintptr_t preload_page_down(uintptr_t n) { return n & ~(uintptr_t)(preload_page_size() - 1); }
+/* The monotonic clock (ns) when a report will read the time spent inside hugify (HUGIFY_REPORT), else 0. */
 uint64_t preload_now_ns(void);
 void preload_add_ns(uint64_t nanoseconds);
 uint64_t preload_total_ns(void);

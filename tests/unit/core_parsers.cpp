@@ -271,6 +271,19 @@ TEST(Units, ParseSize) {
     EXPECT_FALSE(parse_size(bad, &v)) << bad;
 }
 
+// Every parser's words compare ASCII letters without case, whatever the locale, and nothing else.
+TEST(Units, WordsEqualIgnoresTheCaseOfAsciiLettersOnly) {
+  // 0x40/0x60 and 0x5b/0x7b differ by the case bit but are not letters; the Turkish dotted capital I is no 'i'
+  const struct { const char *a, *b; bool equal; } cases[] = {
+      {"MiB", "mib", true}, {"", "", true},     {"AUTO", "auto", true}, {"auto", "aut", false},
+      {"aut", "auto", false}, {"@", "`", false}, {"[", "{", false},     {"\xc4\xb0", "i", false}};
+  for (const auto &c : cases) EXPECT_EQ(words_equal(c.a, c.b), c.equal) << c.a << " / " << c.b;
+  bool on = false;
+  EXPECT_TRUE(options_parse_bool("YES", &on) && on);
+  uint64_t bytes = 0;
+  EXPECT_TRUE(parse_size("2mIb", &bytes) && bytes == (2u << 20));
+}
+
 // What people type for counts and for seconds or percentages: digits only, within the bounds, or refused.
 TEST(Units, CountsAndDecimalsAsTyped) {
   uint64_t count = 7;
