@@ -104,7 +104,8 @@ static struct process_state *state_of(struct agent *a, pid_t pid, uint64_t start
   for (size_t i = 0; i < a->process_count; i++) {
     struct process_state *p = &a->processes[i];
     if (p->pid != pid) continue;
-    if (p->start_time != start_time) { /* the pid was reused */
+    if (p->start_time != start_time) { /* the pid was reused: the old process retires (its counters stay) */
+      agent_retire_process(a, p);
       agent_ledger_free(&p->ledger);
       memset(p, 0, sizeof *p);
       p->last_pause = -1;
