@@ -191,10 +191,10 @@ static void churn_action(struct process_state *p, uint64_t pass) {
            (unsigned long long)(l->resume_pass - pass), share, AGENT_UNDONE_PASSES + 1, allocator_name(p->allocator));
 }
 
-/* A collapse that made pages huge: the totals, the back-off, last_action, the figures after. */
-static void record_collapse(struct agent *a, struct process_state *p, const struct hugify_collapse_report *report,
-                            const struct collapse_policy *policy, uint64_t recollapsed_before, uint64_t rss,
-                            double now) {
+/* What a collapse made and cost, into the process's and the host's totals: also for a target that exited
+ * during it (the windows collapsed before it went still count). */
+static void count_collapse(struct agent *a, struct process_state *p, const struct hugify_collapse_report *report,
+                           uint64_t recollapsed_before) {
   uint64_t made = report->attempted - report->failed;
   p->collapsed_bytes += made;
   p->attempted_bytes += report->attempted;
@@ -203,6 +203,14 @@ static void record_collapse(struct agent *a, struct process_state *p, const stru
   a->bloat_bytes += report->bloat_bytes;
   a->recollapsed_bytes += p->ledger.recollapsed_bytes - recollapsed_before;
   count_failures(p, report);
+}
+
+/* A collapse that made pages huge: the totals, the back-off, last_action, the figures after. */
+static void record_collapse(struct agent *a, struct process_state *p, const struct hugify_collapse_report *report,
+                            const struct collapse_policy *policy, uint64_t recollapsed_before, uint64_t rss,
+                            double now) {
+  uint64_t made = report->attempted - report->failed;
+  count_collapse(a, p, report, recollapsed_before);
   agent_backoff_record(&p->backoff, made > 0, report->failed > 0, now, a->config.interval, BACKOFF_MAX_SECONDS);
   if (policy->stopped && a->work == AGENT_WORK_BUDGET_SPENT) a->budget_stops++;
   if (policy->stopped && a->work == AGENT_WORK_PASS_CEILING) a->pass_ceiling_stops++;
@@ -286,6 +294,8 @@ static void collapse_process(struct agent *a, struct process_state *p, uint64_t 
     record_collapse(a, p, &report, &policy, recollapsed_before, rss, now);
     /* backed off for churn: only the windows that pay were planned; say why the rest waits */
     if (!agent_ledger_allows(&p->ledger, a->passes) && report.attempted == report.failed) churn_action(p, a->passes);
+  } else if (rc == 0 && report.exited) {
+    count_collapse(a, p, &report, recollapsed_before);
   } else if (rc == 0 && report.dry_run) {
     char planned_text[32];
     format_bytes(policy.planned, planned_text, sizeof planned_text);
