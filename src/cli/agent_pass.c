@@ -416,7 +416,11 @@ void agent_run_pass(struct agent *a, bool collapse) {
   if (!a->memory_open) a->memory_gate_closed_passes++;
   for (size_t i = 0; i < a->process_count; i++) a->processes[i].seen = false;
   struct pass_walk walk = {a, collapse && a->memory_open, start, getpid()};
-  os_for_each_process(visit_process, &walk);
+  const struct agent_selectors *selectors = &a->config.selectors;
+  if (agent_selects_only_pids(selectors)) /* --pid alone: those processes, not every one in /proc */
+    for (size_t i = 0; i < selectors->pid_count && visit_process(selectors->pids[i], &walk) == 0; i++) {}
+  else
+    os_for_each_process(visit_process, &walk);
   retire_processes(a, not_seen); /* processes that exited (or stopped being selected) */
   if (collapse) heat_follow(a);
   budget_keep_going(a); /* charge the rest of the pass */

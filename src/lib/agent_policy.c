@@ -44,6 +44,10 @@ enum agent_selection agent_select(const struct agent_selectors *s, const struct 
   return AGENT_SELECTED;
 }
 
+bool agent_selects_only_pids(const struct agent_selectors *s) {
+  return s->pid_count > 0 && s->uid_count + s->comm_count + s->exe_count + s->cgroup_count == 0;
+}
+
 const char *agent_selection_name(enum agent_selection selection) {
   switch (selection) {
   case AGENT_SELECTED: return "selected";

@@ -59,6 +59,9 @@ enum agent_selection {
   AGENT_KERNEL_THREAD,
 };
 enum agent_selection agent_select(const struct agent_selectors *selectors, const struct agent_process *process);
+/* Whether only --pid can select a process (no uid, comm, exe or cgroup selector): then a pass visits those
+ * pids alone instead of every process in /proc. */
+bool agent_selects_only_pids(const struct agent_selectors *selectors);
 /* "selected", "not_matched", "excluded", "thp_disabled", "too_small", "kernel_thread". */
 const char *agent_selection_name(enum agent_selection selection);
 /* True when the cgroup path `path` is `selector` or lies below it ("/a/b" selects "/a/b" and "/a/b/c",

@@ -60,6 +60,26 @@ TEST(AgentSelect, AnyPositiveSelectorMatchesAndExclusionsWin) {
   EXPECT_STREQ(agent_selection_name(AGENT_THP_DISABLED), "thp_disabled");
 }
 
+// Only pids can select a process: a pass visits those alone. Any other positive selector, or none, needs the walk.
+TEST(AgentSelect, OnlyPidsWhenNoOtherPositiveSelectorIsGiven) {
+  agent_selectors s{};
+  EXPECT_FALSE(agent_selects_only_pids(&s)); // nothing given: every process
+  s.pids[s.pid_count++] = 77;
+  EXPECT_TRUE(agent_selects_only_pids(&s));
+  snprintf(s.exclude_comms[s.exclude_comm_count++], 16, "sshd"); // exclusions narrow, they never add
+  EXPECT_TRUE(agent_selects_only_pids(&s));
+  s.min_rss = 1 << 20;
+  EXPECT_TRUE(agent_selects_only_pids(&s));
+  for (int other = 0; other < 4; other++) {
+    agent_selectors t = s;
+    if (other == 0) t.uids[t.uid_count++] = 1000;
+    if (other == 1) snprintf(t.comms[t.comm_count++], 16, "redis-server");
+    if (other == 2) snprintf(t.exes[t.exe_count++], sizeof t.exes[0], "/usr/bin/redis-server");
+    if (other == 3) snprintf(t.cgroups[t.cgroup_count++], sizeof t.cgroups[0], "/system.slice/");
+    EXPECT_FALSE(agent_selects_only_pids(&t)) << other;
+  }
+}
+
 TEST(AgentSelect, ExeAndUid) {
   agent_selectors s{};
   snprintf(s.exes[s.exe_count++], sizeof s.exes[0], "/usr/bin/java");
