@@ -476,6 +476,8 @@ struct plan_state {
   uint64_t unknown, zero;       /* bytes of windows whose presence could not be read; of zero-page mappings */
   uint64_t unwritten;           /* bytes of windows soft-dirty tracking write-protected and nothing wrote since */
   uint64_t split_in_place;      /* bytes kpageflags called huge beyond what smaps says is PMD-mapped */
+  uint64_t opt_out;             /* bytes of the windows of mappings the program excluded: the planner cuts them
+                                   as such without a window each (nothing is read of them) */
   bool all_scanned, approximated;
   int walk_error;               /* os_walk_open's -errno: the pagemap could not be opened */
 };
@@ -550,18 +552,6 @@ static int reserve_windows(struct plan_state *s, size_t n) {
   return 0;
 }
 
-/* The windows of a mapping the program excluded, for the planner to cut (and count) as such: nothing is
- * read of them. */
-static int add_excluded_windows(struct collapse_context *c, struct plan_state *s, const struct smaps_vma *vma) {
-  uint64_t first = (vma->start + c->pmd - 1) & ~(c->pmd - 1);
-  size_t n = (size_t)(aligned_window_bytes(vma->start, vma->end, c->pmd) / c->pmd);
-  if (reserve_windows(s, n) != 0) return -ENOMEM;
-  for (size_t k = 0; k < n; k++)
-    s->windows[s->window_count++] = (struct agent_window){.start = first + k * c->pmd, .heat = -1,
-                                                          .facts = PLAN_FACT_OPT_OUT};
-  return 0;
-}
-
 /* Every window of one mapping with its signals, appended to s->windows: the walk's present and huge
  * pages, the ledger's state (the same walk judges the agent's earlier collapses), the mapping's facts. */
 static int plan_mapping_windows(struct collapse_context *c, struct plan_state *s, const struct smaps_vma *vma,
@@ -610,7 +600,8 @@ static int plan_ranges(struct collapse_context *c, struct plan_state *s, uint64_
   struct plan_input in = {.order = c->policy ? PLAN_ORDER_AGENT : PLAN_ORDER_ADDRESS, .pmd_pages = s->pmd_pages,
                           .window_bytes = c->pmd, .min_present = s->min_present,
                           .budget = {.max_windows = SIZE_MAX, .max_bytes = UINT64_MAX,
-                                     .probe_windows = AGENT_PROBE_WINDOWS}};
+                                     .probe_windows = AGENT_PROBE_WINDOWS},
+                          .opt_out_bytes = s->opt_out};
   if (c->policy && c->policy->ledger) in.process = agent_ledger_process(c->policy->ledger, c->policy->pass);
   struct plan_result result;
   planner_plan(s->windows, window_count, &in, &result);
@@ -684,7 +675,7 @@ static int plan(struct collapse_context *c, const struct smaps_vma *vmas, long c
     if (c->policy) c->policy->allocator = allocator_prefer(c->policy->allocator, allocator_of_path(vma->path));
     size_t exclusions = r->exclusion_count;
     if (exclude(c, vma, min_size, &rc)) {
-      if (rc == 0 && r->exclusion_count > exclusions) rc = add_excluded_windows(c, &s, vma);
+      if (rc == 0 && r->exclusion_count > exclusions) s.opt_out += aligned_window_bytes(vma->start, vma->end, c->pmd);
       continue;
     }
     struct hugify_collapse_mapping *m = plan_mapping_entry(c, vma, min_size);

@@ -76,6 +76,7 @@ static int compare_address(const void *a, const void *b) {
 void planner_plan(struct agent_window *windows, size_t count, const struct plan_input *in,
                   struct plan_result *result) {
   *result = (struct plan_result){0};
+  result->cut_bytes[PLAN_CUT_OPT_OUT] = in->opt_out_bytes;
   bool hot_planned = false;
   for (size_t i = 0; i < count; i++) {
     struct agent_window *w = &windows[i];

@@ -88,6 +88,8 @@ struct plan_input {
   double min_present;      /* share of a window's pages that must be present (0..1) */
   struct plan_process process;
   struct plan_budget budget;
+  uint64_t opt_out_bytes;  /* windows the program excluded (vma_opt_out), cut as opt_out without being listed:
+                              a sanitizer's shadow is terabytes of them */
 };
 
 struct plan_result {

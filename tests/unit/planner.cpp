@@ -67,6 +67,18 @@ TEST(Planner, EveryCutHasItsReason) {
   EXPECT_STREQ(plan_cut_name(PLAN_CUT_SPARSE), "sparse");
 }
 
+// Mappings the program excluded come as bytes, not as a window each (a sanitizer's shadow is terabytes): they
+// are cut as opt_out beside the listed windows, and nothing else changes.
+TEST(Planner, ExcludedBytesAreCutAsOptOutWithoutWindows) {
+  plan_input in = agent_input();
+  in.opt_out_bytes = (14ull << 40) + W;
+  std::vector<agent_window> w = {window(1, 512), window(2, 512, -1, PLAN_LEDGER_NONE, PLAN_FACT_OPT_OUT)};
+  plan_result r;
+  EXPECT_EQ(planned(w, in, &r), (std::vector<uint64_t>{1}));
+  EXPECT_EQ(r.cut_bytes[PLAN_CUT_OPT_OUT], (14ull << 40) + 2 * W);
+  EXPECT_EQ(r.cut_bytes[PLAN_KEPT], W);
+}
+
 TEST(Planner, BloatGuardRoundsHalfUp) {
   plan_input in = agent_input();
   std::vector<agent_window> w = {window(1, 256), window(2, 255)};
