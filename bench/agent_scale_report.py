@@ -47,7 +47,7 @@ after = [s for s in samples if s["t"] >= warmup]
 # back at its end (the heap's free pages too, since the daemon's malloc_trim after each pass), so, as with the
 # fds, what the agent keeps is read between passes. A sample is in a pass when its fds are above the run's floor:
 # the walk holds /proc open throughout. The samples taken in a pass are printed beside it, never hidden.
-floor_fds = min(s["fds"] for s in samples)
+floor_fds = min(s["fds"] for s in after)
 for key, name, unit in (("rss_kb", "RSS", " KiB"),) + ((("anon_kb", "RSS anonymous", " KiB"),) if anon else ()):
     between = [s for s in after if s["fds"] <= floor_fds]
     base, top = between[0][key], max(s[key] for s in between)
