@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -93,7 +92,7 @@ static void give_back_table_tail(struct agent *a) {
   uintptr_t from = ((uintptr_t)(a->processes + a->process_count) + page - 1) & mask;
   size_t touched = a->process_touched < a->process_cap ? a->process_touched : a->process_cap;
   uintptr_t to = (uintptr_t)(a->processes + touched) & mask;
-  if (to > from) madvise((void *)from, to - from, MADV_DONTNEED);
+  if (to > from) os_madvise((void *)from, to - from, MADV_DONTNEED);
   a->process_touched = a->process_count;
 }
 
