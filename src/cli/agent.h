@@ -148,6 +148,7 @@ struct agent {
   struct command_line cl;
   struct process_state *processes;
   size_t process_count, process_cap;
+  size_t process_touched;          /* the most entries in use since the table's tail was last given back */
   char *read_buffer;               /* the pass's /proc reads, one buffer kept across them (agent_read_reused) */
   size_t read_cap;
   struct agent_budget budget;

@@ -78,9 +78,23 @@ static bool exited(struct agent *a, const struct process_state *p) {
   return !p->seen && (!read_start_time(a, p->pid, &start_time) || start_time != p->start_time);
 }
 
-/* Entries the table reserves at once. Past the threshold of malloc's own mappings, only the entries in use
- * are resident: the agent's RSS follows the most processes it has held at once, not a doubling of them. */
+/* Entries the table reserves at once. Past the threshold of malloc's own mappings, only the entries touched
+ * are resident, and give_back_table_tail drops the pages past the entries in use at the end of each pass:
+ * the agent's RSS follows the processes it holds now, not the most it ever held, nor a doubling of them. */
 #define PROCESS_TABLE_RESERVE 256
+
+/* The table's whole pages past its last entry in use, up to the most entries in use since the last call,
+ * back to the kernel (zero-filled if touched again: agent_add_process clears an entry anyway). Only pages
+ * wholly inside the table's own allocation; nothing when no page was freed. */
+static void give_back_table_tail(struct agent *a) {
+  if (!a->processes) return;
+  uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), mask = ~(page - 1);
+  uintptr_t from = ((uintptr_t)(a->processes + a->process_count) + page - 1) & mask;
+  size_t touched = a->process_touched < a->process_cap ? a->process_touched : a->process_cap;
+  uintptr_t to = (uintptr_t)(a->processes + touched) & mask;
+  if (to > from) os_madvise((void *)from, to - from, MADV_DONTNEED);
+  a->process_touched = a->process_count;
+}
 
 struct process_state *agent_add_process(struct agent *a, pid_t pid, uint64_t start_time, const char *comm) {
   /* before the table grows, the processes that exited since the last pass leave it: a long pass in which many
@@ -89,6 +103,7 @@ struct process_state *agent_add_process(struct agent *a, pid_t pid, uint64_t sta
   size_t need = a->process_count + 1 > PROCESS_TABLE_RESERVE ? a->process_count + 1 : PROCESS_TABLE_RESERVE;
   if (ARRAY_GROW(a->processes, need, a->process_cap) != 0) return NULL;
   struct process_state *p = &a->processes[a->process_count++];
+  if (a->process_count > a->process_touched) a->process_touched = a->process_count;
   memset(p, 0, sizeof *p);
   p->pid = pid;
   p->start_time = start_time;
@@ -422,6 +437,7 @@ void agent_run_pass(struct agent *a, bool collapse) {
   else
     os_for_each_process(visit_process, &walk);
   retire_processes(a, not_seen); /* processes that exited (or stopped being selected) */
+  give_back_table_tail(a);
   if (collapse) heat_follow(a);
   budget_keep_going(a); /* charge the rest of the pass */
   a->last_pass_end = measure_clock_seconds(CLOCK_REALTIME);
