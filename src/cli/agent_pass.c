@@ -436,7 +436,9 @@ void agent_run_pass(struct agent *a, bool collapse) {
     for (size_t i = 0; i < selectors->pid_count && visit_process(selectors->pids[i], &walk) == 0; i++) {}
   else
     os_for_each_process(visit_process, &walk);
-  retire_processes(a, not_seen); /* processes that exited (or stopped being selected) */
+  /* processes that exited (or stopped being selected); a walk cut short by SIGTERM saw only some of them,
+   * so then only those that exited leave: the rest keep their ledgers in the state file for the restart */
+  retire_processes(a, a->stop_requested ? exited : not_seen);
   give_back_table_tail(a);
   if (collapse) heat_follow(a);
   budget_keep_going(a); /* charge the rest of the pass */
