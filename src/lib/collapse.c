@@ -476,8 +476,6 @@ struct plan_state {
   uint64_t unknown, zero;       /* bytes of windows whose presence could not be read; of zero-page mappings */
   uint64_t unwritten;           /* bytes of windows soft-dirty tracking write-protected and nothing wrote since */
   uint64_t split_in_place;      /* bytes kpageflags called huge beyond what smaps says is PMD-mapped */
-  uint64_t opt_out;             /* bytes of the windows of mappings the program excluded: the planner cuts them
-                                   as such without a window each (nothing is read of them) */
   bool all_scanned, approximated;
   int walk_error;               /* os_walk_open's -errno: the pagemap could not be opened */
 };
@@ -601,7 +599,7 @@ static int plan_ranges(struct collapse_context *c, struct plan_state *s, uint64_
                           .window_bytes = c->pmd, .min_present = s->min_present,
                           .budget = {.max_windows = SIZE_MAX, .max_bytes = UINT64_MAX,
                                      .probe_windows = AGENT_PROBE_WINDOWS},
-                          .opt_out_bytes = s->opt_out};
+                          .opt_out_bytes = r->excluded}; /* nothing is read of them, no window each */
   if (c->policy && c->policy->ledger) in.process = agent_ledger_process(c->policy->ledger, c->policy->pass);
   struct plan_result result;
   planner_plan(s->windows, window_count, &in, &result);
@@ -673,11 +671,7 @@ static int plan(struct collapse_context *c, const struct smaps_vma *vmas, long c
   for (long i = 0; i < count && rc == 0; i++) {
     const struct smaps_vma *vma = &vmas[i];
     if (c->policy) c->policy->allocator = allocator_prefer(c->policy->allocator, allocator_of_path(vma->path));
-    size_t exclusions = r->exclusion_count;
-    if (exclude(c, vma, min_size, &rc)) {
-      if (rc == 0 && r->exclusion_count > exclusions) s.opt_out += aligned_window_bytes(vma->start, vma->end, c->pmd);
-      continue;
-    }
+    if (exclude(c, vma, min_size, &rc)) continue; /* its windows reach the planner as bytes: r->excluded */
     struct hugify_collapse_mapping *m = plan_mapping_entry(c, vma, min_size);
     if (!m) continue;
     rc = plan_mapping_windows(c, &s, vma, m);
