@@ -274,7 +274,7 @@ int cmd_bench(int argc, char **argv) {
     return rc;
   }
 
-  struct hugify_options options;
+  struct hugify_options options = {0};
   char warnings[512] = "";
   options_from_environment(&options, warnings, sizeof warnings);
   if (warnings[0]) fprintf(stderr, "hugify bench: %s\n", warnings);

@@ -364,7 +364,7 @@ static bool printed_variable(struct run_environment *environment, const char *na
 
 int run_environment_build(const char *command, const struct run_settings *settings, struct run_environment *out) {
   memset(out, 0, sizeof *out);
-  struct hugify_options options;
+  struct hugify_options options = {0};
   char warnings[1024] = "";
   options_from_environment(&options, warnings, sizeof warnings); /* the preload warns about bad values */
   if (!find_preload(&options, out->preload, sizeof out->preload))

@@ -152,8 +152,13 @@ static int parse_rows(const struct option_row *rows, size_t count, options_looku
   return bad;
 }
 
-int options_parse(options_lookup lookup, void *context, struct hugify_options *out, char *warnings, size_t cap) {
-  memset(out, 0, sizeof *out);
+_Static_assert(offsetof(struct hugify_options, report) > offsetof(struct hugify_options, test) &&
+                   offsetof(struct hugify_options, test) > offsetof(struct hugify_options, peak_interval_ms),
+               "the scalars come first, the strings last (options.h)");
+
+/* The defaults that are not zero, then each variable that is set, onto a zeroed *out. */
+static int parse_onto_zero(options_lookup lookup, void *context, struct hugify_options *out, char *warnings,
+                           size_t cap) {
   out->heap = HEAP_OFF;
   out->peak_interval_ms = 20;
   out->text_after_ms = OPTIONS_TEXT_AFTER_MS;
@@ -162,6 +167,11 @@ int options_parse(options_lookup lookup, void *context, struct hugify_options *o
                     cap) +
          parse_rows(test_option_table, sizeof test_option_table / sizeof test_option_table[0], lookup, context, out,
                     warnings, cap);
+}
+
+int options_parse(options_lookup lookup, void *context, struct hugify_options *out, char *warnings, size_t cap) {
+  memset(out, 0, sizeof *out);
+  return parse_onto_zero(lookup, context, out, warnings, cap);
 }
 
 /* The HUGIFY_* entries of the environment, collected in one pass over environ (the preload's start reads
@@ -190,6 +200,7 @@ int options_from_environment(struct hugify_options *out, char *warnings, size_t 
   struct environment_hugify found = {.count = 0};
   if (!getauxval(AT_SECURE))
     for (char **entry = environ; entry && *entry && found.count < ENVIRONMENT_HUGIFY_MAX; entry++)
-      if (strncmp(*entry, "HUGIFY_", 7) == 0) found.entries[found.count++] = *entry;
-  return options_parse(lookup_environment, &found, out, warnings, cap);
+      if ((*entry)[0] == 'H' && strncmp(*entry, "HUGIFY_", 7) == 0) /* a call only for names that may match */
+        found.entries[found.count++] = *entry;
+  return parse_onto_zero(lookup_environment, &found, out, warnings, cap);
 }

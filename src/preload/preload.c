@@ -86,9 +86,10 @@ const struct preload_fallback_entry *preload_fallbacks(unsigned *count) {
 /* 8 KiB: malloc's initialization through mallopt writes at most ~3.1 KiB below its caller's frame (measured
  * with tunables on glibc 2.36); each further page cleared is a fresh page of stack, a fault (16 KiB cost
  * /bin/true ~15 us more than 8 KiB here). */
+/* Eight bytes a store: a byte a store took 8192 stores, about 5 us of every process's start (sampled). */
 __attribute__((noinline)) static void clear_stack_below(void) {
-  volatile char area[8192];
-  for (size_t i = 0; i < sizeof area; i++) area[i] = 0;
+  volatile uint64_t area[8192 / sizeof(uint64_t)];
+  for (size_t i = 0; i < sizeof area / sizeof area[0]; i++) area[i] = 0;
 }
 /* mallopt initializes malloc (ptmalloc_init: the tunables, the THP mode) and, with a parameter glibc
  * ignores (M_KEEP, "not used in this malloc"), changes nothing; unlike a malloc(1) it does not grow the heap

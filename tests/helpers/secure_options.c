@@ -8,7 +8,7 @@
 #include "options.h"
 
 int main(void) {
-  struct hugify_options options;
+  struct hugify_options options = {0};
   char warnings[1024] = "";
   options_from_environment(&options, warnings, sizeof warnings);
   printf("secure=%lu\nreport=%s\nperf_map=%d\n", getauxval(AT_SECURE), options.report, (int)options.perf_map);

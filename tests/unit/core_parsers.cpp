@@ -6,7 +6,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
+
+#include <unistd.h>
 
 #include "test_support.hpp"
 
@@ -339,6 +342,33 @@ TEST(Options, DefaultsWhenNothingIsSet) {
   EXPECT_FALSE(options.text);
   EXPECT_EQ(options.heap, HEAP_OFF);
   EXPECT_STREQ(warnings, "");
+}
+
+// options_from_environment writes onto a zeroed struct only what is not zero (the preload's start touches no
+// string); what it gives must be byte for byte what options_parse gives for the same variables.
+TEST(Options, FromTheEnvironmentOntoZeroIsWhatTheParserGives) {
+  std::map<std::string, std::string> env = {{"HUGIFY_HEAP", "thp"}, {"HUGIFY_TEXT", "auto"},
+                                            {"HUGIFY_TEXT_INCLUDE", "*/libfoo.so"}};
+  std::map<std::string, std::string> saved;
+  for (char **entry = environ; *entry; entry++)
+    if (strncmp(*entry, "HUGIFY_", 7) == 0) {
+      std::string line = *entry;
+      saved[line.substr(0, line.find('='))] = line.substr(line.find('=') + 1);
+    }
+  for (const auto &[name, value] : saved) unsetenv(name.c_str());
+  for (const auto &[name, value] : env) setenv(name.c_str(), value.c_str(), 1);
+  auto parsed = std::make_unique<hugify_options>();
+  memset(parsed.get(), 0xa5, sizeof *parsed);  // options_parse clears whatever it is given
+  auto from_environment = std::make_unique<hugify_options>();  // value-initialized: zero
+  char warnings[512] = "";
+  EXPECT_EQ(options_parse(lookup_table, &env, parsed.get(), warnings, sizeof warnings), 0) << warnings;
+  EXPECT_EQ(options_from_environment(from_environment.get(), warnings, sizeof warnings), 0) << warnings;
+  for (const auto &[name, value] : env) unsetenv(name.c_str());
+  for (const auto &[name, value] : saved) setenv(name.c_str(), value.c_str(), 1);
+  EXPECT_EQ(from_environment->heap, HEAP_THP);
+  EXPECT_EQ(from_environment->text, TEXT_AUTO);
+  EXPECT_STREQ(from_environment->text_include, "*/libfoo.so");
+  EXPECT_EQ(memcmp(parsed.get(), from_environment.get(), sizeof *parsed), 0);
 }
 
 TEST(Options, GoodValues) {
