@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* Values people type (command-line options, config-file settings) and the "#!" line of a program hugify
- * is asked to run: parse_count, parse_decimal and parse_size over the first line (at the bounds the CLI
- * uses), elf_script_interpreter and elf_script_program over the raw bytes. Each accepted value must lie within its bounds, and
+/* Values people type (command-line options, config-file settings), a release number, and the "#!" line of a
+ * program hugify is asked to run: parse_count, parse_decimal, parse_size and version_at_least over the first
+ * line (at the bounds the CLI uses), elf_script_interpreter and elf_script_program over the raw bytes. Each accepted value must lie within its bounds, and
  * an interpreter must be a non-empty name without blanks that fits its buffer. */
 #include <math.h>
 #include <stdint.h>
@@ -31,6 +31,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   uint64_t bytes;
   if (parse_size(value, &bytes)) fuzz_keep(bytes);
+  /* a release at least 2.38 is at least every earlier one, and a parsed release is at least 0.0 */
+  if (version_at_least(value, 2, 38) && (!version_at_least(value, 2, 37) || !version_at_least(value, 1, 99) ||
+                                         !version_at_least(value, 0, 0)))
+    abort();
   char interpreter[16];
   for (size_t cap = 1; cap <= sizeof interpreter; cap += 5) {
     memset(interpreter, 'x', sizeof interpreter);

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-# lib.sh - shared by scripts/demo, scripts/test, scripts/kernels, scripts/kernel-guest, scripts/suite-source and
+# lib.sh - shared by scripts/demo, scripts/test, scripts/kernels, scripts/kernel-guest, scripts/suite-source, scripts/glibc-root and
 # .ci/run: dependencies, build, hugetlb pool, THP settings, the kernel matrix's subset, Debian's packages and
 # sources through an apt state of our own.
 # Sourced, not run.
@@ -7,7 +7,7 @@
 HUGIFY_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 HUGIFY_PACKAGES="build-essential cmake ninja-build pkg-config libgtest-dev libabsl-dev libmimalloc-dev
   libjemalloc-dev libtcmalloc-minimal4 libhugetlbfs-bin python3 python3-prometheus-client util-linux libjansson-dev libinih-dev
-  libmicrohttpd-dev clang libfuzzer-14-dev libclang-rt-14-dev valgrind prometheus tmux podman runc"
+  libmicrohttpd-dev clang libfuzzer-14-dev libclang-rt-14-dev valgrind strace prometheus tmux podman runc"
 # The servers the server tests and recipes use (tests/integration/servers.cpp, docs/servers.md), with their
 # load tools: redis-benchmark (redis-tools), pgbench (postgresql-15), memcaslap (libmemcached-tools).
 HUGIFY_SERVER_PACKAGES="redis-server redis-tools postgresql memcached libmemcached-tools python3-yaml"

@@ -62,6 +62,12 @@ bool words_equal(const char *a, const char *b) {
   }
 }
 
+bool version_at_least(const char *text, uint64_t major, uint64_t minor) {
+  uint64_t have_major, have_minor;
+  if (!leading_digits(&text, &have_major) || *text++ != '.' || !leading_digits(&text, &have_minor)) return false;
+  return have_major > major || (have_major == major && have_minor >= minor);
+}
+
 bool parse_size(const char *text, uint64_t *bytes) {
   uint64_t v;
   if (!leading_digits(&text, &v)) return false;

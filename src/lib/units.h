@@ -21,6 +21,9 @@ bool parse_decimal(const char *text, double low, double high, double *value);
  * modes, yes/no). Never the locale's (strcasecmp consults it: a Turkish locale folds 'I' differently, and its
  * first call in a process faults in libc's case tables, a cost the preload's start does not need). */
 bool words_equal(const char *a, const char *b);
+/* Whether a release written "MAJOR.MINOR[anything]" ("2.38", "2.36.9", "6.18.0-rc1") is at least MAJOR.MINOR.
+ * False when the text does not start that way. */
+bool version_at_least(const char *text, uint64_t major, uint64_t minor);
 /* "2 MiB", "1 GiB", "512 KiB", "17 B", "1.5 GiB" (one decimal when not whole). */
 void format_bytes(uint64_t bytes, char *out, size_t cap);
 /* "2M", "1G", "64K": the short page-size label used in commands and sysfs-like places. */

@@ -8,7 +8,9 @@
 #include "preload.h"
 
 #include "measure.h"
+#include "units.h"
 
+#include <gnu/libc-version.h>
 #include <malloc.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -96,8 +98,13 @@ __attribute__((noinline)) static void clear_stack_below(void) {
  * (top_pad: 64 MiB of brk, advised) in a program that may never allocate. */
 __attribute__((noinline)) static void initialize_malloc(void) { mallopt(M_KEEP, 0); }
 
+/* glibc 2.38 terminates the buffer (its commit 801deb07f6, "malloc: Assure that THP mode is always null
+ * terminated"); the tunable came in 2.35, so 2.35 to 2.37 need the workaround (Debian 12: 2.36; Ubuntu 22.04:
+ * 2.35). A newer glibc initializes malloc when the program first allocates, as without the preload. */
+static bool glibc_leaves_thp_mode_unterminated(void) { return !version_at_least(gnu_get_libc_version(), 2, 38); }
+
 __attribute__((constructor)) static void hugify_preload_start(void) {
-  if (preload_glibc_tunable_is("glibc.malloc.hugetlb", "1")) {
+  if (preload_glibc_tunable_is("glibc.malloc.hugetlb", "1") && glibc_leaves_thp_mode_unterminated()) {
     clear_stack_below();
     initialize_malloc();
   }

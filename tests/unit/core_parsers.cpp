@@ -287,6 +287,17 @@ TEST(Units, WordsEqualIgnoresTheCaseOfAsciiLettersOnly) {
   EXPECT_TRUE(parse_size("2mIb", &bytes) && bytes == (2u << 20));
 }
 
+// A release number against the one a fix came in (glibc 2.38 for the THP-mode buffer the preload works around).
+TEST(Units, VersionAtLeastComparesMajorThenMinor) {
+  const struct { const char *text; bool at_least_2_38; } cases[] = {
+      {"2.38", true},   {"2.41", true},    {"2.100", true}, {"3.0", true},  {"2.36", false}, {"2.37.9", false},
+      {"2.3", false},   {"1.99", false},   {"2.38.1-rc", true}, {"", false}, {"2", false},    {"2.", false},
+      {".38", false},   {"v2.38", false},  {"2.-38", false}, {"99999999999999999999.1", false}};
+  for (const auto &c : cases) EXPECT_EQ(version_at_least(c.text, 2, 38), c.at_least_2_38) << c.text;
+  EXPECT_TRUE(version_at_least("6.18.0-hugify", 6, 7));
+  EXPECT_FALSE(version_at_least("6.1.158", 6, 7));
+}
+
 // What people type for counts and for seconds or percentages: digits only, within the bounds, or refused.
 TEST(Units, CountsAndDecimalsAsTyped) {
   uint64_t count = 7;
