@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -27,6 +28,7 @@
 #include <functional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "test_support.hpp"
@@ -234,8 +236,12 @@ json_view entry_of(const json_view &state, pid_t pid) {
 }  // namespace
 
 // SIGKILL while the agent is inside process_madvise(MADV_COLLAPSE) on a large target, part of which it has
-// made huge already (seen in its /proc/PID/syscall and the target's smaps_rollup; repeated until seen): the targets finish intact, the state file is the last whole
-// pass's, the metrics parse, and a new agent resumes from that state.
+// made huge already (seen in its /proc/PID/syscall and the target's smaps_rollup; repeated until seen): the
+// targets finish intact, the state file is the last whole pass's, the metrics parse, and a new agent resumes
+// from that state. /proc/PID/syscall names the call only while the agent sleeps inside it, and on a machine
+// with free memory a collapse does not sleep (CI once saw all four 60-s attempts miss). So a thread here
+// reads the target's smaps_rollup without pause: each read holds the target's mmap lock for reading, and a
+// collapse waits for it (for writing) inside the call, asleep, where the poll sees it.
 TEST(Faults, AgentKilledInMidCallResumesFromItsState) {
   REQUIRE_COLLAPSE();
   test_support::scratch_dir dir("hugify-faults");
@@ -253,10 +259,14 @@ TEST(Faults, AgentKilledInMidCallResumesFromItsState) {
     start_target(big, "collapse_target", {"--heap", "128M", "--writer"}, dir.path + "/big.log");
     std::string syscall_path = "/proc/" + std::to_string(agent.pid) + "/syscall";
     std::string in_call = std::to_string(SYS_process_madvise) + " ";
+    std::atomic<bool> reading{true};
+    std::thread reader([&] { while (reading) (void)anon_huge_bytes(big.pid); });
     hit = eventually([&] { // in a call, with part of the big target already huge: mid-pass and mid-call
       if (test_support::read_file(syscall_path).rfind(in_call, 0) != 0 || anon_huge_bytes(big.pid) == 0) return false;
       return kill(agent.pid, SIGKILL) == 0;
     }, 60);
+    reading = false;
+    reader.join();
     if (!hit && anon_huge_bytes(big.pid) < 120 * MiB) break; // not collapsing at all: fail below
   }
   ASSERT_TRUE(hit) << "the agent was never seen inside process_madvise\n" << agent.log();
