@@ -100,7 +100,7 @@ int heat_of_windows(const struct heat_snapshot *snapshot, struct agent_window *w
     struct agent_window *w = &windows[k];
     const struct heat_window *last = history_of(snapshot->history, w->start);
     struct heat_window entry = last ? *last : (struct heat_window){w->start, HEAT_UNKNOWN};
-    if (w->huge_pages == 0 && !(w->facts & (PLAN_FACT_UNKNOWN | PLAN_FACT_OPT_OUT))) {
+    if (w->huge_pages == 0 && !(w->facts & PLAN_FACT_UNKNOWN)) {
       int32_t now = heat_of(&judged, w->start, window_bytes, NULL);
       if (now != HEAT_UNKNOWN)
         entry.heat = entry.heat == HEAT_UNKNOWN ? now : (int32_t)(((int64_t)entry.heat + now) / 2);

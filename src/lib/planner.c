@@ -36,7 +36,6 @@ static bool pays(const struct agent_window *w) {
 /* The cut that does not depend on the other windows: facts, the bloat guard, the ledger, the process's
  * churn back-off. */
 static enum plan_cut cut_of(const struct agent_window *w, const struct plan_input *in) {
-  if (w->facts & PLAN_FACT_OPT_OUT) return PLAN_CUT_OPT_OUT;
   if (w->facts & PLAN_FACT_UNKNOWN) return PLAN_CUT_UNKNOWN;
   if (w->huge_pages > 0) return (w->facts & PLAN_FACT_KERNEL) ? PLAN_CUT_KERNEL : PLAN_CUT_HUGE;
   if (w->present_pages == 0) return PLAN_CUT_EMPTY;

@@ -26,7 +26,6 @@ enum plan_ledger_state {
 #define PLAN_FACT_KERNEL  0x02u /* became huge since the last look without the agent: khugepaged's */
 #define PLAN_FACT_SHARED  0x04u /* shared memory (shmem: shared anonymous, SysV, memfd, tmpfs) */
 #define PLAN_FACT_FILE    0x08u /* a file's pages (tmpfs or memfd: shmem with a name) */
-#define PLAN_FACT_OPT_OUT 0x10u /* the program excluded it from THP (vma_opt_out), not overridden */
 #define PLAN_FACT_UNWRITTEN 0x20u /* soft-dirty tracking write-protected it and nothing wrote since: the kernel
                                      refuses to collapse a window with no writable page (heat.h) */
 
@@ -88,8 +87,8 @@ struct plan_input {
   double min_present;      /* share of a window's pages that must be present (0..1) */
   struct plan_process process;
   struct plan_budget budget;
-  uint64_t opt_out_bytes;  /* windows the program excluded (vma_opt_out), cut as opt_out without being listed:
-                              a sanitizer's shadow is terabytes of them */
+  uint64_t opt_out_bytes;  /* the windows the program excluded (vma_opt_out, not overridden): cut as opt_out
+                              without being listed (a sanitizer's shadow is terabytes of them) */
 };
 
 struct plan_result {

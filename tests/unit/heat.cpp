@@ -117,7 +117,7 @@ TEST(Heat, ThePlanTakesTheHotWindowsFirstTheRestWaits) {
 TEST(Heat, RegionsHoldingAHugeWindowLendNoHeat) {
   // windows 0..4 of 2 MiB, window 1 huge; region A [0, 5M) holds it
   std::vector<agent_window> w = {{0, 512, 0, -1}, {2 * MiB, 0, 512, -1}, {4 * MiB, 512, 0, -1}, {6 * MiB, 512, 0, -1},
-                                 {8 * MiB, 512, 0, -1}, {10 * MiB, 512, 0, -1, 0, PLAN_FACT_OPT_OUT}};
+                                 {8 * MiB, 512, 0, -1}, {10 * MiB, 512, 0, -1, 0, PLAN_FACT_UNKNOWN}};
   std::vector<damon_region> r = {{0, 5 * MiB, 17, 0}, {5 * MiB, 6 * MiB, 0, 0}, {6 * MiB, 8 * MiB, 2, 0},
                                  {8 * MiB, 12 * MiB, 0, 0}};
   heat_snapshot s = {HEAT_DAMON, r.data(), r.size()};
@@ -128,7 +128,7 @@ TEST(Heat, RegionsHoldingAHugeWindowLendNoHeat) {
   EXPECT_EQ(w[2].heat, 0) << "judged by its clean half only";
   EXPECT_EQ(w[3].heat, 200);
   EXPECT_EQ(w[4].heat, 0);
-  EXPECT_EQ(w[5].heat, -1) << "excluded by the program: not judged";
+  EXPECT_EQ(w[5].heat, -1) << "its presence unread: not judged";
   heat_snapshot dirty = {HEAT_SOFT_DIRTY, nullptr, 0};
   w[3].heat = 7;
   EXPECT_EQ(heat_of_windows(&dirty, w.data(), w.size(), 2 * MiB), 0);

@@ -47,16 +47,17 @@ TEST(Planner, EveryCutHasItsReason) {
                                  huge(4),                                         // huge already
                                  huge(5, PLAN_FACT_KERNEL),                       // khugepaged's
                                  window(6, 512, -1, PLAN_LEDGER_NONE, PLAN_FACT_UNKNOWN),
-                                 window(7, 512, -1, PLAN_LEDGER_NONE, PLAN_FACT_OPT_OUT),
                                  window(8, 512, -1, PLAN_LEDGER_HELD)};
+  plan_input in = agent_input();
+  in.opt_out_bytes = W; // window 7: excluded by the program, comes as bytes
   plan_result r;
-  EXPECT_EQ(planned(w, agent_input(), &r), (std::vector<uint64_t>{1}));
+  EXPECT_EQ(planned(w, in, &r), (std::vector<uint64_t>{1}));
   EXPECT_EQ(cut_of(w, 2), PLAN_CUT_SPARSE);
   EXPECT_EQ(cut_of(w, 3), PLAN_CUT_EMPTY);
   EXPECT_EQ(cut_of(w, 4), PLAN_CUT_HUGE);
   EXPECT_EQ(cut_of(w, 5), PLAN_CUT_KERNEL);
   EXPECT_EQ(cut_of(w, 6), PLAN_CUT_UNKNOWN);
-  EXPECT_EQ(cut_of(w, 7), PLAN_CUT_OPT_OUT);
+  EXPECT_EQ(r.cut_bytes[PLAN_CUT_OPT_OUT], W);
   EXPECT_EQ(cut_of(w, 8), PLAN_CUT_HELD);
   EXPECT_EQ(r.cut_bytes[PLAN_KEPT], W);
   EXPECT_EQ(r.cut_bytes[PLAN_CUT_KERNEL], W);
@@ -71,11 +72,12 @@ TEST(Planner, EveryCutHasItsReason) {
 // are cut as opt_out beside the listed windows, and nothing else changes.
 TEST(Planner, ExcludedBytesAreCutAsOptOutWithoutWindows) {
   plan_input in = agent_input();
-  in.opt_out_bytes = (14ull << 40) + W;
-  std::vector<agent_window> w = {window(1, 512), window(2, 512, -1, PLAN_LEDGER_NONE, PLAN_FACT_OPT_OUT)};
+  in.opt_out_bytes = (14ull << 40) + 2 * W;
+  std::vector<agent_window> w = {window(1, 512), window(2, 100)};
   plan_result r;
   EXPECT_EQ(planned(w, in, &r), (std::vector<uint64_t>{1}));
   EXPECT_EQ(r.cut_bytes[PLAN_CUT_OPT_OUT], (14ull << 40) + 2 * W);
+  EXPECT_EQ(r.cut_bytes[PLAN_CUT_SPARSE], W);
   EXPECT_EQ(r.cut_bytes[PLAN_KEPT], W);
 }
 
