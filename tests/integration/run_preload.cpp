@@ -319,11 +319,8 @@ TEST(RunPreload, ReportIsValidAndMatchesAnIndependentSmapsRead) {
 TEST(RunPreload, ANewerGlibcNeedsNoMallocWorkaroundAndStillGetsItsHeapAdvised) {
   REQUIRE_KERNEL_FEATURE("thp");
   if (!test_support::installed("strace")) GTEST_SKIP() << "strace is not installed (apt-get install strace)";
-  const std::string project = std::filesystem::path(HUGIFY_FIXTURES_DIR).parent_path().parent_path().string();
-  command_result fetched = test_support::run({project + "/scripts/glibc-root"});
-  std::string root = fetched.out.substr(0, fetched.out.find('\n'));
-  if (fetched.status != 0 || root.empty())
-    GTEST_SKIP() << "Debian trixie's glibc could not be had (scripts/glibc-root): " << fetched.err;
+  std::string said, root = test_support::fetched_dir({"glibc-root"}, &said);
+  if (root.empty()) GTEST_SKIP() << "Debian trixie's glibc could not be had (scripts/glibc-root): " << said;
   const std::string libraries = root + "/usr/lib/x86_64-linux-gnu";
   const std::vector<std::string> newer = {libraries + "/ld-linux-x86-64.so.2", "--library-path", libraries};
   command_result env = test_support::hugify({"env", "--json"});

@@ -38,12 +38,8 @@ const std::string project_dir = fs::path(HUGIFY_FIXTURES_DIR).parent_path().pare
 // A server's Debian source tree at the installed version (scripts/suite-source): its directory, or why not
 // in *why.
 std::string suite_source(const std::string &name, std::string *why) {
-  auto fetched = test_support::run({project_dir + "/scripts/suite-source", name});
-  std::string dir = fetched.out.substr(0, fetched.out.find('\n'));
-  if (fetched.status != 0 || dir.empty() || !fs::is_directory(dir)) {
-    *why = "the " + name + " source package could not be had (scripts/suite-source " + name + "): " + fetched.err;
-    return "";
-  }
+  std::string said, dir = test_support::fetched_dir({"suite-source", name}, &said);
+  if (dir.empty()) *why = "the " + name + " source package could not be had (scripts/suite-source " + name + "): " + said;
   return dir;
 }
 
