@@ -5,6 +5,7 @@
  * summing and writing the tree report, as JSON and as a table, must survive any bytes, and the JSON
  * written must load in jansson. The same bytes go through json_doc and check's lookups. */
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     json_doc_number(doc, "peak.allocated.huge_bytes", &value);
     json_doc_number(doc, "largest_process.peak_memory_bytes", &value);
     json_doc_number(doc, "classes.heap.resident_bytes", &value);
+    uint64_t count;
+    if (json_doc_count(doc, "peak_memory_bytes", &count) && count > INT64_MAX) abort();
     json_doc_string(doc, "schema", string, sizeof string);
     json_doc_free(doc);
   }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Values people type (command-line options, config-file settings), a release number, and the "#!" line of a
  * program hugify is asked to run: parse_count, parse_decimal, parse_size and version_at_least over the first
- * line (at the bounds the CLI uses), elf_script_interpreter and elf_script_program over the raw bytes. Each accepted value must lie within its bounds, and
+ * line (at the bounds the CLI uses), count_from_double over the first 8 bytes as a double,
+ * elf_script_interpreter and elf_script_program over the raw bytes. Each accepted value must lie within its bounds, and
  * an interpreter must be a non-empty name without blanks that fits its buffer. */
 #include <math.h>
 #include <stdint.h>
@@ -35,6 +36,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (version_at_least(value, 2, 38) && (!version_at_least(value, 2, 37) || !version_at_least(value, 1, 99) ||
                                          !version_at_least(value, 0, 0)))
     abort();
+  /* a JSON number read back as a count: accepted only within [0, 2^63), and then as its whole part */
+  if (size >= sizeof(double)) {
+    double number;
+    memcpy(&number, data, sizeof number);
+    uint64_t count = 0;
+    if (count_from_double(number, &count) && (count > INT64_MAX || (double)count > number || number - (double)count >= 1))
+      abort();
+  }
   char interpreter[16];
   for (size_t cap = 1; cap <= sizeof interpreter; cap += 5) {
     memset(interpreter, 'x', sizeof interpreter);

@@ -6,6 +6,7 @@
  * whole file); read with jansson, and only from a regular file of root or of the reader, writable by no one
  * else (the table it feeds is trusted by whoever reads it). */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -53,8 +54,8 @@ static double number_or(const struct json_doc *doc, const char *path, double fal
 }
 
 static uint64_t count_of(const struct json_doc *doc, const char *path) {
-  double value = number_or(doc, path, 0);
-  return value > 0 ? (uint64_t)value : 0;
+  uint64_t value;
+  return json_doc_count(doc, path, &value) ? value : 0;
 }
 
 static bool read_processes(struct daemon_state *d, const struct json_doc *doc) {
@@ -64,8 +65,9 @@ static bool read_processes(struct daemon_state *d, const struct json_doc *doc) {
   for (size_t i = 0; i < count; i++) {
     const struct json_doc *item = json_doc_array_item(doc, "processes", i);
     struct daemon_process *p = &d->processes[d->process_count];
-    double pid;
-    if (!json_doc_number(item, "pid", &pid) || !json_doc_string(item, "comm", p->comm, sizeof p->comm)) continue;
+    uint64_t pid;
+    if (!json_doc_count(item, "pid", &pid) || pid > INT_MAX || !json_doc_string(item, "comm", p->comm, sizeof p->comm))
+      continue;
     p->pid = (pid_t)pid;
     p->start_time = count_of(item, "start_time_ticks");
     p->collapsed = count_of(item, "collapsed_bytes");
@@ -94,9 +96,10 @@ static int read_document(struct agent *a, const struct json_doc *doc, const char
   char schema[32] = "", mode[16] = "";
   json_doc_string(doc, "schema", schema, sizeof schema);
   json_doc_string(doc, "mode", mode, sizeof mode);
-  double written, pid;
+  double written;
+  uint64_t pid;
   if (strcmp(schema, "hugify.agent/1") != 0 || strcmp(mode, "pass") != 0 ||
-      !json_doc_number(doc, "time_unix_seconds", &written) || !json_doc_number(doc, "agent_pid", &pid))
+      !json_doc_number(doc, "time_unix_seconds", &written) || !json_doc_count(doc, "agent_pid", &pid) || pid > INT_MAX)
     return fail(EXIT_USAGE, COMMAND,
                 "%s %s is not the agent daemon's state (a hugify.agent/1 object of mode \"pass\" with "
                 "time_unix_seconds and agent_pid; found schema \"%s\", mode \"%s\")",
@@ -119,9 +122,8 @@ static int read_document(struct agent *a, const struct json_doc *doc, const char
   d->heat_reads = count_of(doc, "heat.damon_reads");
   d->heat_kdamond_cpu = number_or(doc, "heat.kdamond_cpu_seconds", -1);
   d->longest_call = number_or(doc, "longest_call_seconds", 0);
-  double pauses;
-  d->has_pauses = json_doc_number(doc, "pause.count", &pauses);
-  d->pause_count = d->has_pauses ? (uint64_t)pauses : 0;
+  d->has_pauses = json_doc_count(doc, "pause.count", &d->pause_count);
+  if (!d->has_pauses) d->pause_count = 0;
   d->pause_longest = number_or(doc, "pause.longest_seconds", 0);
   d->pause_p99 = number_or(doc, "pause.p99_seconds", 0);
   d->age_seconds = measure_clock_seconds(CLOCK_REALTIME) - written;

@@ -27,15 +27,15 @@
 static bool parse_absl_line(const char *line, struct absl_run *run) {
   struct json_doc *doc = json_doc_read_text(line, NULL, 0);
   if (!doc) return false;
-  double repeat = 1;
+  uint64_t repeat = 1;
   memset(run, 0, sizeof *run);
   bool ok = json_doc_string(doc, "allocator", run->allocator, sizeof run->allocator) &&
             json_doc_number(doc, "count", &run->count) && json_doc_number(doc, "seconds", &run->seconds);
   if (!json_doc_number(doc, "seconds_min", &run->seconds_min)) run->seconds_min = run->seconds;
   if (!json_doc_number(doc, "seconds_max", &run->seconds_max)) run->seconds_max = run->seconds;
   if (!json_doc_number(doc, "huge_fraction", &run->huge_fraction)) run->huge_fraction = NAN;
-  json_doc_number(doc, "repeat", &repeat);
-  run->repeat = (int)repeat;
+  json_doc_count(doc, "repeat", &repeat);
+  run->repeat = repeat > INT_MAX ? INT_MAX : (int)repeat;
   json_doc_free(doc);
   return ok && run->count > 0 && run->seconds > 0;
 }

@@ -225,12 +225,12 @@ void check_command_line(const struct check *c, const struct config *config, char
 /* The one place that knows the run report's key names (hugify.run/1, whose sums have the shape of a
  * hugify.report/2: a class's figures under "classes.CLASS", the peak under "peak", the largest process
  * under "largest_process"). A class's figure is looked up under "classes." first, then bare. */
-static bool report_number(const struct json_doc *report, const char *class, const char *field, double *value) {
+static bool report_count(const struct json_doc *report, const char *class, const char *field, uint64_t *value) {
   static const char *const prefixes[] = {"classes.", ""};
   for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {
     char path[96];
-    snprintf(path, sizeof path, "%s%s%s%s", *class ? prefixes[i] : "", class, *class ? "." : "", field);
-    if (json_doc_number(report, path, value)) return true;
+    snprintf(path, sizeof path, "%s%s.%s", prefixes[i], class, field);
+    if (json_doc_count(report, path, value)) return true;
   }
   return false;
 }
@@ -251,20 +251,20 @@ static void read_report(const char *path, struct coverage *out) {
       {"code", "huge_bytes", offsetof(struct coverage, text_huge)},
   };
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
-    if (report_number(report, fields[i].region, fields[i].field, (double *)((char *)out + fields[i].offset)))
+    if (report_count(report, fields[i].region, fields[i].field, (uint64_t *)((char *)out + fields[i].offset)))
       out->present = true;
-  report_number(report, "", "hugify_seconds", &out->hugify_seconds);
+  json_doc_number(report, "hugify_seconds", &out->hugify_seconds);
   json_doc_string(report, "heap_owner", out->heap_owner, sizeof out->heap_owner);
   json_doc_string(report, "allocator", out->allocator, sizeof out->allocator);
-  out->data_at_peak = json_doc_number(report, "peak.allocated.resident_bytes", &out->data_resident) &&
-                      json_doc_number(report, "peak.allocated.huge_bytes", &out->data_huge);
+  out->data_at_peak = json_doc_count(report, "peak.allocated.resident_bytes", &out->data_resident) &&
+                      json_doc_count(report, "peak.allocated.huge_bytes", &out->data_huge);
   if (!out->data_at_peak) {
     out->data_resident = out->heap_resident + out->anon_resident;
     out->data_huge = out->heap_huge + out->anon_huge;
   }
   /* hugify run --report sums the tree; the process that held the most is what wait4's max RSS means */
-  if (!json_doc_number(report, "largest_process.peak_memory_bytes", &out->peak_memory))
-    json_doc_number(report, "peak_memory_bytes", &out->peak_memory);
+  if (!json_doc_count(report, "largest_process.peak_memory_bytes", &out->peak_memory))
+    json_doc_count(report, "peak_memory_bytes", &out->peak_memory);
   json_doc_free(report);
 }
 
@@ -577,7 +577,7 @@ static struct config *find_config(const struct check *c, enum config_id id, int 
  * twin without the remap: whatever separates their times is not the code's, so it is never chosen. */
 bool check_moved_no_code(const struct config *config) {
   return (config->id == CONFIG_HEAP_TEXT || config->id == CONFIG_TEXT) && config->coverage.present &&
-         config->coverage.text_huge <= 0;
+         config->coverage.text_huge == 0;
 }
 
 static void decide(const struct check *c, struct verdict *v) {

@@ -40,12 +40,13 @@ extern const struct config_kind config_kinds[CONFIG_COUNT];
 
 struct coverage {
   bool present;
-  double heap_resident, heap_huge, anon_resident, anon_huge, text_resident, text_huge, hugify_seconds;
+  uint64_t heap_resident, heap_huge, anon_resident, anon_huge, text_resident, text_huge; /* bytes */
+  double hugify_seconds;
   /* what --heap acts on (heap + anon) at the peak of each process, summed over the tree (peak.allocated);
    * at exit (heap + anon above) when the report has no peak */
-  double data_resident, data_huge;
+  uint64_t data_resident, data_huge;
   bool data_at_peak;
-  double peak_memory; /* RSS + hugetlb of the process of the tree that held the most (0: not reported) */
+  uint64_t peak_memory; /* RSS + hugetlb of the process of the tree that held the most (0: not reported) */
   char heap_owner[128]; /* the tree report's heap_owner: a sanitizer's (or valgrind's) allocator owns malloc; "" */
   /* what backs the data of the tree's largest process (the report's allocator: allocator_name's): "" unknown */
   char allocator[16];

@@ -404,15 +404,15 @@ static void json_coverage(struct json_writer *j, const struct config *config) {
   }
   json_open_object(j, "coverage");
   json_put_u64(j, "reports", config->reports);
-  json_put_u64(j, "heap_resident_bytes", (uint64_t)config->coverage.heap_resident);
-  json_put_u64(j, "heap_huge_bytes", (uint64_t)config->coverage.heap_huge);
-  json_put_u64(j, "anon_resident_bytes", (uint64_t)config->coverage.anon_resident);
-  json_put_u64(j, "anon_huge_bytes", (uint64_t)config->coverage.anon_huge);
-  json_put_u64(j, "text_resident_bytes", (uint64_t)config->coverage.text_resident);
-  json_put_u64(j, "text_huge_bytes", (uint64_t)config->coverage.text_huge);
-  json_put_u64(j, "data_resident_bytes", (uint64_t)config->coverage.data_resident);
-  json_put_u64(j, "data_huge_bytes", (uint64_t)config->coverage.data_huge);
-  json_put_fraction(j, "data_huge_fraction", (uint64_t)config->coverage.data_huge, (uint64_t)config->coverage.data_resident);
+  json_put_u64(j, "heap_resident_bytes", config->coverage.heap_resident);
+  json_put_u64(j, "heap_huge_bytes", config->coverage.heap_huge);
+  json_put_u64(j, "anon_resident_bytes", config->coverage.anon_resident);
+  json_put_u64(j, "anon_huge_bytes", config->coverage.anon_huge);
+  json_put_u64(j, "text_resident_bytes", config->coverage.text_resident);
+  json_put_u64(j, "text_huge_bytes", config->coverage.text_huge);
+  json_put_u64(j, "data_resident_bytes", config->coverage.data_resident);
+  json_put_u64(j, "data_huge_bytes", config->coverage.data_huge);
+  json_put_fraction(j, "data_huge_fraction", config->coverage.data_huge, config->coverage.data_resident);
   json_put_string(j, "data_measured_at", config->coverage.data_at_peak ? "peak" : "exit");
   json_put_string(j, "heap_owner", config->coverage.heap_owner[0] ? config->coverage.heap_owner : NULL);
   enum allocator_kind allocator = allocator_of_name(config->coverage.allocator);

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "units.h"
+
 static struct json_doc *loaded(json_t *root, const json_error_t *e, char *error, size_t cap) {
   if (!root && error && cap) snprintf(error, cap, "%s (line %d, column %d)", e->text, e->line, e->column);
   return (struct json_doc *)root;
@@ -37,6 +39,11 @@ bool json_doc_number(const struct json_doc *doc, const char *path, double *value
   if (!json_is_number(node)) return false;
   *value = json_number_value(node);
   return true;
+}
+
+bool json_doc_count(const struct json_doc *doc, const char *path, uint64_t *value) {
+  double number;
+  return json_doc_number(doc, path, &number) && count_from_double(number, value);
 }
 
 bool json_doc_string(const struct json_doc *doc, const char *path, char *out, size_t cap) {

@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct json_doc; /* a parsed document */
 
@@ -20,6 +21,9 @@ void json_doc_free(struct json_doc *doc);
  * type. */
 bool json_doc_number(const struct json_doc *doc, const char *path, double *value);
 bool json_doc_string(const struct json_doc *doc, const char *path, char *out, size_t cap);
+/* The number at a dotted path as a count (count_from_double): false when absent, of another type, negative or
+ * past 2^63. */
+bool json_doc_count(const struct json_doc *doc, const char *path, uint64_t *value);
 bool json_doc_bool(const struct json_doc *doc, const char *path, bool *value);
 /* The array at a dotted path: its length (0 when absent or not an array), and its item `index` (an object
  * to read with the calls above; borrowed from `doc`, NULL when out of range). */

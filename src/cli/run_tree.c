@@ -8,6 +8,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -41,10 +42,14 @@ static void add_figures(json_t *sum, const json_t *value, bool all_bytes) {
     if (json_is_object(member)) {
       if (!into) json_object_set_new(sum, key, into = json_object());
       if (json_is_object(into)) add_figures(into, member, ends_with(key, "_bytes"));
-    } else if (json_is_number(member) && (all_bytes || summable(key))) {
+    } else if (json_is_number(member) && (all_bytes || ends_with(key, "_bytes"))) {
+      uint64_t add, had = 0; /* a figure that is not a count (negative, past 2^63) is not summed */
+      if (!count_from_double(json_number_value(member), &add)) continue;
+      if (json_is_number(into)) count_from_double(json_number_value(into), &had);
+      json_object_set_new(sum, key, json_integer(add > INT64_MAX - had ? INT64_MAX : (json_int_t)(had + add)));
+    } else if (json_is_number(member) && summable(key)) {
       double total = json_number_value(member) + (json_is_number(into) ? json_number_value(into) : 0);
-      json_object_set_new(sum, key, all_bytes || ends_with(key, "_bytes") ? json_integer((json_int_t)total)
-                                                                           : json_real(total));
+      json_object_set_new(sum, key, json_real(total)); /* past DBL_MAX: json_real refuses, nothing is set */
     }
   }
 }
@@ -60,10 +65,13 @@ static void recompute_fractions(json_t *object) {
                                                      : json_null());
 }
 
-static double number_at(const json_t *root, const char *first, const char *second) {
+/* The count (bytes, a pid) at root.first[.second]: 0 when absent or not a count (count_from_double). */
+static uint64_t count_at(const json_t *root, const char *first, const char *second) {
   const json_t *value = json_object_get(root, first);
   if (second) value = json_object_get(value, second);
-  return json_is_number(value) ? json_number_value(value) : 0;
+  uint64_t count = 0;
+  if (json_is_number(value)) count_from_double(json_number_value(value), &count);
+  return count;
 }
 
 int run_tree_read(const char *dir, struct run_tree *tree, char *reason, size_t cap) {
@@ -148,7 +156,7 @@ static const json_t *largest_process(const struct run_tree *tree) {
   size_t index;
   json_t *report;
   json_array_foreach(tree->processes, index, report)
-    if (!largest || number_at(report, "peak_memory_bytes", NULL) > number_at(largest, "peak_memory_bytes", NULL))
+    if (!largest || count_at(report, "peak_memory_bytes", NULL) > count_at(largest, "peak_memory_bytes", NULL))
       largest = report;
   return largest;
 }
@@ -217,14 +225,14 @@ void run_tree_write_json(FILE *out, const struct run_tree *tree, const char *com
 /* ---- the table (--report -) --------------------------------------------------------------------- */
 
 static void bytes_and_share(const json_t *usage, char *bytes, size_t bytes_cap, char *share, size_t share_cap) {
-  double resident = number_at(usage, "resident_bytes", NULL), huge = number_at(usage, "huge_bytes", NULL);
-  format_bytes((uint64_t)resident, bytes, bytes_cap);
-  format_percent((uint64_t)huge, (uint64_t)resident, share, share_cap);
+  uint64_t resident = count_at(usage, "resident_bytes", NULL), huge = count_at(usage, "huge_bytes", NULL);
+  format_bytes(resident, bytes, bytes_cap);
+  format_percent(huge, resident, share, share_cap);
 }
 
 static void process_row(struct table *t, const char *pid, const char *command, const json_t *report) {
   char memory[32], allocated[32], allocated_share[16], code[32], code_share[16];
-  format_bytes((uint64_t)number_at(report, "peak_memory_bytes", NULL), memory, sizeof memory);
+  format_bytes(count_at(report, "peak_memory_bytes", NULL), memory, sizeof memory);
   bytes_and_share(json_object_get(json_object_get(report, "peak"), "allocated"), allocated, sizeof allocated,
                   allocated_share, sizeof allocated_share);
   bytes_and_share(json_object_get(json_object_get(report, "classes"), "code"), code, sizeof code, code_share,
@@ -237,11 +245,11 @@ void run_tree_write_text(FILE *out, const struct run_tree *tree, const char *com
   const json_t *largest = largest_process(tree);
   json_t *sums = tree_sums(tree);
   char memory[32];
-  format_bytes((uint64_t)number_at(sums, "peak_memory_bytes", NULL), memory, sizeof memory);
+  format_bytes(count_at(sums, "peak_memory_bytes", NULL), memory, sizeof memory);
   fprintf(out, "hugify run: %s\n  %zu process%s, peak memory %s (RSS + hugetlb pages%s)", command, count,
           count == 1 ? "" : "es", memory, count == 1 ? "" : ", summed over processes");
   if (largest && count > 1)
-    fprintf(out, "; the most: pid %lld %s", (long long)number_at(largest, "pid", NULL),
+    fprintf(out, "; the most: pid %" PRIu64 " %s", count_at(largest, "pid", NULL),
             json_string_value(json_object_get(largest, "command")) ?: "?");
   fputc('\n', out);
   if (count == 0) {
@@ -258,7 +266,8 @@ void run_tree_write_text(FILE *out, const struct run_tree *tree, const char *com
   json_t *report;
   json_array_foreach(tree->processes, index, report) {
     char pid[24], name[48];
-    snprintf(pid, sizeof pid, "%lld", (long long)number_at(report, "pid", NULL));
+    uint64_t number = count_at(report, "pid", NULL);
+    snprintf(pid, sizeof pid, number ? "%" PRIu64 : "?", number);
     snprintf(name, sizeof name, "%.47s", json_string_value(json_object_get(report, "command")) ?: "?");
     process_row(&t, pid, name, report);
   }
@@ -268,13 +277,13 @@ void run_tree_write_text(FILE *out, const struct run_tree *tree, const char *com
   json_decref(sums);
   json_array_foreach(tree->processes, index, report) /* what --heap does not reach: a runtime's own allocator */
     if (json_is_true(json_object_get(report, "allocator_is_runtime")))
-      fprintf(out, "  data (pid %lld): %s (%s), not malloc's (docs/runtimes.md)\n", (long long)number_at(report, "pid", NULL),
+      fprintf(out, "  data (pid %" PRIu64 "): %s (%s), not malloc's (docs/runtimes.md)\n", count_at(report, "pid", NULL),
               json_string_value(json_object_get(report, "allocator_data")) ?: "?",
               json_string_value(json_object_get(report, "allocator")) ?: "?");
   json_t *fallback;
   size_t k;
   json_array_foreach(tree->processes, index, report) json_array_foreach(json_object_get(report, "fallbacks"), k, fallback)
-    fprintf(out, "  fallback (pid %lld): %s: %s\n", (long long)number_at(report, "pid", NULL),
+    fprintf(out, "  fallback (pid %" PRIu64 "): %s: %s\n", count_at(report, "pid", NULL),
             json_string_value(json_object_get(fallback, "what")) ?: "?",
             json_string_value(json_object_get(fallback, "reason")) ?: "?");
   fflush(out);

@@ -68,6 +68,12 @@ bool version_at_least(const char *text, uint64_t major, uint64_t minor) {
   return have_major > major || (have_major == major && have_minor >= minor);
 }
 
+bool count_from_double(double value, uint64_t *count) {
+  if (!(value >= 0 && value < 0x1p63)) return false;
+  *count = (uint64_t)value;
+  return true;
+}
+
 bool parse_size(const char *text, uint64_t *bytes) {
   uint64_t v;
   if (!leading_digits(&text, &v)) return false;

@@ -24,6 +24,10 @@ bool words_equal(const char *a, const char *b);
 /* Whether a release written "MAJOR.MINOR[anything]" ("2.38", "2.36.9", "6.18.0-rc1") is at least MAJOR.MINOR.
  * False when the text does not start that way. */
 bool version_at_least(const char *text, uint64_t major, uint64_t minor);
+/* A count (bytes, pages, a pid) read back from JSON, where every number is a double: true when `value` lies in
+ * [0, 2^63), with its whole part in *count; false otherwise (negative, too large, or a NaN), *count untouched.
+ * Converting a double outside an integer type's range is undefined, and a report can hold any number. */
+bool count_from_double(double value, uint64_t *count);
 /* "2 MiB", "1 GiB", "512 KiB", "17 B", "1.5 GiB" (one decimal when not whole). */
 void format_bytes(uint64_t bytes, char *out, size_t cap);
 /* "2M", "1G", "64K": the short page-size label used in commands and sysfs-like places. */

@@ -280,3 +280,33 @@ TEST(RunTree, AReportWithoutItsFieldsStillGivesAValidTree) {
   EXPECT_EQ(tree["unreadable_reports"].u64(), 1u) << text;
   EXPECT_TRUE(json_is_null(tree.at("largest_process.pid").get())) << text;
 }
+
+TEST(RunTree, AReportsFiguresOutOfRangeAreNotSummed) {
+  // A foreign report whose figures are no counts (negative, past 2^63: the run_report fuzz target found a
+  // negative peak crashing the table) beside /bin/true's own (dash ends with _exit, writing none): the sums
+  // are /bin/true's figures alone, the JSON and the table are written, and neither shows a negative figure.
+  std::string path = temp_report("out-of-range");
+  const std::string script =
+      "printf '{\"pid\": -7, \"peak_memory_bytes\": -3489790, \"max_rss_bytes\": 1e300, \"hugify_seconds\": -1,"
+      " \"peak\": {\"allocated\": {\"resident_bytes\": -5, \"huge_bytes\": 1e200}}}' > \"$HUGIFY_REPORT.1\"; exec /bin/true";
+  auto run = test_support::hugify({"run", "--report", path, "--", "sh", "-c", script});
+  ASSERT_EQ(run.status, 0) << run.err;
+  std::string text = test_support::read_file(path);
+  auto tree = test_support::load_json(path);
+  unlink(path.c_str());
+  ASSERT_TRUE(tree.present()) << text;
+  ASSERT_EQ(tree["process_count"].u64(), 2u) << text;
+  const auto processes = tree["processes"];
+  auto own = processes[size_t{0}]["pid"].number() < 0 ? processes[size_t{1}] : processes[size_t{0}];
+  ASSERT_GT(own["peak_memory_bytes"].u64(), 0u) << text;
+  EXPECT_EQ(tree["peak_memory_bytes"].u64(), own["peak_memory_bytes"].u64()) << text;
+  EXPECT_EQ(tree["max_rss_bytes"].u64(), own["max_rss_bytes"].u64()) << text;
+  EXPECT_EQ(tree.at("peak.allocated.resident_bytes").u64(), own.at("peak.allocated.resident_bytes").u64()) << text;
+  EXPECT_EQ(tree.at("largest_process.pid").u64(), own["pid"].u64()) << text;
+  auto table = test_support::hugify({"run", "--report", "-", "--", "sh", "-c", script});
+  ASSERT_EQ(table.status, 0) << table.err;
+  EXPECT_NE(table.err.find("2 processes"), std::string::npos) << table.err;
+  std::string figures = table.err.substr(table.err.find('\n')); // below the command's line
+  EXPECT_EQ(figures.find("-3"), std::string::npos) << table.err;
+  EXPECT_EQ(figures.find("e+"), std::string::npos) << table.err;
+}

@@ -298,6 +298,20 @@ TEST(Units, VersionAtLeastComparesMajorThenMinor) {
   EXPECT_FALSE(version_at_least("6.1.158", 6, 7));
 }
 
+// A number read back from a report or a state file (JSON's numbers are doubles) as a count: only what fits
+// [0, 2^63) is one (converting any other double to an integer is undefined), and a fraction is cut.
+TEST(Units, CountFromDoubleTakesOnlyWhatFitsACount) {
+  const struct { double value; bool taken; uint64_t count; } cases[] = {
+      {0, true, 0},          {-0.0, true, 0},       {4096.9, true, 4096},  {0x1p63 - 1024, true, 9223372036854774784u},
+      {-0.5, false, 0},      {-3489790, false, 0},  {0x1p63, false, 0},    {1e300, false, 0},
+      {NAN, false, 0},       {INFINITY, false, 0},  {-INFINITY, false, 0}};
+  for (const auto &c : cases) {
+    uint64_t count = 77;
+    EXPECT_EQ(count_from_double(c.value, &count), c.taken) << c.value;
+    EXPECT_EQ(count, c.taken ? c.count : 77u) << c.value;
+  }
+}
+
 // What people type for counts and for seconds or percentages: digits only, within the bounds, or refused.
 TEST(Units, CountsAndDecimalsAsTyped) {
   uint64_t count = 7;
