@@ -183,39 +183,62 @@ EOF
   apt-get $(apt_options "$dir") -qq update
 }
 
+# fetch_once CACHE DIR FETCHER ARG...: DIR, a tree fetched from the network once for every caller.
+# Unless DIR/.complete is there, take CACHE's lock and, still missing, run FETCHER WORK ARG... in a fresh
+# directory WORK under CACHE (what a fetch cut off before left there is removed first): FETCHER fills
+# WORK/root and marks it WORK/root/.complete (a line saying what it holds), and only then does WORK/root
+# land as DIR, so that no caller ever sees half a tree. Concurrent callers wait on the lock. Returns 0, or
+# FETCHER's status (3 when CACHE cannot be made, 1 when FETCHER did not mark its tree), having said why.
+# FETCHER checks each of its steps itself: it runs where `set -e` does not reach.
+fetch_once() {
+  local cache=$1 dir=$2 fetcher=$3 lock work status=0
+  shift 3
+  [ -f "$dir/.complete" ] && return 0
+  mkdir -p "$cache" 2>/dev/null || { say "cannot create $cache (run as root, or choose another cache)"; return 3; }
+  exec {lock}> "$cache/.fetch.lock"
+  flock "$lock"
+  if [ ! -f "$dir/.complete" ]; then
+    rm -rf "$cache"/.fetch.*/ # a fetch that was cut off (we hold the lock)
+    work=$(mktemp -d "$cache/.fetch.XXXXXX")
+    "$fetcher" "$work" "$@" || status=$?
+    if [ "$status" = 0 ] && [ ! -f "$work/root/.complete" ]; then
+      say "$fetcher left no complete tree in $work/root"
+      status=1
+    fi
+    if [ "$status" = 0 ]; then
+      rm -rf "$dir"
+      mv "$work/root" "$dir"
+    fi
+    rm -rf "$work"
+  fi
+  exec {lock}>&-
+  return "$status"
+}
+
 # fetch_source SOURCE PACKAGE: Debian's source package SOURCE at the version of the installed binary
 # PACKAGE (so a suite tests the very build that runs), unpacked once under SOURCES_CACHE; prints its
-# directory. Concurrent callers wait on the cache's lock; a tree lands in place only when complete.
+# directory.
 SOURCES_CACHE=${HUGIFY_SOURCES_CACHE:-/var/cache/hugify/src}
 fetch_source() {
-  local source=$1 package=$2 version suite dir work lock status=0
+  local source=$1 package=$2 version dir
   version=$(dpkg-query -W -f='${Version}' "$package" 2>/dev/null) || { say "$package is not installed"; return 3; }
   dir=$SOURCES_CACHE/$source-${version//:/_}
-  if [ ! -f "$dir/.complete" ]; then
-    mkdir -p "$SOURCES_CACHE" || return 3
-    exec {lock}> "$SOURCES_CACHE/.fetch.lock"
-    flock "$lock"
-    [ -f "$dir/.complete" ] || fetch_source_locked "$source" "$version" "$dir" || status=$?
-    exec {lock}>&-
-    [ "$status" = 0 ] || return "$status"
-  fi
+  fetch_once "$SOURCES_CACHE" "$dir" fetch_source_into "$source" "$version" || return
   echo "$dir"
 }
-fetch_source_locked() {
-  local source=$1 version=$2 dir=$3 suite work
+# fetch_source_into WORK SOURCE VERSION: fetch_source's FETCHER (fetch_once).
+fetch_source_into() {
+  local work=$1 source=$2 version=$3 suite
   suite=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
   [ -n "$suite" ] || { say "no Debian release named in /etc/os-release"; return 3; }
   command -v dpkg-source >/dev/null || { say "dpkg-source is missing (apt-get install dpkg-dev)"; return 3; }
   apt_setup "$SOURCES_CACHE/apt" deb-src "$suite" >&2 || { say "apt-get update failed for $suite's sources"; return 3; }
-  rm -rf "$SOURCES_CACHE"/.fetch.*/ # a fetch that was cut off (we hold the lock)
-  work=$(mktemp -d "$SOURCES_CACHE/.fetch.XXXXXX")
+  mkdir "$work/source"
   # shellcheck disable=SC2046
-  if ! (cd "$work" && apt-get $(apt_options "$SOURCES_CACHE/apt") -qq source "$source=$version" >&2); then
+  if ! (cd "$work/source" && apt-get $(apt_options "$SOURCES_CACHE/apt") -qq source "$source=$version" >&2); then
     say "apt-get source $source=$version failed (is Debian $suite's deb-src reachable?)"
-    rm -rf "$work"; return 3
+    return 3
   fi
-  rm -rf "$dir"
-  mv "$(find "$work" -mindepth 1 -maxdepth 1 -type d | head -1)" "$dir"
-  rm -rf "$work"
-  echo "$source $version" > "$dir/.complete"
+  mv "$(find "$work/source" -mindepth 1 -maxdepth 1 -type d | head -1)" "$work/root" &&
+    echo "$source $version" > "$work/root/.complete"
 }
