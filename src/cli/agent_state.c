@@ -58,6 +58,14 @@ static uint64_t count_of(const struct json_doc *doc, const char *path) {
   return json_doc_count(doc, path, &value) ? value : 0;
 }
 
+/* The pid at a path: a count that fits pid_t. */
+static bool pid_at(const struct json_doc *doc, const char *path, pid_t *pid) {
+  uint64_t value;
+  if (!json_doc_count(doc, path, &value) || value > INT_MAX) return false;
+  *pid = (pid_t)value;
+  return true;
+}
+
 static bool read_processes(struct daemon_state *d, const struct json_doc *doc) {
   size_t count = json_doc_array_size(doc, "processes");
   d->processes = calloc(count ? count : 1, sizeof *d->processes);
@@ -65,10 +73,7 @@ static bool read_processes(struct daemon_state *d, const struct json_doc *doc) {
   for (size_t i = 0; i < count; i++) {
     const struct json_doc *item = json_doc_array_item(doc, "processes", i);
     struct daemon_process *p = &d->processes[d->process_count];
-    uint64_t pid;
-    if (!json_doc_count(item, "pid", &pid) || pid > INT_MAX || !json_doc_string(item, "comm", p->comm, sizeof p->comm))
-      continue;
-    p->pid = (pid_t)pid;
+    if (!pid_at(item, "pid", &p->pid) || !json_doc_string(item, "comm", p->comm, sizeof p->comm)) continue;
     p->start_time = count_of(item, "start_time_ticks");
     p->collapsed = count_of(item, "collapsed_bytes");
     p->kernel_collapsed = count_of(item, "kernel_collapsed_bytes");
@@ -97,14 +102,12 @@ static int read_document(struct agent *a, const struct json_doc *doc, const char
   json_doc_string(doc, "schema", schema, sizeof schema);
   json_doc_string(doc, "mode", mode, sizeof mode);
   double written;
-  uint64_t pid;
   if (strcmp(schema, "hugify.agent/1") != 0 || strcmp(mode, "pass") != 0 ||
-      !json_doc_number(doc, "time_unix_seconds", &written) || !json_doc_count(doc, "agent_pid", &pid) || pid > INT_MAX)
+      !json_doc_number(doc, "time_unix_seconds", &written) || !pid_at(doc, "agent_pid", &d->pid))
     return fail(EXIT_USAGE, COMMAND,
                 "%s %s is not the agent daemon's state (a hugify.agent/1 object of mode \"pass\" with "
                 "time_unix_seconds and agent_pid; found schema \"%s\", mode \"%s\")",
                 STATE_OPTION, path, schema, mode);
-  d->pid = (pid_t)pid;
   d->interval = number_or(doc, "interval_seconds", a->config.interval);
   d->passes = count_of(doc, "passes");
   d->collapsed = count_of(doc, "collapsed_bytes");

@@ -26,14 +26,14 @@ static bool ends_with(const char *text, const char *suffix) {
   return n >= m && strcmp(text + n - m, suffix) == 0;
 }
 
-/* What adds up over processes: bytes, and the time spent inside hugify. Not moments in time or intervals. */
-static bool summable(const char *key) {
-  return ends_with(key, "_bytes") || strcmp(key, "hugify_seconds") == 0 || strcmp(key, "sampler_cpu_seconds") == 0;
+/* The seconds that add up over processes: the time spent inside hugify. Not moments in time or intervals. */
+static bool summed_seconds(const char *key) {
+  return strcmp(key, "hugify_seconds") == 0 || strcmp(key, "sampler_cpu_seconds") == 0;
 }
 
-/* sum += value, member by member: what is summable adds up (every member of a `_bytes` object, such as
- * not_huge_bytes), objects recurse; fractions are recomputed afterwards, anything else (names, flags,
- * lists, moments) is not summed. */
+/* sum += value, member by member: bytes add up (every member of a `_bytes` object too, such as
+ * not_huge_bytes), and so do summed_seconds; objects recurse; fractions are recomputed afterwards, anything
+ * else (names, flags, lists, moments) is not summed. */
 static void add_figures(json_t *sum, const json_t *value, bool all_bytes) {
   const char *key;
   json_t *member;
@@ -47,7 +47,7 @@ static void add_figures(json_t *sum, const json_t *value, bool all_bytes) {
       if (!count_from_double(json_number_value(member), &add)) continue;
       if (json_is_number(into)) count_from_double(json_number_value(into), &had);
       json_object_set_new(sum, key, json_integer(add > INT64_MAX - had ? INT64_MAX : (json_int_t)(had + add)));
-    } else if (json_is_number(member) && summable(key)) {
+    } else if (json_is_number(member) && summed_seconds(key)) {
       double total = json_number_value(member) + (json_is_number(into) ? json_number_value(into) : 0);
       json_object_set_new(sum, key, json_real(total)); /* past DBL_MAX: json_real refuses, nothing is set */
     }

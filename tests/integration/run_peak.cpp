@@ -263,18 +263,30 @@ TEST(RunTree, GccDriverReportsCc1plusMovedCode) {
   EXPECT_GE(tree.worker_code_huge, 2.0 * (1 << 20)) << "cc1plus's moved code is not in the tree report:\n" << tree.text;
 }
 
-TEST(RunTree, AReportWithoutItsFieldsStillGivesAValidTree) {
-  // Any process of the tree can write into the report directory (HUGIFY_REPORT points there): a report
-  // missing every field hugify sums (found by the run_report fuzz target: a null pid crashed the writer)
-  // is counted, its figures absent, and the tree report stays valid JSON.
-  std::string path = temp_report("foreign");
-  auto run = test_support::hugify({"run", "--report", path, "--", "sh", "-c",
-                                   "printf '{\"schema\": \"x\", \"peak\": 1}' > \"$HUGIFY_REPORT.1\"; "
-                                   "printf 'not json' > \"$HUGIFY_REPORT.2\""});
-  ASSERT_EQ(run.status, 0) << run.err;
-  std::string text = test_support::read_file(path);
+namespace {
+
+// `hugify run --report FILE -- sh -c SCRIPT`, SCRIPT writing foreign reports into the report directory (any
+// process of the tree can: HUGIFY_REPORT points there): the tree report, and its text in *text.
+test_support::json_view tree_with_foreign_reports(const char *name, const std::string &script, std::string *text) {
+  std::string path = temp_report(name);
+  auto run = test_support::hugify({"run", "--report", path, "--", "sh", "-c", script});
+  EXPECT_EQ(run.status, 0) << run.err;
+  *text = test_support::read_file(path);
   auto tree = test_support::load_json(path);
   unlink(path.c_str());
+  return tree;
+}
+
+}  // namespace
+
+TEST(RunTree, AReportWithoutItsFieldsStillGivesAValidTree) {
+  // A report missing every field hugify sums (found by the run_report fuzz target: a null pid crashed the
+  // writer) is counted, its figures absent, and the tree report stays valid JSON.
+  std::string text;
+  auto tree = tree_with_foreign_reports("foreign",
+                                        "printf '{\"schema\": \"x\", \"peak\": 1}' > \"$HUGIFY_REPORT.1\"; "
+                                        "printf 'not json' > \"$HUGIFY_REPORT.2\"",
+                                        &text);
   ASSERT_TRUE(tree.present()) << text;
   EXPECT_EQ(tree["process_count"].u64(), 1u) << text;
   EXPECT_EQ(tree["unreadable_reports"].u64(), 1u) << text;
@@ -285,15 +297,11 @@ TEST(RunTree, AReportsFiguresOutOfRangeAreNotSummed) {
   // A foreign report whose figures are no counts (negative, past 2^63: the run_report fuzz target found a
   // negative peak crashing the table) beside /bin/true's own (dash ends with _exit, writing none): the sums
   // are /bin/true's figures alone, the JSON and the table are written, and neither shows a negative figure.
-  std::string path = temp_report("out-of-range");
   const std::string script =
       "printf '{\"pid\": -7, \"peak_memory_bytes\": -3489790, \"max_rss_bytes\": 1e300, \"hugify_seconds\": -1,"
       " \"peak\": {\"allocated\": {\"resident_bytes\": -5, \"huge_bytes\": 1e200}}}' > \"$HUGIFY_REPORT.1\"; exec /bin/true";
-  auto run = test_support::hugify({"run", "--report", path, "--", "sh", "-c", script});
-  ASSERT_EQ(run.status, 0) << run.err;
-  std::string text = test_support::read_file(path);
-  auto tree = test_support::load_json(path);
-  unlink(path.c_str());
+  std::string text;
+  auto tree = tree_with_foreign_reports("out-of-range", script, &text);
   ASSERT_TRUE(tree.present()) << text;
   ASSERT_EQ(tree["process_count"].u64(), 2u) << text;
   const auto processes = tree["processes"];

@@ -33,8 +33,6 @@ namespace {
 namespace fs = std::filesystem;
 using test_support::command_result;
 
-const std::string project_dir = fs::path(HUGIFY_FIXTURES_DIR).parent_path().parent_path().string();
-
 // A server's Debian source tree at the installed version (scripts/suite-source): its directory, or why not
 // in *why.
 std::string suite_source(const std::string &name, std::string *why) {
@@ -45,7 +43,7 @@ std::string suite_source(const std::string &name, std::string *why) {
 
 // tests/helpers/suite_results.py: "STATUS\tNAME" lines, sorted, of a suite's output in FORMAT.
 std::string results(const std::string &format, const std::string &file) {
-  auto parsed = test_support::run({"python3", project_dir + "/tests/helpers/suite_results.py", format, file});
+  auto parsed = test_support::run({"python3", test_support::source_path("tests/helpers/suite_results.py"), format, file});
   return parsed.status == 0 ? parsed.out : "suite_results.py failed: " + parsed.err;
 }
 

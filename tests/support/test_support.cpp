@@ -116,9 +116,13 @@ std::string fixture(const std::string &relative) {
   return read_file(std::string(HUGIFY_FIXTURES_DIR) + "/" + relative);
 }
 
+std::string source_path(const std::string &relative) {
+  return std::filesystem::path(HUGIFY_FIXTURES_DIR).parent_path().parent_path().string() + "/" + relative;
+}
+
 std::string fetched_dir(const std::vector<std::string> &script_and_args, std::string *why) {
   std::vector<std::string> argv = script_and_args;
-  argv[0] = std::filesystem::path(HUGIFY_FIXTURES_DIR).parent_path().parent_path().string() + "/scripts/" + argv[0];
+  argv[0] = source_path("scripts/" + argv[0]);
   command_result fetched = run(argv);
   std::string dir = fetched.out.substr(0, fetched.out.find('\n'));
   if (fetched.status == 0 && !dir.empty() && std::filesystem::is_directory(dir)) return dir;

@@ -47,6 +47,7 @@ std::string read_file(const std::string &path);
 uint64_t read_u64(const std::string &path);
 std::string helper_path(const std::string &name); // a program from tests/helpers
 std::string fixture(const std::string &relative); // text of tests/fixtures/<relative>
+std::string source_path(const std::string &relative); // <the source tree>/<relative>
 // What one of the project's fetch scripts prints: the directory in the first line of `scripts/SCRIPT ARGS...`
 // (scripts/suite-source redis, scripts/glibc-root), or "" with what it said in *why when it could not.
 std::string fetched_dir(const std::vector<std::string> &script_and_args, std::string *why);
