@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Run reports read back: `hugify run --report` reads every process's report from its private directory
- * (a program of the tree can write anything there) and sums them (src/cli/run_tree.c); `hugify check`
+ * (a program of the tree can write anything there) and sums them (src/cli/run/run_tree.c); `hugify check`
  * reads the tree report (src/cli/json_read.c). The input is written as two reports of one tree; reading,
  * summing and writing the tree report, as JSON and as a table, must survive any bytes, and the JSON
  * written must load in jansson. The same bytes go through json_doc and check's lookups. */
@@ -13,7 +13,7 @@
 
 #include "fuzz_input.h"
 #include "json_read.h"
-#include "run_tree.h"
+#include "run/run_tree.h"
 
 static char dir[] = "/tmp/hugify-fuzz-run-report.XXXXXX";
 

@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # cli_no_tls.sh HUGIFY: the command loads no HTTP server and no TLS library at its start (ldd): the agent's
-# --listen dlopens libmicrohttpd only when given (src/cli/agent_metrics.c), so `hugify run -- /bin/true`
+# --listen dlopens libmicrohttpd only when given (src/cli/agent/agent_metrics.c), so `hugify run -- /bin/true`
 # pays for none of it (docs/run.md, "What run costs").
 set -eu
 found=$(ldd "$1" | grep -E 'microhttpd|gnutls|libssl|libcrypto|nettle|hogweed|p11-kit|libtasn1|libidn2' || true)

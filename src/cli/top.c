@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "agent/agent.h"
 #include "array.h"
 #include "cli.h"
 #include "fleet.h"

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* agent_policy.h - the decisions of `hugify agent`, as pure functions over a snapshot: which processes,
  * whether the CPU and memory budgets allow work now, when to try a process again after failures, and the
- * ledger of its collapses (which windows and in which order is the planner's: planner.h). No I/O here: the daemon (src/cli/agent.c) reads /proc and calls these;
+ * ledger of its collapses (which windows and in which order is the planner's: planner.h). No I/O here: the daemon (src/cli/agent/agent.c) reads /proc and calls these;
  * tests/unit/agent_policy.cpp feeds them constructed snapshots and fixture text. Not exported. */
 #ifndef HUGIFY_AGENT_POLICY_H
 #define HUGIFY_AGENT_POLICY_H

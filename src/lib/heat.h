@@ -8,7 +8,7 @@
  *    the plan's own pagemap walk (pagemap bit 55, or PAGEMAP_SCAN's PAGE_IS_SOFT_DIRTY), the bits cleared
  *    with /proc/PID/clear_refs "4" after each plan. Written memory only: a page only read is cold to it.
  *  - none: no snapshot (NULL); the plan goes densest first, and says so.
- * The agent owns one heat_source (src/cli/agent_pass.c); collapse.c asks heat_of() for each window. Not
+ * The agent owns one heat_source (src/cli/agent/agent_pass.c); collapse.c asks heat_of() for each window. Not
  * exported. docs/agent.md, "Heat". */
 #ifndef HUGIFY_HEAT_H
 #define HUGIFY_HEAT_H

@@ -2,7 +2,7 @@
 /* planner.h - the agent's one planner: which 2 MiB windows of a process are collapsed, in which order,
  * and why every other one is not; and whether a process is planned at all this pass. Pure functions over
  * the signals the caller gathered (collapse.c's pagemap walk, the ledger of agent_policy.c, the heat
- * source, the daemon's per-process state in src/cli/agent_pass.c): no I/O, no clock. A change of order
+ * source, the daemon's per-process state in src/cli/agent/agent_pass.c): no I/O, no clock. A change of order
  * is a change of this file, tests/unit/planner.cpp and the one paragraph of docs/agent.md ("The order")
  * that states it. Not exported. */
 #ifndef HUGIFY_PLANNER_H

@@ -24,7 +24,7 @@
 #include "json_read.h"
 #include "measure.h"
 #include "os.h"
-#include "run_env.h"
+#include "run/run_env.h"
 #include "stats.h"
 #include "units.h"
 
