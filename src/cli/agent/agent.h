@@ -3,9 +3,12 @@
  * struct agent of the daemon. agent.c: the command (privileges, --once/--status, the daemon's loop and
  * signals); agent_config.c: the option table and the configuration file; agent_pass.c: the pass over /proc
  * and the work on one process; agent_metrics.c: Prometheus metrics (file and HTTP); agent_output.c: the
- * table and JSON of --once and --status. The decisions are the library's (planner.h: which process is
- * planned, which windows in which order; agent_policy.h: selection, budgets, the ledger); agent_pass.c
- * gathers the signals. */
+ * table and JSON of --once and --status; agent_state.c: the daemon's state file (--state-file), which
+ * --status reads; agent_table.c: the process table and the small helpers the others share. The decisions
+ * are the library's (planner.h: which process is planned, which windows in which order; agent_policy.h:
+ * selection, budgets, the ledger); agent_pass.c gathers the signals. The files call each other one way:
+ * agent.c above the rest, agent_table.c below them; agent_state.c and agent_output.c call each other (the
+ * state file is the agent's JSON, and --status prints what the state file says). */
 #ifndef HUGIFY_CLI_AGENT_H
 #define HUGIFY_CLI_AGENT_H
 
@@ -190,6 +193,35 @@ struct agent {
   char heat_error[256];            /* the last pass's heat problem, "" none */
 };
 
+/* ---- agent_table.c (the process table and the daemon's helpers; it calls no other file of the agent) ---- */
+/* CPU time of the agent (user and system). */
+double agent_own_cpu_seconds(void);
+/* A /proc file's text (malloc'd), or NULL when it cannot be read (the process is gone). */
+char *agent_read_text(const char *path);
+/* A /proc file's text in the agent's one reused buffer (valid until its next read), or NULL when it cannot
+ * be read: the walk reads thousands of files a pass and allocates nothing for them. */
+const char *agent_read_reused(struct agent *a, const char *path);
+/* The start time of pid (clock ticks after boot): with the pid, which process this is. False when gone. */
+bool agent_read_start_time(struct agent *a, pid_t pid, uint64_t *start_time);
+/* A file the daemon replaces every pass (state, metrics) was written (rc 0) or not (-errno, reason): a failure
+ * is said once when it starts and once when writing works again, never every pass (a full disk). */
+void agent_note_write(const char *what, int rc, const char *reason, bool *failing);
+/* Add a process's failure counts, by reason, to totals. */
+void agent_add_failures(struct failure_count *totals, const struct failure_count *from);
+/* A new entry of the process table (pid, start time, comm; the rest zero), or NULL without memory. Processes
+ * that exited leave the table before it grows. */
+struct process_state *agent_add_process(struct agent *a, pid_t pid, uint64_t start_time, const char *comm);
+/* The entry of the process (pid, start_time), added when new; a reused pid's old process retires first. */
+struct process_state *agent_state_of(struct agent *a, pid_t pid, uint64_t start_time, const char *comm);
+/* A process leaves the agent's table (it exited or is no longer selected): its counters stay in the host's. */
+void agent_retire_process(struct agent *a, const struct process_state *p);
+/* The end of a pass: the processes not seen in it leave the table (only_exited: only those that exited, for
+ * a walk cut short by SIGTERM, so the rest keep their ledgers in the state file for the restart). */
+void agent_retire_processes(struct agent *a, bool only_exited);
+/* The table's whole pages past its entries in use back to the kernel (the agent's RSS follows the processes
+ * it holds now). */
+void agent_give_back_table_tail(struct agent *a);
+
 /* ---- agent_config.c ---- */
 /* The command line alone (which file, --status, --json): 0, or EXIT_USAGE after the message. */
 int agent_parse_command_line(int argc, char **argv, struct command_line *cl);
@@ -198,21 +230,12 @@ int agent_parse_command_line(int argc, char **argv, struct command_line *cl);
 int agent_load_config(struct agent_config *c, const struct command_line *cl, bool print);
 
 /* ---- agent_pass.c ---- */
-/* A /proc file's text (malloc'd), or NULL when it cannot be read (the process is gone). */
-char *agent_read_text(const char *path);
 /* One pass over every process. collapse = false: observe only (--status). */
 void agent_run_pass(struct agent *a, bool collapse);
-/* A new entry of the process table (pid, start time, comm; the rest zero), or NULL without memory. Processes
- * that exited leave the table before it grows. */
-struct process_state *agent_add_process(struct agent *a, pid_t pid, uint64_t start_time, const char *comm);
 
 /* ---- agent_metrics.c ---- */
-/* CPU time of the agent (user and system). */
-double agent_own_cpu_seconds(void);
 /* Render the metrics; write the metrics file; hand them to the HTTP thread. */
 void agent_publish_metrics(struct agent *a);
-/* A process leaves the agent's table (it exited or is no longer selected): its counters stay in the host's. */
-void agent_retire_process(struct agent *a, const struct process_state *p);
 /* Serve /metrics on --listen (libmicrohttpd, loaded with dlopen here only); 0, or an exit code after the
  * message (3 when the library is missing). */
 int agent_start_http(struct agent *a);
@@ -220,9 +243,6 @@ int agent_start_http(struct agent *a);
 void agent_stop_http(struct agent *a);
 
 /* ---- agent_state.c ---- */
-/* A file the daemon replaces every pass (state, metrics) was written (rc 0) or not (-errno, reason): a failure
- * is said once when it starts and once when writing works again, never every pass (a full disk). */
-void agent_note_write(const char *what, int rc, const char *reason, bool *failing);
 /* The daemon: write its last pass's JSON object to --state-file (atomically; a failure is reported, once). */
 void agent_write_state(struct agent *a);
 /* --status: read the daemon's state file into a->daemon. 0 (also when it is absent or stale: a->daemon.note

@@ -19,33 +19,10 @@
 
 /* ---- metrics ------------------------------------------------------------------------------------ */
 
-double agent_own_cpu_seconds(void) {
-  struct rusage u;
-  getrusage(RUSAGE_SELF, &u);
-  return (double)u.ru_utime.tv_sec + (double)u.ru_utime.tv_usec * 1e-6 + (double)u.ru_stime.tv_sec +
-         (double)u.ru_stime.tv_usec * 1e-6;
-}
-
 /* The label scheme (docs/agent.md, "Metrics and labels"): host totals without labels, and gauges per cgroup
  * for the --metrics-cgroups cgroups with most memory that is or could be on huge pages, the rest summed as
  * cgroup="other". No pid or comm label: a host of thousands of short processes makes a bounded number of
  * series. Labels otherwise come from small fixed sets (class, reason, passes, kind). */
-
-/* Add a process's failure counts, by reason, to totals. */
-static void add_failures(struct failure_count *totals, const struct failure_count *from) {
-  for (size_t k = 0; k < FAILURE_KINDS && from[k].reason[0]; k++)
-    for (size_t r = 0; r < FAILURE_KINDS; r++) {
-      if (totals[r].reason[0] && strcmp(totals[r].reason, from[k].reason) != 0) continue;
-      snprintf(totals[r].reason, sizeof totals[r].reason, "%s", from[k].reason);
-      totals[r].windows += from[k].windows;
-      break;
-    }
-}
-
-void agent_retire_process(struct agent *a, const struct process_state *p) {
-  a->retired_undone += p->ledger.undone_bytes;
-  add_failures(a->retired_failures, p->failures);
-}
 
 /* The figures of one cgroup (or of "other"): sums over the selected processes in it. */
 struct cgroup_sum {
@@ -149,7 +126,7 @@ static void class_family(const struct agent *a, FILE *out, bool huge, const char
 static void failure_family(const struct agent *a, FILE *out) {
   struct failure_count totals[FAILURE_KINDS];
   memcpy(totals, a->retired_failures, sizeof totals);
-  for (size_t i = 0; i < a->process_count; i++) add_failures(totals, a->processes[i].failures);
+  for (size_t i = 0; i < a->process_count; i++) agent_add_failures(totals, a->processes[i].failures);
   const char *name = "hugify_agent_collapse_failures_total";
   prometheus_family(out, name, "counter", "2 MiB windows the kernel refused to collapse, by errno.");
   for (size_t r = 0; r < FAILURE_KINDS && totals[r].reason[0]; r++) {

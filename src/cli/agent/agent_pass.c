@@ -18,18 +18,6 @@
 #include "procfs.h"
 #include "units.h"
 
-/* A /proc file's text (malloc'd), or NULL when it cannot be read (the process is gone). */
-char *agent_read_text(const char *path) {
-  char *text = NULL;
-  return os_read_file(path, &text, NULL) == 0 ? text : NULL;
-}
-
-/* A /proc file's text in the agent's one reused buffer (valid until its next read), or NULL when it cannot be
- * read: the walk reads thousands of files a pass and allocates nothing for them. */
-static const char *read_reused(struct agent *a, const char *path) {
-  return os_read_file_reusing(path, &a->read_buffer, &a->read_cap, NULL) == 0 ? a->read_buffer : NULL;
-}
-
 /* Charge the CPU used since the last charge; true while the budget and the pass's ceiling allow more
  * (a->work says why not). --once: neither limits it. */
 static bool budget_keep_going(void *context) {
@@ -49,97 +37,13 @@ static bool budget_keep_going(void *context) {
   return a->work == AGENT_WORK_GO;
 }
 
-/* The start time of pid (clock ticks after boot): with the pid, which process this is. False when gone. */
-static bool read_start_time(struct agent *a, pid_t pid, uint64_t *start_time) {
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  return parse_stat_start_time(read_reused(a, path), start_time);
-}
-
-/* Forget the processes of the table `gone` says are gone: their counters stay in the host's. */
-static void retire_processes(struct agent *a, bool (*gone)(struct agent *a, const struct process_state *p)) {
-  size_t kept = 0;
-  for (size_t i = 0; i < a->process_count; i++) {
-    if (!gone(a, &a->processes[i])) a->processes[kept++] = a->processes[i];
-    else agent_retire_process(a, &a->processes[i]), agent_ledger_free(&a->processes[i].ledger);
-  }
-  a->process_count = kept;
-}
-
-/* At the end of a pass: a process not seen in it exited or is no longer selected. */
-static bool not_seen(struct agent *a, const struct process_state *p) {
-  (void)a;
-  return !p->seen;
-}
-
-/* During a pass: a process not seen yet in it whose pid is gone, or is another process's now. */
-static bool exited(struct agent *a, const struct process_state *p) {
-  uint64_t start_time;
-  return !p->seen && (!read_start_time(a, p->pid, &start_time) || start_time != p->start_time);
-}
-
-/* Entries the table reserves at once. Past the threshold of malloc's own mappings, only the entries touched
- * are resident, and give_back_table_tail drops the pages past the entries in use at the end of each pass:
- * the agent's RSS follows the processes it holds now, not the most it ever held, nor a doubling of them. */
-#define PROCESS_TABLE_RESERVE 256
-
-/* The table's whole pages past its last entry in use, up to the most entries in use since the last call,
- * back to the kernel (zero-filled if touched again: agent_add_process clears an entry anyway). Only pages
- * wholly inside the table's own allocation; nothing when no page was freed. */
-static void give_back_table_tail(struct agent *a) {
-  if (!a->processes) return;
-  uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), mask = ~(page - 1);
-  uintptr_t from = ((uintptr_t)(a->processes + a->process_count) + page - 1) & mask;
-  size_t touched = a->process_touched < a->process_cap ? a->process_touched : a->process_cap;
-  uintptr_t to = (uintptr_t)(a->processes + touched) & mask;
-  if (to > from) os_madvise((void *)from, to - from, MADV_DONTNEED);
-  a->process_touched = a->process_count;
-}
-
-struct process_state *agent_add_process(struct agent *a, pid_t pid, uint64_t start_time, const char *comm) {
-  /* before the table grows, the processes that exited since the last pass leave it: a long pass in which many
-   * come and go does not step it up for good (the end of the pass retires the rest) */
-  if (a->process_count == a->process_cap) retire_processes(a, exited);
-  size_t need = a->process_count + 1 > PROCESS_TABLE_RESERVE ? a->process_count + 1 : PROCESS_TABLE_RESERVE;
-  if (ARRAY_GROW(a->processes, need, a->process_cap) != 0) return NULL;
-  struct process_state *p = &a->processes[a->process_count++];
-  if (a->process_count > a->process_touched) a->process_touched = a->process_count;
-  memset(p, 0, sizeof *p);
-  p->pid = pid;
-  p->start_time = start_time;
-  snprintf(p->comm, sizeof p->comm, "%s", comm);
-  p->last_pause = -1;
-  return p;
-}
-
-/* The state of the process (pid, start_time): a pid is a process only with its start time (/proc/PID/stat),
- * so a new process that got the number of one that exited starts afresh, even with the same comm: it never
- * inherits the other's ledger, back-off or totals. */
-static struct process_state *state_of(struct agent *a, pid_t pid, uint64_t start_time, const char *comm) {
-  for (size_t i = 0; i < a->process_count; i++) {
-    struct process_state *p = &a->processes[i];
-    if (p->pid != pid) continue;
-    if (p->start_time != start_time) { /* the pid was reused: the old process retires (its counters stay) */
-      agent_retire_process(a, p);
-      agent_ledger_free(&p->ledger);
-      memset(p, 0, sizeof *p);
-      p->last_pause = -1;
-    }
-    p->pid = pid;
-    p->start_time = start_time;
-    snprintf(p->comm, sizeof p->comm, "%s", comm);
-    return p;
-  }
-  return agent_add_process(a, pid, start_time, comm);
-}
-
 /* Identity of a process from /proc/PID/{status,comm,cgroup,exe}. False when it is gone or unreadable. */
 static bool read_process(struct agent *a, pid_t pid, const struct agent_selectors *s, struct agent_process *out) {
   memset(out, 0, sizeof *out);
   out->pid = pid;
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-  const char *status = read_reused(a, path);
+  const char *status = agent_read_reused(a, path);
   if (!status) return false;
   char field[64];
   uint64_t rss = 0, thp = 1;
@@ -154,7 +58,7 @@ static bool read_process(struct agent *a, pid_t pid, const struct agent_selector
   }
   if (s->cgroup_count) {
     snprintf(path, sizeof path, "/proc/%d/cgroup", (int)pid);
-    const char *text = read_reused(a, path);
+    const char *text = agent_read_reused(a, path);
     if (text && !parse_cgroup_v2_path(text, out->cgroup, sizeof out->cgroup)) out->cgroup[0] = '\0';
   }
   if (s->exe_count) {
@@ -347,7 +251,7 @@ static void serve_process(struct agent *a, struct process_state *p, uint64_t rss
 
 /* /proc/vmstat's thp_collapse_alloc: the kernel's collapses since the agent started (host-wide). */
 static void read_kernel_collapses(struct agent *a) {
-  const char *text = read_reused(a, "/proc/vmstat");
+  const char *text = agent_read_reused(a, "/proc/vmstat");
   struct vmstat_counters counters;
   if (!text) return;
   parse_vmstat(text, &counters);
@@ -359,10 +263,10 @@ static void read_kernel_collapses(struct agent *a) {
 }
 
 static void read_memory_state(struct agent *a) {
-  const char *meminfo = read_reused(a, "/proc/meminfo");
+  const char *meminfo = agent_read_reused(a, "/proc/meminfo");
   a->available = UINT64_MAX;
   if (meminfo) parse_keyed_value(meminfo, "MemAvailable", &a->available);
-  const char *pressure = read_reused(a, "/proc/pressure/memory");
+  const char *pressure = agent_read_reused(a, "/proc/pressure/memory");
   if (!pressure || !parse_psi_pressure(pressure, &a->pressure)) memset(&a->pressure, 0, sizeof a->pressure);
   struct agent_memory_limits limits = {a->config.free_floor, a->config.max_pressure};
   a->memory_open = agent_memory_allows(&limits, a->available, &a->pressure, a->memory_reason, sizeof a->memory_reason);
@@ -394,8 +298,8 @@ static int visit_process(pid_t pid, void *context) {
   }
   if (selection != AGENT_SELECTED) return 0;
   uint64_t start_time;
-  if (!read_start_time(a, pid, &start_time)) return 0; /* gone meanwhile */
-  struct process_state *p = state_of(a, process.pid, start_time, process.comm);
+  if (!agent_read_start_time(a, pid, &start_time)) return 0; /* gone meanwhile */
+  struct process_state *p = agent_state_of(a, process.pid, start_time, process.comm);
   if (!p) return 1;
   p->seen = p->selected = true;
   fleet_cgroup_of(&a->memory_root, pid, p->cgroup, sizeof p->cgroup);
@@ -438,8 +342,8 @@ void agent_run_pass(struct agent *a, bool collapse) {
     os_for_each_process(visit_process, &walk);
   /* processes that exited (or stopped being selected); a walk cut short by SIGTERM saw only some of them,
    * so then only those that exited leave: the rest keep their ledgers in the state file for the restart */
-  retire_processes(a, a->stop_requested ? exited : not_seen);
-  give_back_table_tail(a);
+  agent_retire_processes(a, a->stop_requested);
+  agent_give_back_table_tail(a);
   if (collapse) heat_follow(a);
   budget_keep_going(a); /* charge the rest of the pass */
   a->last_pass_end = measure_clock_seconds(CLOCK_REALTIME);

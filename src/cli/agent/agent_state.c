@@ -39,15 +39,6 @@ void agent_write_state(struct agent *a) {
   free(text);
 }
 
-void agent_note_write(const char *what, int rc, const char *reason, bool *failing) {
-  if (rc != 0 && !*failing)
-    fprintf(stderr, "hugify agent: %s: %s; the last whole file stays in place, and every pass tries again\n", what,
-            reason);
-  else if (rc == 0 && *failing)
-    fprintf(stderr, "hugify agent: %s: written again\n", what);
-  *failing = rc != 0;
-}
-
 static double number_or(const struct json_doc *doc, const char *path, double fallback) {
   double value;
   return json_doc_number(doc, path, &value) ? value : fallback;
