@@ -93,6 +93,16 @@ double agent_pass_ceiling(double fraction, double interval_seconds) {
   return share > AGENT_PASS_CPU_CEILING ? share : AGENT_PASS_CPU_CEILING;
 }
 
+uint64_t agent_walk_limit(double cpu_available, double cpu_per_window, uint64_t window_bytes) {
+  if (window_bytes == 0) window_bytes = 1;
+  double per_window = cpu_per_window > 0 ? cpu_per_window : AGENT_WINDOW_CPU_GUESS;
+  double windows = cpu_available > 0 ? cpu_available / per_window * AGENT_WALK_SLACK : 0;
+  uint64_t least = (AGENT_WALK_MIN_BYTES + window_bytes - 1) / window_bytes;
+  uint64_t most = UINT64_MAX / window_bytes;
+  uint64_t count = windows >= (double)most ? most : (uint64_t)windows;
+  return (count > least ? count : least) * window_bytes;
+}
+
 enum agent_work agent_work_word(const struct agent_budget *budget, double pass_cpu, double ceiling, bool stop_requested) {
   if (stop_requested) return AGENT_WORK_STOPPED;
   if (budget && !agent_budget_allows(budget)) return AGENT_WORK_BUDGET_SPENT;
@@ -162,6 +172,7 @@ void agent_ledger_free(struct agent_ledger *l) {
   l->windows = NULL;
   l->small = l->next_small = NULL;
   l->count = l->cap = l->small_count = l->next_count = l->small_cap = l->next_cap = 0;
+  l->look_pass = 0;
 }
 
 /* Passes to wait after the n-th consecutive undone collapse (or strike): AGENT_UNDONE_PASSES, doubling. */
@@ -231,6 +242,7 @@ bool agent_ledger_observe(struct agent_ledger *l, uint64_t pass, struct agent_wi
     l->kernel_bytes += l->window_bytes;
   }
   bool ok = true;
+  if (!l->look_pass) l->look_pass = pass;
   if (!huge && window->present_pages > 0 && l->next_count < AGENT_LEDGER_MAX) {
     if (ARRAY_GROW(l->next_small, l->next_count + 1, l->next_cap) == 0) l->next_small[l->next_count++] = window->start;
     else ok = false;
@@ -272,31 +284,37 @@ bool agent_ledger_collapsed(struct agent_ledger *l, uint64_t pass, uint64_t star
   return true;
 }
 
-/* The look of this pass becomes the last look, when it saw every window (windows arrive in address order,
- * mapping by mapping; sorted anyway). */
 static int compare_u64(const void *a, const void *b) {
   uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
   return x < y ? -1 : x > y;
 }
 
+/* The look under way ends when it saw every window (scanned): its windows found present and not huge become
+ * the last look's (sorted, each once: a sweep sees the windows it watches at every pass). A look that did not
+ * see every window goes on: a sweep's next walk adds to it. */
 static void end_look(struct agent_ledger *l, uint64_t pass, bool scanned) {
-  if (scanned) {
-    uint64_t *small = l->small;
-    size_t cap = l->small_cap;
-    l->small = l->next_small, l->small_cap = l->next_cap, l->small_count = l->next_count;
-    l->next_small = small, l->next_cap = cap;
-    if (l->small_count > 1) qsort(l->small, l->small_count, sizeof *l->small, compare_u64);
-    l->small_pass = pass;
-  }
+  if (!scanned) return;
+  uint64_t *small = l->small;
+  size_t cap = l->small_cap;
+  l->small = l->next_small, l->small_cap = l->next_cap, l->small_count = l->next_count;
+  l->next_small = small, l->next_cap = cap;
+  if (l->small_count > 1) qsort(l->small, l->small_count, sizeof *l->small, compare_u64);
+  size_t unique = l->small_count ? 1 : 0;
+  for (size_t i = 1; i < l->small_count; i++)
+    if (l->small[i] != l->small[unique - 1]) l->small[unique++] = l->small[i];
+  l->small_count = unique;
+  l->small_pass = l->look_pass ? l->look_pass : pass;
   l->next_count = 0;
+  l->look_pass = 0;
 }
 
 bool agent_ledger_judge(struct agent_ledger *l, uint64_t pass, bool scanned) {
+  uint64_t look = l->look_pass ? l->look_pass : pass; /* the windows seen since it began are mapped */
   end_look(l, pass, scanned);
   size_t kept = 0;
   l->backed_off_bytes = 0;
   for (size_t i = 0; i < l->count; i++) {
-    if (scanned && l->windows[i].seen_pass < pass) continue; /* unmapped: nothing left to judge */
+    if (scanned && l->windows[i].seen_pass < look) continue; /* unmapped: nothing left to judge */
     if (l->windows[i].retry_pass > pass) l->backed_off_bytes += l->window_bytes;
     l->windows[kept++] = l->windows[i];
   }

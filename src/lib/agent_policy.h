@@ -97,6 +97,17 @@ bool agent_budget_allows(const struct agent_budget *budget);
 #define AGENT_PASS_CPU_CEILING 0.5
 double agent_pass_ceiling(double fraction, double interval_seconds);
 
+/* How much of a process one plan walks, as bytes of windows not huge already (huge ones cost the walk
+ * little: one PMD each), so that a pass reads about what it can collapse, not the whole process (docs/agent.md,
+ * "What a pass costs"): enough windows to spend cpu_available (what the bucket and the pass's ceiling still
+ * allow) at cpu_per_window (the CPU one window's collapse took, on average, in this process; 0: not known
+ * yet, AGENT_WINDOW_CPU_GUESS), AGENT_WALK_SLACK times over for the windows the plan cuts (sparse, cold,
+ * held), and at least AGENT_WALK_MIN_BYTES. A multiple of window_bytes. */
+#define AGENT_WINDOW_CPU_GUESS 0.002                 /* seconds: 1 s per GiB, measured 0.9 here (warm pages) */
+#define AGENT_WALK_SLACK 4
+#define AGENT_WALK_MIN_BYTES (UINT64_C(256) << 20)
+uint64_t agent_walk_limit(double cpu_available, double cpu_per_window, uint64_t window_bytes);
+
 /* Whether the work of a pass goes on, and if not, why (each said and counted apart). */
 enum agent_work {
   AGENT_WORK_GO = 0,
@@ -200,7 +211,9 @@ struct agent_ledger {
    * AGENT_LEDGER_MAX), and those seen so far in this pass's look */
   uint64_t *small, *next_small;
   size_t small_count, next_count, small_cap, next_cap;
-  uint64_t small_pass;            /* the pass of that look (0: none yet) */
+  uint64_t small_pass;            /* the pass that look began (0: none yet) */
+  uint64_t look_pass;             /* the pass the look under way began (0: none under way): a look is one
+                                     plan's walk of every window, or a sweep's walks over several passes */
   uint64_t kernel_bytes;          /* windows found huge that were not at the last look and that the agent
                                      did not collapse since: khugepaged's (or a fault's) */
   /* the process as a whole */
@@ -219,8 +232,9 @@ void agent_ledger_free(struct agent_ledger *ledger);
 bool agent_ledger_observe(struct agent_ledger *ledger, uint64_t pass, struct agent_window *w, bool huge);
 /* The agent collapsed window `start` at pass `pass`. False when the ledger is out of memory. */
 bool agent_ledger_collapsed(struct agent_ledger *ledger, uint64_t pass, uint64_t start);
-/* After a pass's plan, before its collapses (scanned: the plan saw every mapped window, so the windows it
- * did not see are gone and forgotten): judge the process on the collapses decided in this pass. A share that lasted
+/* After a pass's plan, before its collapses (scanned: this plan ended a look that saw every mapped window,
+ * in one walk or in a sweep's over several passes, so the windows it did not see are gone and forgotten):
+ * judge the process on the collapses decided in this pass. A share that lasted
  * below AGENT_LASTING_SHARE (over at least AGENT_LASTING_MIN_WINDOWS windows) backs the whole process off
  * for AGENT_UNDONE_PASSES * 2^(strikes-1) passes (at most max_backoff_passes); a share at or above it
  * clears the strikes. Windows are backed off the same way, each on its own count of undone collapses.

@@ -66,6 +66,12 @@ struct collapse_context {
   bool probing;
   double *pauses;                 /* each measured call's pause (malloc'd), for the report's p99 */
   size_t pause_count, pause_cap;
+  bool layout_fresh;              /* the mappings were read from smaps for this plan (not the layout's) */
+  uint64_t cursor_in;             /* the sweep's cursor this plan started from */
+  bool slicing;                   /* a sweep: the plan walked part of the process */
+  uint64_t slice_end;             /* where its walk from the cursor stopped (UINT64_MAX: the end) */
+  uint64_t resume_from;           /* the first window of the slice that was planned and not tried, or held
+                                     back (cold, probe, budget): the next plan goes on there (UINT64_MAX: none) */
 };
 
 uint64_t collapse_window_bloat(uint32_t present_pages, uint64_t window_bytes, uint64_t page_bytes) {
@@ -257,6 +263,7 @@ static int retry_by_window(struct collapse_context *c, const struct iovec *range
 static void untried(struct collapse_context *c, const struct iovec *ranges, size_t count) {
   for (size_t i = 0; i < count; i++) {
     uint64_t start = (uint64_t)(uintptr_t)ranges[i].iov_base;
+    if (start >= c->cursor_in && start < c->slice_end && start < c->resume_from) c->resume_from = start;
     for (uint64_t at = start; at < start + ranges[i].iov_len; at += c->pmd) {
       struct hugify_collapse_mapping *m = mapping_of(c->report, at);
       if (m) m->attempted -= c->pmd;
@@ -422,6 +429,56 @@ static int read_smaps_of(pid_t pid, bool self, struct smaps_vma **vmas, struct h
   return -err;
 }
 
+void collapse_layout_free(struct collapse_layout *layout) {
+  if (!layout) return;
+  free(layout->vmas);
+  layout->vmas = NULL;
+  layout->count = 0;
+  layout->maps_hash = 0;
+  layout->reuses = 0;
+}
+
+/* FNV-1a: /proc/PID/maps' text, to tell whether the mappings changed. */
+static uint64_t text_hash(const char *text) {
+  uint64_t hash = UINT64_C(14695981039346656037);
+  for (const unsigned char *p = (const unsigned char *)text; *p; p++) hash = (hash ^ *p) * UINT64_C(1099511628211);
+  return hash;
+}
+
+/* The target's mappings: the policy's layout while /proc/PID/maps is what it was at its smaps read, else smaps
+ * read again (and kept in the layout). *owned: the caller frees *vmas (false: they are the layout's). */
+static long read_mappings(struct collapse_context *c, bool self, struct smaps_vma **vmas, bool *owned) {
+  struct collapse_layout *layout = c->policy ? c->policy->layout : NULL;
+  *owned = true;
+  c->layout_fresh = true;
+  if (!layout || probe_pagemap_scan(NULL, 0) != HUGIFY_FEATURE_YES) {
+    long count = read_smaps_of(c->pid, self, vmas, c->report);
+    if (layout && count >= 0) layout->smaps_reads++;
+    return count;
+  }
+  char path[64], *text = NULL;
+  snprintf(path, sizeof path, "/proc/%d/maps", (int)c->pid);
+  bool maps_read = os_read_file(path, &text, NULL) == 0;
+  uint64_t hash = maps_read ? text_hash(text) : 0;
+  free(text);
+  if (maps_read && layout->vmas && hash == layout->maps_hash && layout->reuses < COLLAPSE_LAYOUT_REUSES) {
+    layout->reuses++;
+    *vmas = layout->vmas;
+    *owned = c->layout_fresh = false;
+    return layout->count;
+  }
+  long count = read_smaps_of(c->pid, self, vmas, c->report);
+  if (count < 0) return count;
+  free(layout->vmas);
+  layout->vmas = *vmas;
+  layout->count = count;
+  layout->maps_hash = hash;
+  layout->reuses = maps_read ? 0 : COLLAPSE_LAYOUT_REUSES; /* maps unreadable: smaps again next time */
+  layout->smaps_reads++;
+  *owned = false;
+  return count;
+}
+
 /* Append a range to the list, merging with the previous one when contiguous and the result stays within
  * chunk bytes. */
 static int push_range(struct iovec **ranges, size_t *count, size_t *cap, uint64_t start, uint64_t length,
@@ -464,6 +521,11 @@ static bool exclude(struct collapse_context *c, const struct smaps_vma *vma, uin
   return !overridden;
 }
 
+/* A range of addresses the plan walks whatever the sweep's cursor: a window the ledger watches, a hot region. */
+struct walk_range {
+  uint64_t start, end;
+};
+
 /* What planning carries from one mapping to the next. */
 struct plan_state {
   struct os_walk walk;          /* the target's pagemap; walk.pagemap -1 when it could not be opened */
@@ -478,6 +540,14 @@ struct plan_state {
   uint64_t split_in_place;      /* bytes kpageflags called huge beyond what smaps says is PMD-mapped */
   bool all_scanned, approximated;
   int walk_error;               /* os_walk_open's -errno: the pagemap could not be opened */
+  /* the sweep (collapse_policy.walk_limit): */
+  bool slicing;                 /* only part of the process is walked */
+  uint64_t cursor, limit;       /* windows from the cursor on are walked until limit bytes of them were not huge */
+  bool slice_full;              /* the limit was reached, at slice_end */
+  uint64_t slice_end;
+  struct walk_range *extra;     /* walked wherever they lie (sorted, apart) */
+  size_t extra_count, extra_next;
+  uint64_t walked, walked_small; /* bytes of windows walked, and of them not huge */
 };
 
 static void open_walk(struct collapse_context *c, struct plan_state *s) {
@@ -491,13 +561,16 @@ static void open_walk(struct collapse_context *c, struct plan_state *s) {
                "the process's user)", (int)c->pid, errno_name(-rc));
 }
 
-/* The walk's figures per window of the mapping; without PFNs, which windows are huge comes from smaps. */
+/* The walk's figures per window of [first, first + n windows) of the mapping; without PFNs, which windows are
+ * huge comes from smaps (the mapping walked whole: never in a sweep). whole: the whole mapping, so smaps'
+ * counts of it cross-check the walk (when they were read for this plan). */
 static bool walk_mapping(struct collapse_context *c, struct plan_state *s, const struct smaps_vma *vma,
-                         uint64_t first, size_t n) {
+                         uint64_t first, size_t n, bool whole) {
   if (s->walk.pagemap < 0 || os_walk_windows(&s->walk, first, first + n * c->pmd, c->pmd, s->scan) != 0) return false;
   uint64_t pmd_mapped = vma->anon_huge + vma->shmem_pmd_mapped, huge = 0;
   if (s->walk.source == OS_WALK_PRESENCE && !pagemap_huge_from_smaps(s->scan, n, c->pmd, pmd_mapped))
     s->approximated = true;
+  if (!whole || !c->layout_fresh) return true;
   for (size_t k = 0; s->walk.source == OS_WALK_KPAGEFLAGS && k < n; k++) huge += s->scan[k].huge;
   if (huge > pmd_mapped) s->split_in_place += huge - pmd_mapped; /* cross-check: smaps counts PMDs only */
   return true;
@@ -550,21 +623,21 @@ static int reserve_windows(struct plan_state *s, size_t n) {
   return 0;
 }
 
-/* Every window of one mapping with its signals, appended to s->windows: the walk's present and huge
- * pages, the ledger's state (the same walk judges the agent's earlier collapses), the mapping's facts. */
-static int plan_mapping_windows(struct collapse_context *c, struct plan_state *s, const struct smaps_vma *vma,
-                                struct hugify_collapse_mapping *m) {
-  uint64_t first = (vma->start + c->pmd - 1) & ~(c->pmd - 1);
-  size_t n = (size_t)(m->eligible / c->pmd);
-  if (reserve_windows(s, n) != 0) return -ENOMEM;
-  bool scanned = walk_mapping(c, s, vma, first, n);
+/* The windows [from, from + n windows) of one mapping with their signals, appended to s->windows: the walk's
+ * present and huge pages, the ledger's state (the same walk judges the agent's earlier collapses), the
+ * mapping's facts. */
+static void add_windows(struct collapse_context *c, struct plan_state *s, const struct smaps_vma *vma, uint64_t from,
+                        size_t n, bool whole) {
+  bool scanned = walk_mapping(c, s, vma, from, n, whole);
   s->all_scanned &= scanned;
   struct agent_ledger *ledger = c->policy ? c->policy->ledger : NULL;
   uint8_t facts = vma_is_shmem(vma) ? (uint8_t)(PLAN_FACT_SHARED | (vma->path[0] == '/' ? PLAN_FACT_FILE : 0)) : 0;
   for (size_t k = 0; k < n; k++) {
-    struct agent_window w = {.start = first + k * c->pmd, .heat = -1, .facts = facts};
+    struct agent_window w = {.start = from + k * c->pmd, .heat = -1, .facts = facts};
     if (scanned) {
       bool huge = s->scan[k].huge >= c->pmd;
+      s->walked += c->pmd;
+      s->walked_small += huge ? 0 : c->pmd;
       w.present_pages = huge ? 0 : (uint32_t)((s->scan[k].base + s->scan[k].huge) / s->page);
       w.huge_pages = huge ? s->pmd_pages : 0;
       if (!huge) {
@@ -580,7 +653,91 @@ static int plan_mapping_windows(struct collapse_context *c, struct plan_state *s
     }
     s->windows[s->window_count++] = w;
   }
+}
+
+/* A sweep's windows of one mapping from `at` on, up to `stop`, that lie in the extra ranges (the ledger's
+ * watched windows, DAMON's hot regions); returns where it stopped. The ranges are visited in address order
+ * across the mappings (s->extra_next). */
+static uint64_t add_extra_windows(struct collapse_context *c, struct plan_state *s, const struct smaps_vma *vma,
+                                  uint64_t at, uint64_t stop) {
+  while (s->extra_next < s->extra_count && s->extra[s->extra_next].end <= at) s->extra_next++;
+  if (s->extra_next == s->extra_count || s->extra[s->extra_next].start >= stop) return stop;
+  const struct walk_range *r = &s->extra[s->extra_next];
+  uint64_t from = r->start > at ? r->start & ~(c->pmd - 1) : at;
+  uint64_t to = (r->end + c->pmd - 1) & ~(c->pmd - 1);
+  if (from < at) from = at;
+  if (to > stop) to = stop;
+  add_windows(c, s, vma, from, (size_t)((to - from) / c->pmd), false);
+  return to;
+}
+
+/* Every window of one mapping, or in a sweep the ones it walks: from the cursor on, SWEEP_CHUNK_WINDOWS at a
+ * time until walk_limit bytes of windows not huge were read, and the extra ranges wherever they lie. */
+#define SWEEP_CHUNK_WINDOWS 32
+static int plan_mapping_windows(struct collapse_context *c, struct plan_state *s, const struct smaps_vma *vma,
+                                struct hugify_collapse_mapping *m) {
+  uint64_t first = (vma->start + c->pmd - 1) & ~(c->pmd - 1);
+  size_t n = (size_t)(m->eligible / c->pmd);
+  if (reserve_windows(s, n) != 0) return -ENOMEM;
+  if (!s->slicing) {
+    add_windows(c, s, vma, first, n, true);
+    return 0;
+  }
+  uint64_t end = first + n * c->pmd;
+  for (uint64_t at = first; at < end;) {
+    if (!s->slice_full && at >= s->cursor) {
+      uint64_t to = end - at > SWEEP_CHUNK_WINDOWS * c->pmd ? at + SWEEP_CHUNK_WINDOWS * c->pmd : end;
+      add_windows(c, s, vma, at, (size_t)((to - at) / c->pmd), false);
+      at = to;
+      if (s->walked_small >= s->limit) s->slice_full = true, s->slice_end = at;
+      continue;
+    }
+    uint64_t stop = !s->slice_full && s->cursor > at && s->cursor < end ? s->cursor : end;
+    at = add_extra_windows(c, s, vma, at, stop);
+  }
   return 0;
+}
+
+static int compare_range(const void *a, const void *b) {
+  const struct walk_range *x = a, *y = b;
+  return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* A sweep's extra ranges: the windows the ledger must judge this pass (collapsed in the last
+ * AGENT_UNDONE_PASSES + 1 passes, or AGENT_LATE_PASSES ago: agent_ledger_watching), and DAMON's regions found
+ * accessed, so the hot set goes first wherever the cursor is. Sorted, overlaps merged. */
+static int sweep_extra_ranges(const struct collapse_context *c, struct plan_state *s) {
+  const struct agent_ledger *l = c->policy->ledger;
+  const struct heat_snapshot *heat = c->policy->heat;
+  size_t count = (l ? l->count : 0) + (heat ? heat->count : 0), used = 0;
+  if (count == 0) return 0;
+  s->extra = malloc(count * sizeof *s->extra);
+  if (!s->extra) return -ENOMEM;
+  uint64_t pass = c->policy->pass;
+  for (size_t i = 0; l && i < l->count; i++) {
+    const struct agent_ledger_window *w = &l->windows[i];
+    uint64_t age = pass > w->collapsed_pass ? pass - w->collapsed_pass : 0;
+    if (age > 0 && (age <= AGENT_UNDONE_PASSES + 1 || age == AGENT_LATE_PASSES))
+      s->extra[used++] = (struct walk_range){w->start, w->start + l->window_bytes};
+  }
+  for (size_t i = 0; heat && i < heat->count; i++)
+    if (heat->regions[i].nr_accesses > 0) s->extra[used++] = (struct walk_range){heat->regions[i].start, heat->regions[i].end};
+  if (used > 1) qsort(s->extra, used, sizeof *s->extra, compare_range);
+  size_t merged = 0;
+  for (size_t i = 0; i < used; i++) {
+    if (merged && s->extra[i].start <= s->extra[merged - 1].end) {
+      if (s->extra[i].end > s->extra[merged - 1].end) s->extra[merged - 1].end = s->extra[i].end;
+    } else {
+      s->extra[merged++] = s->extra[i];
+    }
+  }
+  s->extra_count = merged;
+  return 0;
+}
+
+/* Whether the window at `start` is in the sweep's slice: from the cursor on, before where the walk stopped. */
+static bool in_slice(const struct collapse_context *c, uint64_t start) {
+  return start >= c->cursor_in && start < c->slice_end;
 }
 
 /* The planner's word on every window (planner.h), its cuts in the mappings' figures, and the plan as
@@ -605,6 +762,12 @@ static int plan_ranges(struct collapse_context *c, struct plan_state *s, uint64_
   planner_plan(s->windows, window_count, &in, &result);
   if (c->policy && c->policy->ledger)
     agent_ledger_planned(c->policy->ledger, c->policy->pass, result.cut_bytes[PLAN_CUT_COLD] > 0);
+  for (size_t k = result.kept; c->slicing && k < window_count; k++) {
+    enum plan_cut cut = s->windows[k].cut;
+    bool waits = cut == PLAN_CUT_COLD || cut == PLAN_CUT_PROBE || cut == PLAN_CUT_BUDGET;
+    if (waits && in_slice(c, s->windows[k].start) && s->windows[k].start < c->resume_from)
+      c->resume_from = s->windows[k].start;
+  }
   for (size_t k = 0; k < window_count; k++) {
     enum plan_cut cut = s->windows[k].cut;
     struct hugify_collapse_mapping *m = cut == PLAN_KEPT || cut == PLAN_CUT_SPARSE || cut == PLAN_CUT_EMPTY
@@ -668,6 +831,16 @@ static int plan(struct collapse_context *c, const struct smaps_vma *vmas, long c
   s.min_present = min_present_share(c, s.pmd_pages);
   s.all_scanned = s.walk.pagemap >= 0;
   int rc = 0;
+  /* a sweep walks part of the process: not where which windows are huge is apportioned from smaps' counts of
+   * whole mappings (no PFNs), nor with soft-dirty heat (each plan clears the bits of every window) */
+  const struct heat_snapshot *heat = c->policy ? c->policy->heat : NULL;
+  if (c->policy && c->policy->walk_limit && s.walk.source != OS_WALK_PRESENCE &&
+      !(heat && heat->signal == HEAT_SOFT_DIRTY)) {
+    s.slicing = c->slicing = true;
+    s.cursor = c->cursor_in;
+    s.limit = c->policy->walk_limit;
+    rc = sweep_extra_ranges(c, &s);
+  }
   for (long i = 0; i < count && rc == 0; i++) {
     const struct smaps_vma *vma = &vmas[i];
     if (c->policy) c->policy->allocator = allocator_prefer(c->policy->allocator, allocator_of_path(vma->path));
@@ -678,6 +851,10 @@ static int plan(struct collapse_context *c, const struct smaps_vma *vmas, long c
   }
   os_walk_close(&s.walk);
   free(s.scan);
+  free(s.extra);
+  c->slice_end = s.slice_full ? s.slice_end : UINT64_MAX;
+  if (c->policy) c->policy->walked_bytes = s.walked, c->policy->walked_small_bytes = s.walked_small,
+                 c->policy->walked_whole = s.all_scanned && (!s.slicing || (s.cursor == 0 && !s.slice_full));
   /* Nothing could be planned for want of a privilege over the pagemap: that is the outcome (exit 3), not a
    * collapse of nothing */
   if (rc == 0 && (s.walk_error == -EACCES || s.walk_error == -EPERM)) {
@@ -689,7 +866,8 @@ static int plan(struct collapse_context *c, const struct smaps_vma *vmas, long c
   }
   /* DAMON's heat without the regions that hold a huge window (they read its PMD's accessed bit) */
   if (rc == 0 && c->policy) rc = heat_of_windows(c->policy->heat, s.windows, s.window_count, c->pmd);
-  if (c->policy) c->policy->scanned = s.all_scanned && rc == 0;
+  /* a look of every window: one plan's, or the last of a sweep's (the ledger's look began at its first) */
+  if (c->policy) c->policy->scanned = s.all_scanned && rc == 0 && !s.slice_full;
   /* judged on what the walk saw of earlier collapses, before the plan: it cuts by the process's state */
   if (rc == 0 && c->policy && c->policy->ledger)
     c->policy->backed_off_now = agent_ledger_judge(c->policy->ledger, c->policy->pass, c->policy->scanned);
@@ -739,7 +917,11 @@ static int collapse_start(struct collapse_context *c, pid_t pid, bool self, bool
     return -EINVAL;
   }
   if (c->policy) c->policy->stopped = false, c->policy->planned = c->policy->backed_off = 0,
-                 c->policy->scanned = false, c->policy->allocator = ALLOCATOR_UNKNOWN;
+                 c->policy->scanned = false, c->policy->allocator = ALLOCATOR_UNKNOWN,
+                 c->policy->walked_bytes = c->policy->walked_small_bytes = 0, c->policy->waiting = false,
+                 c->policy->walked_whole = false;
+  c->cursor_in = c->policy ? c->policy->cursor : 0;
+  c->slice_end = c->resume_from = UINT64_MAX;
   c->pmd = page_kind_size(HUGIFY_PAGE_THP);
   c->page = (uint64_t)sysconf(_SC_PAGESIZE);
   report->pid = c->pid;
@@ -784,6 +966,24 @@ static void collapse_after(struct collapse_context *c, bool self) {
                "process %d exited during the collapse: the figures after are missing", (int)c->pid);
 }
 
+/* The figures after the calls from the kernel's answers, without a new read of smaps (the agent's plans, whose
+ * cost is to follow what they collapse): a window the kernel collapsed is huge now, with its bloat resident. */
+static void figures_from_answers(struct collapse_context *c) {
+  struct hugify_collapse_report *report = c->report;
+  report->resident_after = report->huge_after = 0;
+  for (size_t i = 0; i < report->mapping_count; i++) {
+    struct hugify_collapse_mapping *m = &report->mappings[i];
+    uint64_t made = m->attempted > m->failed ? m->attempted - m->failed : 0;
+    m->huge_after = m->huge_before + made;
+    if (m->huge_after > m->eligible) m->huge_after = m->eligible;
+    if (m->resident_after < m->huge_after) m->resident_after = m->huge_after;
+    report->resident_after += m->resident_after;
+    report->huge_after += m->huge_after;
+    report->failed += m->failed;
+  }
+  report->resident_after += report->bloat_bytes;
+}
+
 int collapse_with_policy(pid_t pid, const struct hugify_collapse_opts *opts, struct collapse_policy *policy,
                          struct hugify_collapse_report *report) {
   if (!report) return -EINVAL;
@@ -814,7 +1014,8 @@ int collapse_with_policy(pid_t pid, const struct hugify_collapse_opts *opts, str
 
   inspect_shmem_mode(report->shmem_mode, sizeof report->shmem_mode);
   struct smaps_vma *vmas = NULL;
-  long count = read_smaps_of(c.pid, self, &vmas, report);
+  bool owned;
+  long count = read_mappings(&c, self, &vmas, &owned);
   if (count < 0) { rc = (int)count; goto out; }
   report->thp_stance = inspect_thp_stance(report->thp_disabled, report->thp_stance_visible, vmas, (size_t)count,
                                           c.pmd);
@@ -825,7 +1026,7 @@ int collapse_with_policy(pid_t pid, const struct hugify_collapse_opts *opts, str
     reason_add(report->reason, sizeof report->reason,
                "whether process %d disabled THP except where it advised (PR_THP_DISABLE_EXCEPT_ADVISED) cannot be "
                "seen while no THP size is 'always': its unadvised memory was taken as allowed", (int)c.pid);
-  free(vmas);
+  if (owned) free(vmas);
   vmas = NULL;
   if (rc == 0 && dry_run) {
     report->resident_after = report->resident_before;
@@ -840,8 +1041,13 @@ int collapse_with_policy(pid_t pid, const struct hugify_collapse_opts *opts, str
     }
   }
   free(ranges);
+  if (policy) { /* where the sweep goes on: the first window of its slice left waiting, else where it stopped */
+    policy->waiting = c.slicing && c.resume_from != UINT64_MAX;
+    policy->cursor = !c.slicing ? 0 : policy->waiting ? c.resume_from : c.slice_end != UINT64_MAX ? c.slice_end : 0;
+  }
   if (rc == -ENOMEM) snprintf(report->reason, sizeof report->reason, "out of memory");
-  if (rc == 0 && !dry_run) collapse_after(&c, self);
+  if (rc == 0 && !dry_run && policy && policy->layout && !report->exited) figures_from_answers(&c);
+  else if (rc == 0 && !dry_run) collapse_after(&c, self);
 out:
   if (c.pidfd >= 0) close(c.pidfd);
   free(c.planned);

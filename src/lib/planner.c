@@ -138,13 +138,28 @@ const char *planner_order_name(const struct plan_input *in, const struct plan_re
 
 /* ---- whether a process is planned this pass --------------------------------------------------------- */
 
+bool planner_memory_changed(const struct plan_change *c) {
+  uint64_t faulted = c->faults_now > c->faults_then ? c->faults_now - c->faults_then : 0;
+  uint64_t moved = c->rss_now > c->rss_then ? c->rss_now - c->rss_then : c->rss_then - c->rss_now;
+  uint64_t threshold = c->threshold_bytes ? c->threshold_bytes : 1;
+  uint64_t pages = c->page_bytes ? (threshold + c->page_bytes - 1) / c->page_bytes : threshold;
+  return faulted >= pages || moved >= threshold;
+}
+
 enum plan_step planner_before_measure(const struct plan_visit *v) {
-  /* A quiet process (same RSS, and nothing left to do last time) costs one status read per pass: its smaps
-   * are read again only every PLAN_QUIET_PASSES passes, so many idle processes stay cheap; unless its
-   * last collapses are still to be judged (the ledger looks at them for a few passes). */
   bool watching = v->may_collapse && v->watching;
+  /* A process with work left (it changed, its sweep goes on, its last collapses are judged, or its last
+   * measurement found collapsible memory no plan has gone through) is planned without a measurement: the
+   * plan's walk reads only what the pass can collapse, where a measurement (smaps) reads all of it. It is
+   * measured first when it never was, when its figures are PLAN_REFRESH_PASSES passes old, and while it is
+   * backed off after failures (the measurement then says whether to try). */
+  bool work_left = v->sweeping || v->changed || watching || (v->collapsible && !v->idle_recorded);
+  if (v->measured && v->may_collapse && !v->failures_backoff && work_left && v->unmeasured_passes < PLAN_REFRESH_PASSES)
+    return PLAN_STEP_PLAN;
+  /* A quiet process (unchanged, and nothing left to do last time) costs one status and stat read per pass:
+   * it is measured again only every PLAN_QUIET_PASSES passes, so many idle processes stay cheap. */
   bool nothing_to_do = (!v->collapsible || v->idle_recorded || !v->may_collapse) && !watching;
-  if (v->measured && v->rss_unchanged && nothing_to_do && v->quiet_passes < PLAN_QUIET_PASSES)
+  if (v->measured && !v->changed && nothing_to_do && v->unmeasured_passes < PLAN_QUIET_PASSES)
     return PLAN_STEP_QUIET;
   return PLAN_STEP_MEASURE;
 }

@@ -106,27 +106,48 @@ const char *planner_order_name(const struct plan_input *input, const struct plan
 
 /* ---- whether a process is planned this pass --------------------------------------------------------- */
 
-#define PLAN_QUIET_PASSES 5 /* an unchanged process is measured again at least every sixth pass */
+#define PLAN_QUIET_PASSES 5    /* an unchanged process is measured again at least every sixth pass */
+#define PLAN_REFRESH_PASSES 30 /* a process planned without a measurement is measured at least every 31st
+                                  pass: its figures (metrics, --status) come from that measurement and the
+                                  kernel's answers to its collapses in between */
 
 /* What the daemon knows of one selected process at the start of its turn (agent_pass.c gathers it). */
 struct plan_visit {
   bool may_collapse;       /* the memory gate is open and this is not --status */
   bool measured;           /* an earlier measurement exists */
-  bool rss_unchanged;      /* VmRSS is what it was at that measurement */
-  unsigned quiet_passes;   /* passes skipped since */
-  bool collapsible;        /* the last measurement found collapsible memory */
+  bool changed;            /* its memory changed since the last look (planner_memory_changed) */
+  unsigned unmeasured_passes; /* passes since that measurement */
+  bool collapsible;        /* the last measurement found collapsible memory (less what was collapsed since) */
   bool idle;               /* the last plan found nothing to do, and its resident/collapsible are unchanged */
   bool idle_recorded;      /* a plan found nothing to do since the last collapse */
   bool watching;           /* the ledger must judge collapses of the last passes (agent_ledger_watching) */
   bool failures_backoff;   /* backed off after failed passes (agent_backoff_allows false) */
+  bool sweeping;           /* its last plan walked part of it and stopped before its end: the sweep goes on */
 };
+
+/* What the kernel counts for a process that tells whether its memory changed, from one read of
+ * /proc/PID/stat and /proc/PID/status a pass: its page faults (minor and major: every page it faulted in)
+ * and its resident set, at the planner's last look and now. */
+struct plan_change {
+  uint64_t faults_then, faults_now;
+  uint64_t rss_then, rss_now;   /* bytes */
+  uint64_t page_bytes;          /* a base page */
+  uint64_t threshold_bytes;     /* the least change that counts */
+};
+/* Whether the process faulted in, or gained or lost, at least threshold_bytes since the last look. Memory
+ * unmapped and faulted in again counts (its faults), though its resident set is the same. What it cannot
+ * see: memory the kernel changed without a fault of the process's (khugepaged's collapses, a huge page split
+ * by the kernel, pages migrated), and changes smaller than the threshold, which add up until they reach it;
+ * the measurement every PLAN_QUIET_PASSES passes sees those. Pure. */
+bool planner_memory_changed(const struct plan_change *change);
 
 enum plan_step {
   PLAN_STEP_QUIET = 0,     /* skip: nothing changed (one status read per pass) */
-  PLAN_STEP_MEASURE,       /* measure, and stop there */
-  PLAN_STEP_PLAN,          /* measure, then plan and collapse */
+  PLAN_STEP_MEASURE,       /* measure, and stop there (after the measurement: planner_after_measure) */
+  PLAN_STEP_PLAN,          /* plan and collapse (before the measurement: without one; the plan's walk is the
+                              look, and reads only what the pass can collapse) */
 };
-/* Before the measurement: quiet (skip it), or measure. */
+/* Before the measurement: quiet (skip it), plan without it, or measure. */
 enum plan_step planner_before_measure(const struct plan_visit *visit);
 /* After it (visit->collapsible and visit->idle refreshed): measure only, or plan. *why: NULL, or what
  * held it back ("backing off after failed passes"). */

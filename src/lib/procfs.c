@@ -606,6 +606,13 @@ bool parse_stat_rss(const char *text, uint64_t *pages) {
   return stat_field(text, 21, pages); /* rss, the 24th field: 21 after the state */
 }
 
+bool parse_stat_faults(const char *text, uint64_t *faults) {
+  uint64_t minor, major;
+  if (!stat_field(text, 7, &minor) || !stat_field(text, 9, &major)) return false; /* minflt, majflt */
+  *faults = minor + major;
+  return true;
+}
+
 bool parse_schedstat(const char *text, uint64_t *run_ns, uint64_t *wait_ns) {
   if (!text) return false;
   char *end;

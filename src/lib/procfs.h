@@ -192,6 +192,10 @@ bool parse_stat_start_time(const char *text, uint64_t *ticks);
 /* /proc/PID/stat: the resident set (the 24th field, in pages; 0 for a kernel thread), so that one read gives
  * a process's size and identity (`hugify top`). False on malformed or truncated text. */
 bool parse_stat_rss(const char *text, uint64_t *pages);
+/* /proc/PID/stat: the page faults of the whole process, minor plus major (the 10th and 12th fields; the
+ * threads that exited included): every page it faulted in since it started. With VmRSS, the agent's sign
+ * that a process's memory changed (docs/agent.md, "What a pass costs"). False on malformed or truncated text. */
+bool parse_stat_faults(const char *text, uint64_t *faults);
 #define PROCFS_PF_KTHREAD 0x00200000ul /* include/linux/sched.h: a kernel thread (no user memory) */
 
 /* /proc/PID/task/TID/schedstat: "run_ns wait_ns timeslices" (time on a CPU, time waiting for one). False on

@@ -123,6 +123,9 @@ TEST(ProcFilesCutShort, EveryPrefixParsesRightOrFails) {
   uint64_t rss_pages = 0;
   ASSERT_TRUE(parse_stat_rss(stat.c_str(), &rss_pages));
   EXPECT_EQ(rss_pages, 416u);
+  uint64_t faults = 0;
+  ASSERT_TRUE(parse_stat_faults(stat.c_str(), &faults));
+  EXPECT_EQ(faults, 126u); // minflt 126, majflt 0
   size_t parsed = 0;
   for (size_t length = 0; length < stat.size(); length++) {
     std::string cut = stat.substr(0, length);
@@ -137,6 +140,9 @@ TEST(ProcFilesCutShort, EveryPrefixParsesRightOrFails) {
     }
     if (parse_stat_rss(cut.c_str(), &got)) {
       EXPECT_EQ(got, rss_pages) << cut;
+    }
+    if (parse_stat_faults(cut.c_str(), &got)) {
+      EXPECT_EQ(got, faults) << cut;
     }
   }
   EXPECT_GT(parsed, 0u) << "prefixes that hold the start time and the next field parse";

@@ -215,7 +215,6 @@ plan_visit visit() {
   plan_visit v{};
   v.may_collapse = true;
   v.measured = true;
-  v.rss_unchanged = true;
   v.collapsible = true;
   return v;
 }
@@ -224,14 +223,59 @@ TEST(PlannerVisit, AQuietProcessIsSkippedButMeasuredEverySixthPass) {
   plan_visit v = visit();
   v.idle_recorded = true;
   EXPECT_EQ(planner_before_measure(&v), PLAN_STEP_QUIET);
-  v.quiet_passes = PLAN_QUIET_PASSES;
+  v.unmeasured_passes = PLAN_QUIET_PASSES;
   EXPECT_EQ(planner_before_measure(&v), PLAN_STEP_MEASURE);
-  v.quiet_passes = 0;
+  v.may_collapse = false; // --status, or the memory gate closed: a change is measured, never planned
+  v.unmeasured_passes = 0;
+  v.changed = true;
+  EXPECT_EQ(planner_before_measure(&v), PLAN_STEP_MEASURE);
+  v.changed = false;
+  EXPECT_EQ(planner_before_measure(&v), PLAN_STEP_QUIET);
+}
+
+// A pass's cost follows its work: a process with work left is planned without a measurement (smaps reads all
+// of it; the plan's walk what the pass can collapse), and measured again only for its figures.
+TEST(PlannerVisit, WorkLeftIsPlannedWithoutAMeasurement) {
+  plan_visit v = visit();
+  v.idle_recorded = true;
+  v.changed = true; // faulted in, or unmapped, a window's worth since the last look
+  EXPECT_EQ(planner_before_measure(&v), PLAN_STEP_PLAN);
+  v.changed = false;
+  v.sweeping = true; // the last plan stopped before the end of the process
+  EXPECT_EQ(planner_before_measure(&v), PLAN_STEP_PLAN);
+  v.sweeping = false;
   v.watching = true; // its last collapses are still to be judged
-  EXPECT_EQ(planner_before_measure(&v), PLAN_STEP_MEASURE);
+  EXPECT_EQ(planner_before_measure(&v), PLAN_STEP_PLAN);
   v.watching = false;
-  v.rss_unchanged = false;
+  v.idle_recorded = false; // measured collapsible, no plan since
+  EXPECT_EQ(planner_before_measure(&v), PLAN_STEP_PLAN);
+  v.unmeasured_passes = PLAN_REFRESH_PASSES; // its figures are old: measured first
   EXPECT_EQ(planner_before_measure(&v), PLAN_STEP_MEASURE);
+  v.unmeasured_passes = 0;
+  v.failures_backoff = true; // backed off: the measurement says whether to try
+  EXPECT_EQ(planner_before_measure(&v), PLAN_STEP_MEASURE);
+  v = visit();
+  v.measured = false; // never measured
+  v.changed = true;
+  EXPECT_EQ(planner_before_measure(&v), PLAN_STEP_MEASURE);
+}
+
+TEST(PlannerVisit, MemoryChangedByFaultsOrResidentSet) {
+  const uint64_t page = 4096, window = 2 << 20;
+  plan_change c{1000, 1000, 64 * window, 64 * window, page, window / 2};
+  EXPECT_FALSE(planner_memory_changed(&c));
+  c.faults_now = 1000 + window / 2 / page - 1; // less than half a window faulted in
+  EXPECT_FALSE(planner_memory_changed(&c));
+  c.faults_now++; // it adds up to half a window
+  EXPECT_TRUE(planner_memory_changed(&c)) << "unmapped and faulted in again: the same RSS, but faults";
+  c.faults_now = 1000;
+  c.rss_now = 64 * window - window / 2; // given back (MADV_DONTNEED, munmap) without a fault
+  EXPECT_TRUE(planner_memory_changed(&c));
+  c.rss_now = 64 * window + window / 2 - 1;
+  EXPECT_FALSE(planner_memory_changed(&c));
+  c.faults_now = 0; // a counter read as lower (never: it only grows) is no change
+  c.rss_now = 64 * window;
+  EXPECT_FALSE(planner_memory_changed(&c));
 }
 
 TEST(PlannerVisit, PlannedOnlyWithSomethingToDoAndNoFailureBackOff) {

@@ -179,7 +179,7 @@ static int run_daemon(struct agent *a, FILE *json) {
   if (json && !json_output_close(json, &a->cl.json, COMMAND)) return EXIT_SHORT;
   fprintf(stderr, "hugify agent: stopped after %llu passes, %.3f s CPU\n", (unsigned long long)a->passes,
           agent_own_cpu_seconds());
-  for (size_t i = 0; i < a->process_count; i++) agent_ledger_free(&a->processes[i].ledger);
+  for (size_t i = 0; i < a->process_count; i++) agent_free_process(&a->processes[i]);
   free(a->processes);
   free(a->read_buffer);
   free(a->metrics);

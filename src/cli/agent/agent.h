@@ -22,6 +22,7 @@
 
 #include "agent_policy.h"
 #include "cgroup.h"
+#include "collapse.h"
 #include "heat.h"
 #include "cli.h"
 #include "hugify.h"
@@ -91,9 +92,19 @@ struct process_state {
   struct agent_ledger ledger;      /* what the agent collapsed here, and whether it lasts (malloc'd) */
   uint64_t bloat_bytes;            /* zero-filled by the agent's collapses (collapse_window_bloat) */
   int allocator;                   /* enum allocator_kind, from the last plan */
-  bool measured;                   /* classes/total hold an inspect */
-  uint64_t measured_rss;           /* VmRSS when they were taken */
-  unsigned quiet_passes;           /* passes since, skipped because nothing changed */
+  bool measured;                   /* classes/total hold an inspect (and the kernel's answers to collapses since) */
+  unsigned unmeasured_passes;      /* passes since that inspect */
+  uint64_t measurements;           /* inspects of it, in all */
+  uint64_t look_faults, look_rss;  /* /proc/PID/stat's faults and VmRSS at the planner's last look (an
+                                      inspect or a plan): whether it changed since (planner_memory_changed) */
+  /* its sweep (docs/agent.md, "What a pass costs") */
+  struct collapse_layout layout;   /* its mappings, kept across plans while /proc/PID/maps is the same */
+  uint64_t cursor;                 /* where its sweep goes on (0: none under way) */
+  uint64_t sweep_planned;          /* bytes the sweep under way planned so far */
+  uint64_t walked_bytes;           /* bytes of windows its plans walked, in all */
+  uint64_t plans;                  /* its plans, in all */
+  double collapse_cpu;             /* CPU its collapses took (report cpu_seconds), and their calls: the CPU */
+  uint64_t collapse_calls;         /*   of one window's collapse, for the walk's limit */
   char last_action[224];
   char order[48];                  /* how its last plan ranked windows (planner_order_name) */
   double last_pause;               /* seconds: the longest pause of its last collapse, -1 none yet */
@@ -161,6 +172,10 @@ struct agent {
   enum agent_work work;            /* the last word of budget_keep_going: why the pass's work stopped */
   uint64_t passes, collapsed_bytes, budget_stops, memory_gate_closed_passes;
   uint64_t pass_ceiling_stops;     /* collapses cut short by the pass's CPU ceiling (not the budget) */
+  double collapse_cpu_seconds;     /* of its CPU, the collapses' (the calls, their warm pages): the rest
+                                      is measuring (walks, smaps, /proc) and its own upkeep */
+  uint64_t walked_bytes, measurements, smaps_reads; /* what its looks read, in all: bytes of windows walked,
+                                      inspects, smaps reads for plans */
   uint64_t recollapsed_bytes, bloat_bytes, churn_backoffs;
   /* the kernel's own collapses beside the agent's: windows in the selected processes that became huge
    * without the agent (the ledgers' kernel_bytes), and /proc/vmstat thp_collapse_alloc since the agent
@@ -201,8 +216,11 @@ char *agent_read_text(const char *path);
 /* A /proc file's text in the agent's one reused buffer (valid until its next read), or NULL when it cannot
  * be read: the walk reads thousands of files a pass and allocates nothing for them. */
 const char *agent_read_reused(struct agent *a, const char *path);
-/* The start time of pid (clock ticks after boot): with the pid, which process this is. False when gone. */
-bool agent_read_start_time(struct agent *a, pid_t pid, uint64_t *start_time);
+/* /proc/PID/stat: the start time of pid (clock ticks after boot: with the pid, which process this is) and,
+ * when faults is not NULL, its page faults (0 when unreadable). False when it is gone. */
+bool agent_read_stat(struct agent *a, pid_t pid, uint64_t *start_time, uint64_t *faults);
+/* What an entry holds apart from the table (its ledger, its layout), freed. */
+void agent_free_process(struct process_state *p);
 /* A file the daemon replaces every pass (state, metrics) was written (rc 0) or not (-errno, reason): a failure
  * is said once when it starts and once when writing works again, never every pass (a full disk). */
 void agent_note_write(const char *what, int rc, const char *reason, bool *failing);

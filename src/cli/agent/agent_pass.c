@@ -84,12 +84,22 @@ static void count_failures(struct process_state *p, const struct hugify_collapse
   }
 }
 
-static bool inspect_into(struct process_state *p, uint64_t rss) {
+/* The planner's look at a process (a measurement, or a plan) saw it with these faults and this VmRSS. */
+static void looked(struct process_state *p, uint64_t faults, uint64_t rss) {
+  p->look_faults = faults;
+  p->look_rss = rss;
+}
+
+/* Measure the process (hugify_inspect: its smaps, all of its memory): its figures for the metrics and
+ * whether it has collapsible memory. */
+static bool inspect_into(struct agent *a, struct process_state *p, uint64_t rss, uint64_t faults) {
   struct hugify_inspect_report report;
   int rc = hugify_inspect(p->pid, &report);
   p->measured = rc == 0;
-  p->measured_rss = rss;
-  p->quiet_passes = 0;
+  looked(p, faults, rss);
+  p->unmeasured_passes = 0;
+  p->measurements++;
+  a->measurements++;
   if (rc == 0) {
     memcpy(p->classes, report.classes, sizeof p->classes);
     p->total = report.total;
@@ -124,10 +134,40 @@ static void count_collapse(struct agent *a, struct process_state *p, const struc
   count_failures(p, report);
 }
 
+/* The memory class of a mapping the collapse report names (shared memory has a path; inspect.c's rule). */
+static enum hugify_memory_class class_of_path(const char *path) {
+  if (!strcmp(path, "[heap]")) return HUGIFY_CLASS_HEAP;
+  return !path[0] || !strncmp(path, "[anon", 5) ? HUGIFY_CLASS_ANON : HUGIFY_CLASS_SHM;
+}
+
+/* The figures after a collapse from the kernel's answers (a window it collapsed is huge now, its bloat
+ * resident), not from a new measurement: that reads all of the process, and the pass's cost is to follow
+ * what it collapsed. A measurement corrects them at least every PLAN_REFRESH_PASSES passes. */
+static void figures_after(struct process_state *p, const struct hugify_collapse_report *report) {
+  uint64_t made_total = 0, most = 0;
+  enum hugify_memory_class bloat_class = HUGIFY_CLASS_ANON;
+  for (size_t i = 0; i < report->mapping_count; i++) {
+    const struct hugify_collapse_mapping *m = &report->mappings[i];
+    uint64_t made = m->attempted > m->failed ? m->attempted - m->failed : 0;
+    if (!made) continue;
+    enum hugify_memory_class k = class_of_path(m->path);
+    struct hugify_usage *u[2] = {&p->classes[k], &p->total};
+    for (int j = 0; j < 2; j++) {
+      u[j]->thp += made;
+      u[j]->base -= u[j]->base > made ? made : u[j]->base;
+      if (k != HUGIFY_CLASS_SHM) u[j]->anon_thp += made;
+    }
+    if (made > most) most = made, bloat_class = k;
+    made_total += made;
+  }
+  p->classes[bloat_class].resident += report->bloat_bytes; /* zero-filled, inside the huge pages */
+  p->total.resident += report->bloat_bytes;
+  p->collapsible -= p->collapsible > made_total ? made_total : p->collapsible;
+}
+
 /* A collapse that made pages huge: the totals, the back-off, last_action, the figures after. */
 static void record_collapse(struct agent *a, struct process_state *p, const struct hugify_collapse_report *report,
-                            const struct collapse_policy *policy, uint64_t recollapsed_before, uint64_t rss,
-                            double now) {
+                            const struct collapse_policy *policy, uint64_t recollapsed_before, double now) {
   uint64_t made = report->attempted - report->failed;
   count_collapse(a, p, report, recollapsed_before);
   agent_backoff_record(&p->backoff, made > 0, report->failed > 0, now, a->config.interval, BACKOFF_MAX_SECONDS);
@@ -150,9 +190,15 @@ static void record_collapse(struct agent *a, struct process_state *p, const stru
            policy->backed_off ? " held back (collapses undone)" : "");
   p->idle_signature = 0;
   if (report->attempted) p->last_pause = report->longest_pause, p->last_action_time = measure_clock_seconds(CLOCK_REALTIME);
-  if (report->attempted) inspect_into(p, rss); /* the figures after, for the metrics */
-  if (policy->planned == 0 && !policy->stopped && !policy->backed_off)
+  /* the figures after: measured when the plan walked all of it anyway (a measurement costs what its walk
+   * did), else the kernel's answers */
+  if (report->attempted && policy->walked_whole) inspect_into(a, p, p->look_rss, p->look_faults);
+  else if (report->attempted) figures_after(p, report);
+  /* idle: a whole look (one plan, or a sweep's plans) planned nothing */
+  p->sweep_planned += policy->planned;
+  if (p->cursor == 0 && p->sweep_planned == 0 && !policy->stopped && !policy->backed_off)
     p->idle_signature = p->total.resident ^ (p->collapsible << 1);
+  if (p->cursor == 0) p->sweep_planned = 0;
 }
 
 /* A collapse that failed as a whole (not a window): the reason, the back-off, a failure counted. */
@@ -181,23 +227,40 @@ static bool heat_for(struct agent *a, struct process_state *p, const struct heat
   return false;
 }
 
-/* Collapse what the policy chooses in one process, within the budget, and record what came of it. */
-static void collapse_process(struct agent *a, struct process_state *p, uint64_t rss, double now) {
-  const struct heat_snapshot *heat;
-  if (!heat_for(a, p, &heat)) return;
+/* How much of the process this plan walks (agent_walk_limit): what the bucket and the pass's ceiling still
+ * allow, at the CPU a window's collapse took in this process so far. 0 (every window) for --once, whose pass
+ * is not budgeted. */
+static uint64_t walk_limit(const struct agent *a, const struct process_state *p) {
+  if (a->config.once) return 0;
+  double used = measure_clock_seconds(CLOCK_PROCESS_CPUTIME_ID) - a->pass_cpu_start;
+  double available = a->pass_ceiling - used < a->budget.tokens ? a->pass_ceiling - used : a->budget.tokens;
+  double per_window = p->collapse_calls ? p->collapse_cpu / (double)p->collapse_calls : 0;
+  return agent_walk_limit(available, per_window, page_kind_size(HUGIFY_PAGE_THP));
+}
+
+/* One plan of the process and its collapses, within the budget, and what came of them. True when its sweep
+ * goes on and the budget allows another plan in this pass. */
+static bool collapse_once(struct agent *a, struct process_state *p, const struct heat_snapshot *heat, uint64_t rss,
+                          uint64_t faults, double now) {
   /* the gentle pace (the default): one window per call, the budget asked between calls */
   struct hugify_collapse_opts opts = {.flags = a->config.dry_run ? HUGIFY_COLLAPSE_DRY_RUN : 0};
-  if (!p->ledger.window_bytes) {
-    double passes = BACKOFF_MAX_SECONDS / a->config.interval;
-    agent_ledger_init(&p->ledger, page_kind_size(HUGIFY_PAGE_THP), passes < 1 ? 1 : (uint64_t)passes);
-  }
   struct collapse_policy policy = {.min_present = a->config.min_present, .keep_going = budget_keep_going,
                                    .context = a, .ledger = &p->ledger, .pass = a->passes,
-                                   .pauses = &a->harm.pauses, .heat = heat};
+                                   .pauses = &a->harm.pauses, .heat = heat, .layout = &p->layout,
+                                   .walk_limit = walk_limit(a, p), .cursor = p->cursor};
   struct hugify_collapse_report report;
   uint64_t recollapsed_before = p->ledger.recollapsed_bytes, kernel_before = p->ledger.kernel_bytes;
+  uint64_t smaps_before = p->layout.smaps_reads;
   int rc = collapse_with_policy(p->pid, &opts, &policy, &report);
-  heat_after_plan(&a->heat, p->pid);
+  p->plans++;
+  p->cursor = rc == 0 && !report.dry_run ? policy.cursor : 0;
+  p->walked_bytes += policy.walked_bytes;
+  a->walked_bytes += policy.walked_bytes;
+  a->smaps_reads += p->layout.smaps_reads - smaps_before;
+  p->collapse_cpu += report.cpu_seconds;
+  p->collapse_calls += report.calls;
+  a->collapse_cpu_seconds += report.cpu_seconds;
+  looked(p, faults, rss + report.bloat_bytes); /* the collapses' zero-filled pages are no change of its own */
   if (rc == 0) p->allocator = policy.allocator, agent_harm_record(&a->harm, &report);
   if (rc == 0 && policy.backed_off_now) {
     a->churn_backoffs++;
@@ -210,7 +273,7 @@ static void collapse_process(struct agent *a, struct process_state *p, uint64_t 
     snprintf(p->order, sizeof p->order, "%s", policy.order ? policy.order : "");
   }
   if (rc == 0 && !report.dry_run && !report.exited) {
-    record_collapse(a, p, &report, &policy, recollapsed_before, rss, now);
+    record_collapse(a, p, &report, &policy, recollapsed_before, now);
     /* backed off for churn: only the windows that pay were planned; say why the rest waits */
     if (!agent_ledger_allows(&p->ledger, a->passes) && report.attempted == report.failed) churn_action(p, a->passes);
   } else if (rc == 0 && report.exited) {
@@ -223,30 +286,53 @@ static void collapse_process(struct agent *a, struct process_state *p, uint64_t 
     record_failure(a, p, rc, &report, now);
   }
   hugify_collapse_report_free(&report);
+  /* the sweep goes on in this pass where its walk stopped at its limit with everything it planned tried */
+  return rc == 0 && !report.exited && !policy.stopped && !policy.waiting && p->cursor != 0 && budget_keep_going(a);
+}
+
+#define AGENT_PLANS_PER_PASS 4 /* a sweep's plans of one process in one pass, while the budget allows */
+
+/* Collapse what the policy chooses in one process, within the budget, and record what came of it. A sweep
+ * goes on in the same pass while its plans found too little to spend what the pass allows. */
+static void collapse_process(struct agent *a, struct process_state *p, uint64_t rss, uint64_t faults, double now) {
+  const struct heat_snapshot *heat;
+  if (!heat_for(a, p, &heat)) return;
+  if (!p->ledger.window_bytes) {
+    double passes = BACKOFF_MAX_SECONDS / a->config.interval;
+    agent_ledger_init(&p->ledger, page_kind_size(HUGIFY_PAGE_THP), passes < 1 ? 1 : (uint64_t)passes);
+  }
+  for (int plans = 0; plans < AGENT_PLANS_PER_PASS && collapse_once(a, p, heat, rss, faults, now); plans++) {}
+  heat_after_plan(&a->heat, p->pid);
 }
 
 /* Work on one selected process: its signals, and the planner's word on what to do with them. */
-static void serve_process(struct agent *a, struct process_state *p, uint64_t rss, bool may_collapse, double now) {
-  struct plan_visit visit = {.may_collapse = may_collapse, .measured = p->measured, .rss_unchanged = rss == p->measured_rss,
-                             .quiet_passes = p->quiet_passes, .collapsible = p->collapsible > 0,
-                             .idle_recorded = p->idle_signature != 0,
+static void serve_process(struct agent *a, struct process_state *p, uint64_t rss, uint64_t faults, bool may_collapse,
+                          double now) {
+  uint64_t window = page_kind_size(HUGIFY_PAGE_THP);
+  struct plan_change change = {.faults_then = p->look_faults, .faults_now = faults, .rss_then = p->look_rss,
+                               .rss_now = rss, .page_bytes = (uint64_t)sysconf(_SC_PAGESIZE),
+                               .threshold_bytes = window / 2};
+  struct plan_visit visit = {.may_collapse = may_collapse, .measured = p->measured,
+                             .changed = planner_memory_changed(&change), .unmeasured_passes = p->unmeasured_passes,
+                             .collapsible = p->collapsible > 0, .idle_recorded = p->idle_signature != 0,
                              .watching = agent_ledger_watching(&p->ledger, a->passes),
-                             .failures_backoff = !agent_backoff_allows(&p->backoff, now)};
-  if (planner_before_measure(&visit) == PLAN_STEP_QUIET) {
-    p->quiet_passes++;
-    return;
-  }
-  if (!inspect_into(p, rss)) { p->seen = false; return; } /* gone, or not readable */
-  uint64_t signature = p->total.resident ^ (p->collapsible << 1);
-  visit.collapsible = p->collapsible > 0;
-  visit.idle = p->idle_signature && p->idle_signature == signature;
-  const char *why;
-  if (planner_after_measure(&visit, &why) != PLAN_STEP_PLAN) {
-    if (why) snprintf(p->last_action, sizeof p->last_action, "%s: %u in a row", why, p->backoff.failures);
-    return;
+                             .failures_backoff = !agent_backoff_allows(&p->backoff, now), .sweeping = p->cursor != 0};
+  enum plan_step step = planner_before_measure(&visit);
+  if (step != PLAN_STEP_MEASURE) p->unmeasured_passes++;
+  if (step == PLAN_STEP_QUIET) return;
+  if (step == PLAN_STEP_MEASURE) {
+    if (!inspect_into(a, p, rss, faults)) { p->seen = false; return; } /* gone, or not readable */
+    uint64_t signature = p->total.resident ^ (p->collapsible << 1);
+    visit.collapsible = p->collapsible > 0;
+    visit.idle = p->idle_signature && p->idle_signature == signature;
+    const char *why;
+    if (planner_after_measure(&visit, &why) != PLAN_STEP_PLAN) {
+      if (why) snprintf(p->last_action, sizeof p->last_action, "%s: %u in a row", why, p->backoff.failures);
+      return;
+    }
   }
   if (!budget_keep_going(a)) return;
-  collapse_process(a, p, rss, now);
+  collapse_process(a, p, rss, faults, now);
 }
 
 /* /proc/vmstat's thp_collapse_alloc: the kernel's collapses since the agent started (host-wide). */
@@ -297,14 +383,14 @@ static int visit_process(pid_t pid, void *context) {
     a->thp_disabled_count++;
   }
   if (selection != AGENT_SELECTED) return 0;
-  uint64_t start_time;
-  if (!agent_read_start_time(a, pid, &start_time)) return 0; /* gone meanwhile */
+  uint64_t start_time, faults;
+  if (!agent_read_stat(a, pid, &start_time, &faults)) return 0; /* gone meanwhile */
   struct process_state *p = agent_state_of(a, process.pid, start_time, process.comm);
   if (!p) return 1;
   p->seen = p->selected = true;
   fleet_cgroup_of(&a->memory_root, pid, p->cgroup, sizeof p->cgroup);
   if (!budget_keep_going(a)) return 0; /* spent: its figures stay those of the last pass */
-  serve_process(a, p, process.rss, walk->may_collapse, walk->start);
+  serve_process(a, p, process.rss, faults, walk->may_collapse, walk->start);
   return 0;
 }
 

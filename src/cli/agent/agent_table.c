@@ -11,6 +11,7 @@
 
 #include "agent.h"
 #include "array.h"
+#include "collapse.h"
 #include "os.h"
 #include "procfs.h"
 
@@ -59,11 +60,18 @@ const char *agent_read_reused(struct agent *a, const char *path) {
   return os_read_file_reusing(path, &a->read_buffer, &a->read_cap, NULL) == 0 ? a->read_buffer : NULL;
 }
 
-/* The start time of pid (clock ticks after boot): with the pid, which process this is. False when gone. */
-bool agent_read_start_time(struct agent *a, pid_t pid, uint64_t *start_time) {
+bool agent_read_stat(struct agent *a, pid_t pid, uint64_t *start_time, uint64_t *faults) {
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  return parse_stat_start_time(agent_read_reused(a, path), start_time);
+  const char *text = agent_read_reused(a, path);
+  if (!parse_stat_start_time(text, start_time)) return false;
+  if (faults && !parse_stat_faults(text, faults)) *faults = 0;
+  return true;
+}
+
+void agent_free_process(struct process_state *p) {
+  agent_ledger_free(&p->ledger);
+  collapse_layout_free(&p->layout);
 }
 
 /* Forget the processes of the table `gone` says are gone: their counters stay in the host's. */
@@ -71,7 +79,7 @@ static void retire_processes(struct agent *a, bool (*gone)(struct agent *a, cons
   size_t kept = 0;
   for (size_t i = 0; i < a->process_count; i++) {
     if (!gone(a, &a->processes[i])) a->processes[kept++] = a->processes[i];
-    else agent_retire_process(a, &a->processes[i]), agent_ledger_free(&a->processes[i].ledger);
+    else agent_retire_process(a, &a->processes[i]), agent_free_process(&a->processes[i]);
   }
   a->process_count = kept;
 }
@@ -85,7 +93,7 @@ static bool not_seen(struct agent *a, const struct process_state *p) {
 /* During a pass: a process not seen yet in it whose pid is gone, or is another process's now. */
 static bool exited(struct agent *a, const struct process_state *p) {
   uint64_t start_time;
-  return !p->seen && (!agent_read_start_time(a, p->pid, &start_time) || start_time != p->start_time);
+  return !p->seen && (!agent_read_stat(a, p->pid, &start_time, NULL) || start_time != p->start_time);
 }
 
 /* Entries the table reserves at once. Past the threshold of malloc's own mappings, only the entries touched
@@ -115,7 +123,7 @@ struct process_state *agent_state_of(struct agent *a, pid_t pid, uint64_t start_
     if (p->pid != pid) continue;
     if (p->start_time != start_time) { /* the pid was reused: the old process retires (its counters stay) */
       agent_retire_process(a, p);
-      agent_ledger_free(&p->ledger);
+      agent_free_process(p);
       memset(p, 0, sizeof *p);
       p->last_pause = -1;
     }
