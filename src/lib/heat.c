@@ -16,7 +16,7 @@
 #include "os.h"
 #include "probe.h"
 
-#define DAMON_ADMIN "/sys/kernel/mm/damon/admin"
+#define DAMON_ADMIN PROBE_DAMON_ADMIN
 #define DAMON_SAMPLE_US 5000     /* DAMON's defaults: a sample every 5 ms, */
 #define DAMON_AGGR_US 100000     /* nr_accesses summed over 100 ms, */
 #define DAMON_UPDATE_US 1000000  /* the targets' mappings looked up again every second */
@@ -150,8 +150,9 @@ static int damon_read(const struct heat_source *h, const char *leaf, char *buf, 
 #define CONTEXT "contexts/0/"
 #define SCHEME CONTEXT "schemes/0/"
 
-/* A kdamond nobody uses: off, no context set up. We take the first such one, or create kdamond 0 when there
- * is none at all; a kdamond another user set up is never touched. */
+/* A kdamond of our own: kdamond 0, made where there is none (nr_kdamonds 0), put back at heat_close. Where
+ * kdamonds exist they are another user's, even one off with no context (its user may be setting it up), and
+ * nr_kdamonds is never written then: writing it removes the kdamonds there. */
 static int claim_kdamond(struct heat_source *h, char *reason, size_t cap) {
   uint64_t count = 0;
   int rc = os_read_u64(DAMON_ADMIN "/kdamonds/nr_kdamonds", &count);
@@ -159,28 +160,18 @@ static int claim_kdamond(struct heat_source *h, char *reason, size_t cap) {
     reason_add(reason, cap, DAMON_ADMIN "/kdamonds/nr_kdamonds unreadable (%s)", strerror(-rc));
     return rc;
   }
-  if (count == 0) {
-    if ((rc = os_write_file(DAMON_ADMIN "/kdamonds/nr_kdamonds", "1")) != 0) {
-      reason_add(reason, cap, "DAMON: nr_kdamonds could not be set (%s)%s", strerror(-rc),
-                 rc == -EACCES || rc == -EPERM ? ": run as root" : "");
-      return rc;
-    }
-    h->kdamond = 0;
-    h->created = true;
-    return 0;
+  if (count > 0) {
+    reason_add(reason, cap, PROBE_DAMON_OTHERS ": hugify does not touch them, and uses DAMON only where no "
+               "kdamond exists; stop their user (their state off, kdamonds/nr_kdamonds 0)", (unsigned long long)count);
+    return -EBUSY;
   }
-  for (int k = 0; k < (int)count; k++) {
-    char state[32], contexts[32];
-    h->kdamond = k;
-    if (damon_read(h, "state", state, sizeof state) == 0 && !strcmp(state, "off") &&
-        damon_read(h, "contexts/nr_contexts", contexts, sizeof contexts) == 0 && !strcmp(contexts, "0"))
-      return 0;
+  if ((rc = os_write_file(DAMON_ADMIN "/kdamonds/nr_kdamonds", "1")) != 0) {
+    reason_add(reason, cap, "DAMON: nr_kdamonds could not be set (%s)%s", strerror(-rc),
+               rc == -EACCES || rc == -EPERM ? ": run as root" : "");
+    return rc;
   }
-  h->kdamond = -1;
-  reason_add(reason, cap, "DAMON's %llu kdamond(s) are another user's (each is on or has a context set up): "
-             "hugify does not take them; free one (its contexts/nr_contexts 0) or stop its user",
-             (unsigned long long)count);
-  return -EBUSY;
+  h->kdamond = 0;
+  return 0;
 }
 
 /* The context: vaddr operations (refused by a kernel without CONFIG_DAMON_VADDR), DAMON's default intervals,
@@ -190,9 +181,10 @@ static int set_up_context(struct heat_source *h, char *reason, size_t cap) {
   int rc = damon_write(h, "contexts/nr_contexts", "1", reason, cap);
   if (rc) return rc;
   damon_read(h, CONTEXT "avail_operations", operations, sizeof operations);
-  if (!strstr(operations, "vaddr")) {
-    reason_add(reason, cap, "DAMON has no virtual-address operations here (avail_operations: %s): "
-               "CONFIG_DAMON_VADDR, Linux 5.15+ (Debian 13's 6.12 has it)", operations);
+  if (!probe_damon_lists_vaddr(operations)) {
+    char detail[160];
+    snprintf(detail, sizeof detail, "avail_operations: %s", operations);
+    probe_missing(PROBE_DAMON_VADDR, detail, reason, cap);
     return -EOPNOTSUPP;
   }
   struct { const char *leaf; uint64_t value; } numbers[] = {
@@ -265,9 +257,10 @@ int heat_open(struct heat_source *h, enum heat_mode mode, char *reason, size_t c
   int rc = -EOPNOTSUPP;
   if (mode == HEAT_MODE_AUTO || mode == HEAT_MODE_DAMON) {
     char why[384] = "";
-    if (access(DAMON_ADMIN, F_OK) != 0) {
-      snprintf(why, sizeof why, "no DAMON sysfs (" DAMON_ADMIN "): CONFIG_DAMON_SYSFS, Linux 5.18+");
-    } else if ((rc = claim_kdamond(h, why, sizeof why)) == 0 && (rc = set_up_context(h, why, sizeof why)) != 0) {
+    /* the probe first: a kernel without vaddr (seen in another user's context, or in one set up and removed
+     * where no kdamond was) is said so, and nothing is claimed */
+    if ((rc = probe_require(PROBE_DAMON_VADDR, why, sizeof why)) == 0 && (rc = claim_kdamond(h, why, sizeof why)) == 0 &&
+        (rc = set_up_context(h, why, sizeof why)) != 0) {
       heat_close(h);
       h->mode = mode;
     }
@@ -466,10 +459,10 @@ void heat_after_plan(struct heat_source *h, pid_t pid) {
 void heat_close(struct heat_source *h) {
   if (h->kdamond >= 0) {
     damon_off(h);
-    /* leave nothing: no targets, no context; nr_kdamonds back to 0 when we raised it */
+    /* leave nothing: no targets, no context, and nr_kdamonds back to 0 (the kdamond was ours) */
     damon_write(h, CONTEXT "targets/nr_targets", "0", NULL, 0);
     damon_write(h, "contexts/nr_contexts", "0", NULL, 0);
-    if (h->created) os_write_file(DAMON_ADMIN "/kdamonds/nr_kdamonds", "0");
+    os_write_file(DAMON_ADMIN "/kdamonds/nr_kdamonds", "0");
   }
   drop_targets(h);
   free(h->targets);

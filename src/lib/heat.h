@@ -108,8 +108,7 @@ struct heat_source {
   enum heat_signal signal;   /* what is in use */
   char reason[512];          /* why this signal (the others missing, a busy kdamond) */
   /* DAMON */
-  int kdamond;               /* index under kdamonds/, -1 none */
-  bool created;              /* we raised nr_kdamonds from 0: we put it back */
+  int kdamond;               /* index under kdamonds/, -1 none; ours: made from nr_kdamonds 0 */
   bool on;
   pid_t kdamond_pid;
   double on_since;           /* CLOCK_MONOTONIC when turned on */
@@ -119,6 +118,8 @@ struct heat_source {
 };
 
 /* Choose the signal for `mode` and set DAMON up (no targets yet). auto: DAMON, else none (soft-dirty only when asked for).
+ * DAMON is found as status finds it (probe_damon_vaddr_at) and used only through a kdamond of our own, made
+ * where none exists: any kdamond there is another user's and left alone.
  * A mode asked for by name that the kernel lacks is an error: -EOPNOTSUPP with the reason (the kernel
  * version and build option that has it), -EBUSY when DAMON's kdamonds are another user's, -EACCES without
  * root. 0 otherwise (auto: source->reason says why a signal was not taken). */
@@ -132,7 +133,7 @@ int heat_refresh(struct heat_source *source, char *reason, size_t cap);
 const struct heat_snapshot *heat_snapshot_of(const struct heat_source *source, pid_t pid);
 /* After a plan of `pid` (soft-dirty: clear its bits, so the next plan sees what was written since). */
 void heat_after_plan(struct heat_source *source, pid_t pid);
-/* Stop and remove what heat_open set up (the kdamond off; nr_kdamonds back to 0 when we raised it). */
+/* Stop and remove what heat_open set up (the kdamond off, its context removed, nr_kdamonds back to 0). */
 void heat_close(struct heat_source *source);
 
 #endif

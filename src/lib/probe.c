@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <linux/perf_event.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,7 +79,7 @@ const struct probe_feature_info probe_features[PROBE_FEATURE_COUNT] = {
                                   "prctl(PR_SET_THP_DISABLE, 1, PR_THP_DISABLE_EXCEPT_ADVISED) in a child", 0,
                                   "nothing: no program on it can have asked for it"},
     [PROBE_DAMON_VADDR] = {"damon_vaddr", "DAMON vaddr", "5.18", "CONFIG_DAMON_SYSFS, CONFIG_DAMON_VADDR",
-                           "/sys/kernel/mm/damon/admin, a context's avail_operations", 0,
+                           PROBE_DAMON_ADMIN ", a context's avail_operations (its own where none is)", 0,
                            "nothing: hugify finds hot memory with its own pagemap walk"},
     [PROBE_SOFT_DIRTY] = {"soft_dirty", "soft-dirty", "3.11", "CONFIG_MEM_SOFT_DIRTY",
                           "clear_refs 4, then pagemap bit 55 of a written page, in a child", 0,
@@ -251,6 +252,109 @@ static enum hugify_feature_state try_soft_dirty(char *detail, size_t cap) {
   return state;
 }
 
+/* ---- DAMON's operations ------------------------------------------------------------------------------- */
+
+bool probe_damon_lists_vaddr(const char *avail_operations) {
+  for (const char *word = avail_operations; *word;) {
+    size_t length = strcspn(word, " \n");
+    if (length == 5 && strncmp(word, "vaddr", 5) == 0) return true;
+    word += length + (word[length] != '\0');
+  }
+  return false;
+}
+
+static enum hugify_feature_state judge_operations(const char *avail_operations, char *detail, size_t cap) {
+  if (probe_damon_lists_vaddr(avail_operations)) return HUGIFY_FEATURE_YES;
+  char listed[256];
+  snprintf(listed, sizeof listed, "%s", avail_operations);
+  for (char *c = listed; *c; c++)
+    if (*c == '\n') *c = ' ';
+  snprintf(detail, cap, "DAMON's sysfs lists only: %s", listed[0] ? listed : "nothing");
+  return HUGIFY_FEATURE_NO;
+}
+
+/* 5.18 and 5.19 have DAMON's sysfs without avail_operations: the operations cannot be told there. */
+static void no_avail_operations(int err, char *detail, size_t cap) {
+  snprintf(detail, cap, "DAMON's sysfs has no avail_operations (%s): Linux 6.0+ lists them", strerror(err));
+}
+
+/* The first context's avail_operations under any of the kdamonds there (reading changes nothing): 1 found
+ * (in text), 0 none set up, or -errno. */
+static int read_any_operations(const char *admin, uint64_t kdamonds, char *text, size_t cap) {
+  for (uint64_t k = 0; k < kdamonds && k < 1024; k++) {
+    char path[4096];
+    uint64_t contexts = 0;
+    snprintf(path, sizeof path, "%s/kdamonds/%llu/contexts/nr_contexts", admin, (unsigned long long)k);
+    if (os_read_u64(path, &contexts) != 0 || contexts == 0) continue;
+    snprintf(path, sizeof path, "%s/kdamonds/%llu/contexts/0/avail_operations", admin, (unsigned long long)k);
+    ssize_t n = os_read_small(path, text, cap);
+    return n < 0 ? (int)n : 1;
+  }
+  return 0;
+}
+
+/* Where no kdamond exists: kdamond 0 with one context of our own, just long enough to read its
+ * avail_operations, then both removed (nr_contexts and nr_kdamonds back to 0). 0 (text filled) or -errno
+ * with detail. */
+static int read_own_operations(const char *admin, char *text, size_t cap, char *detail, size_t detail_cap) {
+  char kdamonds[4096], contexts[4096], operations[4096];
+  snprintf(kdamonds, sizeof kdamonds, "%s/kdamonds/nr_kdamonds", admin);
+  snprintf(contexts, sizeof contexts, "%s/kdamonds/0/contexts/nr_contexts", admin);
+  snprintf(operations, sizeof operations, "%s/kdamonds/0/contexts/0/avail_operations", admin);
+  int rc = os_write_file(kdamonds, "1");
+  if (rc) {
+    snprintf(detail, detail_cap, "DAMON's sysfs has no kdamond, and one could not be set up to list its "
+             "avail_operations (%s)%s", strerror(-rc), rc == -EACCES || rc == -EPERM ? ": run as root" : "");
+    return rc;
+  }
+  ssize_t n = -EIO;
+  if ((rc = os_write_file(contexts, "1")) == 0) {
+    n = os_read_small(operations, text, cap);
+    rc = os_write_file(contexts, "0");
+  }
+  int put_back = os_write_file(kdamonds, "0");
+  if (put_back || rc)
+    snprintf(detail, detail_cap, "DAMON: a context of hugify's own could not be %s (%s)",
+             put_back ? "removed: kdamonds/nr_kdamonds is left at 1" : "set up", strerror(-(put_back ? put_back : rc)));
+  else if (n < 0)
+    no_avail_operations((int)-n, detail, detail_cap);
+  return put_back ? put_back : rc ? rc : n < 0 ? (int)n : 0;
+}
+
+enum hugify_feature_state probe_damon_vaddr_at(const char *admin, bool may_set_up, char *detail, size_t cap) {
+  char path[4096], text[256];
+  uint64_t kdamonds = 0;
+  if (access(admin, F_OK) != 0) {
+    snprintf(detail, cap, "no DAMON sysfs (%s)", admin);
+    return HUGIFY_FEATURE_NO;
+  }
+  snprintf(path, sizeof path, "%s/kdamonds/nr_kdamonds", admin);
+  int rc = os_read_u64(path, &kdamonds);
+  if (rc) {
+    snprintf(detail, cap, "%s unreadable (%s)%s", path, strerror(-rc), rc == -EACCES ? ": run as root" : "");
+    return HUGIFY_FEATURE_UNKNOWN;
+  }
+  if ((rc = read_any_operations(admin, kdamonds, text, sizeof text)) == 1) return judge_operations(text, detail, cap);
+  if (rc < 0) {
+    no_avail_operations(-rc, detail, cap);
+    return HUGIFY_FEATURE_UNKNOWN;
+  }
+  /* Writing nr_kdamonds removes every kdamond there, and one that is off with no context may be another
+   * user's in the middle of setting it up: only where there is none at all is a context made here. */
+  if (kdamonds > 0) {
+    snprintf(detail, cap, PROBE_DAMON_OTHERS " and none has a context to list avail_operations: hugify does not "
+             "touch them", (unsigned long long)kdamonds);
+    return HUGIFY_FEATURE_UNKNOWN;
+  }
+  if (!may_set_up) {
+    snprintf(detail, cap, "no context in this captured tree lists DAMON's avail_operations (hugify sets one up "
+             "for a moment on a live machine only)");
+    return HUGIFY_FEATURE_UNKNOWN;
+  }
+  if (read_own_operations(admin, text, sizeof text, detail, cap) != 0) return HUGIFY_FEATURE_UNKNOWN;
+  return judge_operations(text, detail, cap);
+}
+
 /* ---- probes by the kernel's files -------------------------------------------------------------------- */
 
 static enum hugify_feature_state file_feature(const char *root, enum probe_feature feature, char *detail,
@@ -265,28 +369,9 @@ static enum hugify_feature_state file_feature(const char *root, enum probe_featu
     root_path(path, sizeof path, root, OS_SYSFS_THP);
     return os_hugepage_size_dirs(path, sizes, 1) > 0 ? HUGIFY_FEATURE_YES : HUGIFY_FEATURE_NO;
   }
-  case PROBE_DAMON_VADDR: {
-    if (!exists_under(root, "/sys/kernel/mm/damon/admin")) return HUGIFY_FEATURE_NO;
-    /* the operations a kernel has show only in a context's avail_operations: the first context there */
-    for (int k = 0; k < 64; k++) {
-      char text[256];
-      snprintf(path, sizeof path, "/sys/kernel/mm/damon/admin/kdamonds/%d", k);
-      if (!exists_under(root, path)) break;
-      for (int c = 0; c < 64; c++) {
-        char file[4096], leaf[128];
-        snprintf(leaf, sizeof leaf, "/contexts/%d/avail_operations", c);
-        root_path(file, sizeof file, root, path);
-        snprintf(file + strlen(file), sizeof file - strlen(file), "%s", leaf);
-        if (os_read_small(file, text, sizeof text) < 0) continue;
-        if (strstr(text, "vaddr")) return HUGIFY_FEATURE_YES;
-        text[strcspn(text, "\n")] = '\0';
-        snprintf(detail, cap, "DAMON's sysfs lists only: %s", text);
-        return HUGIFY_FEATURE_NO;
-      }
-    }
-    snprintf(detail, cap, "DAMON's sysfs is there, but no context is set up to list its avail_operations");
-    return HUGIFY_FEATURE_UNKNOWN;
-  }
+  case PROBE_DAMON_VADDR:
+    root_path(path, sizeof path, root, PROBE_DAMON_ADMIN);
+    return probe_damon_vaddr_at(path, !root[0], detail, cap);
   default: return HUGIFY_FEATURE_UNKNOWN;
   }
 }
@@ -354,11 +439,24 @@ int probe_require(enum probe_feature feature, char *reason, size_t cap) {
              f->name, no_thp);
     return -ENOSYS;
   }
-  struct utsname name;
-  if (uname(&name) != 0) snprintf(name.release, sizeof name.release, "?");
-  snprintf(reason, cap, "%s needs Linux %s%s%s (this kernel: %s, %s); fix: run Linux %s or later", f->name, f->since,
-           f->config[0] ? " built with " : "", f->config, name.release, detail[0] ? detail : "not there", f->since);
+  if (cap) reason[0] = '\0';
+  probe_missing(feature, detail, reason, cap);
   return -ENOSYS;
+}
+
+void probe_fix(enum probe_feature feature, char *fix, size_t cap) {
+  const struct probe_feature_info *f = &probe_features[feature];
+  snprintf(fix, cap, "run Linux %s or later%s%s", f->since, f->config[0] ? " built with " : "", f->config);
+}
+
+void probe_missing(enum probe_feature feature, const char *detail, char *reason, size_t cap) {
+  const struct probe_feature_info *f = &probe_features[feature];
+  struct utsname name;
+  char fix[128];
+  if (uname(&name) != 0) snprintf(name.release, sizeof name.release, "?");
+  probe_fix(feature, fix, sizeof fix);
+  reason_add(reason, cap, "%s needs Linux %s%s%s (this kernel: %s, %s); fix: %s", f->name, f->since,
+             f->config[0] ? " built with " : "", f->config, name.release, detail[0] ? detail : "not there", fix);
 }
 
 /* The probes hugify_probe and the library's callers had before the table: the reason as "<name>: <detail>". */

@@ -5,6 +5,7 @@
 #ifndef HUGIFY_PROBE_H
 #define HUGIFY_PROBE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,6 +48,24 @@ enum hugify_feature_state probe_feature_at(const char *root, enum probe_feature 
  * version that has it, this kernel, and the fix; on a kernel without THP, that it is not built in and that
  * hugetlb is the road. For a command's exit 3. */
 int probe_require(enum probe_feature feature, char *reason, size_t cap);
+
+/* The fix for a feature this kernel lacks: "run Linux V or later[ built with CONFIG_...]". */
+void probe_fix(enum probe_feature feature, char *fix, size_t cap);
+/* Appends to reason what probe_require says of a missing feature, given the probe's detail ("" none). */
+void probe_missing(enum probe_feature feature, const char *detail, char *reason, size_t cap);
+
+/* DAMON's sysfs interface, and what a kdamond another user set up is called (with their count). */
+#define PROBE_DAMON_ADMIN "/sys/kernel/mm/damon/admin"
+#define PROBE_DAMON_OTHERS "DAMON's %llu kdamond(s) are another user's"
+/* Whether DAMON under admin (its sysfs directory) has virtual-address operations: a context's
+ * avail_operations lists "vaddr" (the operations show nowhere else). An existing context's list is read
+ * (reading changes nothing). Where no kdamond exists (nr_kdamonds 0) and may_set_up, kdamond 0 and one
+ * context are set up just long enough to read it, then removed: nr_contexts and nr_kdamonds back to 0. A
+ * kdamond there already is never written, even one off with no context: writing nr_kdamonds would remove
+ * it, and its user may be setting it up; that is UNKNOWN, with whose it is in detail. */
+enum hugify_feature_state probe_damon_vaddr_at(const char *admin, bool may_set_up, char *detail, size_t cap);
+/* Whether an avail_operations text lists "vaddr" as a word (fvaddr is another). Pure. */
+bool probe_damon_lists_vaddr(const char *avail_operations);
 
 /* Feature probes: enum hugify_feature_state; the reason for NO/UNKNOWN is appended to reason (may be NULL). */
 enum hugify_feature_state probe_madv_collapse(char *reason, size_t cap);

@@ -329,8 +329,8 @@ static void diagnose_missing(const struct status_snapshot *s, struct diagnoses *
                              const char *id) {
   if (s->features[feature].state != HUGIFY_FEATURE_NO) return;
   const struct probe_feature_info *f = &probe_features[feature];
-  char fix[64];
-  snprintf(fix, sizeof fix, "run Linux %s or later", f->since);
+  char fix[128];
+  probe_fix(feature, fix, sizeof fix);
   diagnose(d, id, STATUS_NOTE, fix, "this kernel lacks %s (Linux %s+): %s", f->name, f->since, f->without);
 }
 

@@ -11,7 +11,6 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
-#include <filesystem>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -550,33 +549,6 @@ TEST(PoolStatusTree, KernelWithoutThpPointsToHugetlb) {
   EXPECT_EQ(std::string(d[0].message).find("6.1"), std::string::npos) << "no version is the cause: " << d[0].message;
   EXPECT_NE(std::string(d[0].fix).find("hugify pool set 2M="), std::string::npos) << d[0].fix;
   EXPECT_NE(std::string(d[0].fix).find("hugify run --heap hugetlb"), std::string::npos) << d[0].fix;
-}
-
-// DAMON's operations show only in a context's avail_operations: vaddr listed is yes, a list without it is no
-// (saying what is there), the sysfs without a context to tell by is unknown, no sysfs is no.
-TEST(PoolStatusTree, DamonVaddrFromAvailOperations) {
-  test_support::scratch_dir tmp("hugify-damon");
-  ASSERT_FALSE(tmp.path.empty());
-  std::string root = tmp.path;
-  char detail[256];
-  EXPECT_EQ(probe_feature_at(root.c_str(), PROBE_DAMON_VADDR, detail, sizeof detail), HUGIFY_FEATURE_NO);
-  std::string admin = root + "/sys/kernel/mm/damon/admin";
-  std::filesystem::create_directories(admin + "/kdamonds/0");
-  EXPECT_EQ(probe_feature_at(root.c_str(), PROBE_DAMON_VADDR, detail, sizeof detail), HUGIFY_FEATURE_UNKNOWN);
-  EXPECT_NE(std::string(detail).find("no context"), std::string::npos) << detail;
-  std::string context = admin + "/kdamonds/0/contexts/0";
-  std::filesystem::create_directories(context);
-  auto write = [&](const char *text) {
-    FILE *f = std::fopen((context + "/avail_operations").c_str(), "w");
-    ASSERT_NE(f, nullptr);
-    std::fputs(text, f);
-    std::fclose(f);
-  };
-  write("paddr\n");
-  EXPECT_EQ(probe_feature_at(root.c_str(), PROBE_DAMON_VADDR, detail, sizeof detail), HUGIFY_FEATURE_NO);
-  EXPECT_NE(std::string(detail).find("paddr"), std::string::npos) << detail;
-  write("vaddr\nfvaddr\npaddr\n");
-  EXPECT_EQ(probe_feature_at(root.c_str(), PROBE_DAMON_VADDR, detail, sizeof detail), HUGIFY_FEATURE_YES);
 }
 
 // One table holds each feature's first version: every entry is filled, and its ids are distinct.

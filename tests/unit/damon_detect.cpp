@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: MIT
+// Whether DAMON can watch processes (probe_damon_vaddr_at, probe.c), over fake sysfs trees: a context's
+// avail_operations decides; where no kdamond exists the probe sets one up just long enough to read it and
+// puts nr_contexts and nr_kdamonds back to 0; another user's kdamond, even one off with no context, is never
+// written; a captured tree (status --root) is only read. The real sysfs: tests/integration/heat_probe.cpp.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "test_support.hpp"
+
+extern "C" {
+#include "probe.h"
+}
+
+namespace {
+
+// A fake /sys/kernel/mm/damon/admin. The kernel makes kdamonds/N/ when nr_kdamonds is written and
+// contexts/N/ when nr_contexts is: here they are made beforehand, and the probe's writes land in the files
+// (os_write_file writes "1", not "1\n": a file that reads "0" after holding "0\n" was written).
+struct fake_admin {
+  test_support::scratch_dir dir{"hugify-damon"};
+  std::string root = dir.path, admin = root + PROBE_DAMON_ADMIN;
+
+  void put(const std::string &leaf, const std::string &text) {
+    std::filesystem::create_directories(std::filesystem::path(admin + "/" + leaf).parent_path());
+    std::ofstream(admin + "/" + leaf) << text;
+  }
+  std::string get(const std::string &leaf) const {
+    std::ifstream in(admin + "/" + leaf);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+  // kdamond 0 with one context whose avail_operations is `operations`, nr_kdamonds `kdamonds`, nr_contexts
+  // `contexts`
+  void kdamond(const std::string &kdamonds, const std::string &contexts, const std::string &operations) {
+    put("kdamonds/nr_kdamonds", kdamonds);
+    put("kdamonds/0/state", "off\n");
+    put("kdamonds/0/contexts/nr_contexts", contexts);
+    put("kdamonds/0/contexts/0/avail_operations", operations);
+  }
+  hugify_feature_state probe(bool may_set_up, std::string *detail) const {
+    char text[512] = "";
+    hugify_feature_state state = probe_damon_vaddr_at(admin.c_str(), may_set_up, text, sizeof text);
+    *detail = text;
+    return state;
+  }
+};
+
+TEST(DamonDetect, NoSysfsIsNo) {
+  fake_admin fake;
+  std::string detail;
+  EXPECT_EQ(fake.probe(true, &detail), HUGIFY_FEATURE_NO);
+  EXPECT_NE(detail.find("no DAMON sysfs"), std::string::npos) << detail;
+}
+
+// The 6.18 and 7.2 guests' case: DAMON's sysfs with no kdamond. The probe sets kdamond 0 and a context up,
+// reads vaddr in its avail_operations, and puts both counts back to 0.
+TEST(DamonDetect, NoKdamondIsSetUpReadAndPutBack) {
+  fake_admin fake;
+  fake.kdamond("0\n", "0\n", "vaddr\nfvaddr\npaddr\n");
+  std::string detail;
+  EXPECT_EQ(fake.probe(true, &detail), HUGIFY_FEATURE_YES) << detail;
+  EXPECT_EQ(fake.get("kdamonds/nr_kdamonds"), "0") << "written (set up) and put back";
+  EXPECT_EQ(fake.get("kdamonds/0/contexts/nr_contexts"), "0") << "written (set up) and put back";
+  fake.kdamond("0\n", "0\n", "paddr\n");
+  EXPECT_EQ(fake.probe(true, &detail), HUGIFY_FEATURE_NO);
+  EXPECT_NE(detail.find("lists only: paddr"), std::string::npos) << detail;
+  EXPECT_EQ(fake.get("kdamonds/nr_kdamonds"), "0");
+  EXPECT_EQ(fake.get("kdamonds/0/contexts/nr_contexts"), "0");
+}
+
+// A set-up that fails half way (no context could be made) still puts nr_kdamonds back.
+TEST(DamonDetect, FailedSetUpPutsNrKdamondsBack) {
+  fake_admin fake;
+  fake.put("kdamonds/nr_kdamonds", "0\n");
+  std::string detail;
+  EXPECT_EQ(fake.probe(true, &detail), HUGIFY_FEATURE_UNKNOWN);
+  EXPECT_NE(detail.find("could not be set up"), std::string::npos) << detail;
+  EXPECT_EQ(fake.get("kdamonds/nr_kdamonds"), "0");
+}
+
+// Another user's kdamond, off with no context: writing nr_kdamonds would remove it, and its nr_contexts is
+// theirs; the probe says whose it is and writes nothing.
+TEST(DamonDetect, AnotherUsersKdamondIsNeverWritten) {
+  fake_admin fake;
+  fake.kdamond("1\n", "0\n", "vaddr\n");
+  std::string detail;
+  EXPECT_EQ(fake.probe(true, &detail), HUGIFY_FEATURE_UNKNOWN);
+  EXPECT_NE(detail.find("1 kdamond(s) are another user's"), std::string::npos) << detail;
+  EXPECT_EQ(fake.get("kdamonds/nr_kdamonds"), "1\n") << "untouched";
+  EXPECT_EQ(fake.get("kdamonds/0/contexts/nr_contexts"), "0\n") << "untouched";
+  EXPECT_EQ(fake.get("kdamonds/0/state"), "off\n") << "untouched";
+}
+
+// Another user's context lists the operations: read, never written.
+TEST(DamonDetect, AnotherUsersContextIsReadOnly) {
+  fake_admin fake;
+  fake.kdamond("1\n", "1\n", "paddr\n");
+  std::string detail;
+  EXPECT_EQ(fake.probe(true, &detail), HUGIFY_FEATURE_NO);
+  EXPECT_NE(detail.find("lists only: paddr"), std::string::npos) << detail;
+  fake.kdamond("1\n", "1\n", "vaddr\nfvaddr\npaddr\n");
+  EXPECT_EQ(fake.probe(true, &detail), HUGIFY_FEATURE_YES) << detail;
+  EXPECT_EQ(fake.get("kdamonds/nr_kdamonds"), "1\n");
+  EXPECT_EQ(fake.get("kdamonds/0/contexts/nr_contexts"), "1\n");
+}
+
+// status --root: a captured tree is read, never written; with no context in it the answer is unknown.
+TEST(DamonDetect, CapturedTreeIsOnlyRead) {
+  fake_admin fake;
+  fake.kdamond("0\n", "0\n", "vaddr\n");
+  char detail[512];
+  EXPECT_EQ(probe_feature_at(fake.root.c_str(), PROBE_DAMON_VADDR, detail, sizeof detail), HUGIFY_FEATURE_UNKNOWN);
+  EXPECT_NE(std::string(detail).find("captured tree"), std::string::npos) << detail;
+  EXPECT_EQ(fake.get("kdamonds/nr_kdamonds"), "0\n");
+  fake.kdamond("1\n", "1\n", "vaddr\n");
+  EXPECT_EQ(probe_feature_at(fake.root.c_str(), PROBE_DAMON_VADDR, detail, sizeof detail), HUGIFY_FEATURE_YES);
+}
+
+TEST(DamonDetect, VaddrIsAWordOfTheList) {
+  EXPECT_TRUE(probe_damon_lists_vaddr("vaddr"));
+  EXPECT_TRUE(probe_damon_lists_vaddr("paddr\nvaddr\n"));
+  EXPECT_TRUE(probe_damon_lists_vaddr("fvaddr vaddr"));
+  EXPECT_FALSE(probe_damon_lists_vaddr("fvaddr\npaddr\n"));
+  EXPECT_FALSE(probe_damon_lists_vaddr("paddr"));
+  EXPECT_FALSE(probe_damon_lists_vaddr(""));
+}
+
+// A missing feature is said with the version that has it, the build options, and the fix.
+TEST(DamonDetect, MissingVaddrNamesVersionOptionsAndFix) {
+  char reason[512] = "";
+  probe_missing(PROBE_DAMON_VADDR, "DAMON's sysfs lists only: paddr", reason, sizeof reason);
+  std::string text = reason;
+  EXPECT_NE(text.find("DAMON vaddr needs Linux 5.18 built with CONFIG_DAMON_SYSFS, CONFIG_DAMON_VADDR"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("lists only: paddr"), std::string::npos) << text;
+  EXPECT_NE(text.find("fix: run Linux 5.18 or later built with CONFIG_DAMON_SYSFS, CONFIG_DAMON_VADDR"),
+            std::string::npos) << text;
+}
+
+}  // namespace
