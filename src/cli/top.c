@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/agent.h"
+#include "agent/agent_state.h"
 #include "array.h"
 #include "cli.h"
 #include "fleet.h"
@@ -102,7 +102,7 @@ struct top {
   unsigned refresh, walked;
   struct vmstat_counters vm, vm_before;
   double vm_time, vm_seconds;
-  struct agent *agent;      /* only its config.state_file and daemon are used (agent_state.c) */
+  struct daemon_state agent; /* the running agent's, read from its state file (args.state_file) */
   size_t selected;
   char message[320];
 };
@@ -198,11 +198,11 @@ static void sum_groups(struct top *t) {
 }
 
 static void read_agent(struct top *t) {
-  free(t->agent->daemon.processes);
-  memset(&t->agent->daemon, 0, sizeof t->agent->daemon);
-  if (access(t->agent->config.state_file, R_OK) == 0) agent_read_state(t->agent);
+  free(t->agent.processes);
+  memset(&t->agent, 0, sizeof t->agent);
+  if (access(t->args.state_file, R_OK) == 0) agent_read_state(&t->agent, t->args.state_file, 0);
   for (size_t i = 0; i < t->count; i++)
-    t->procs[i].agent = agent_daemon_process(&t->agent->daemon, t->procs[i].pid, 0, t->procs[i].name);
+    t->procs[i].agent = agent_daemon_process(&t->agent, t->procs[i].pid, 0, t->procs[i].name);
 }
 
 /* One refresh: the counters, every process, the groups, the agent's state. */
@@ -277,7 +277,7 @@ static void header(const struct top *t, FILE *out, const char *eol) {
     else fprintf(out, " %s %.1f", vmstat_counter_names[header_counters[i]], rate);
   }
   fputs(eol, out);
-  const struct daemon_state *d = &t->agent->daemon;
+  const struct daemon_state *d = &t->agent;
   if (d->fresh) {
     char collapsed[32];
     format_bytes(d->collapsed, collapsed, sizeof collapsed);
@@ -285,7 +285,7 @@ static void header(const struct top *t, FILE *out, const char *eol) {
             (unsigned long long)d->passes, collapsed, d->pause_p99 * 1e3, d->pause_longest * 1e3, eol);
   } else {
     if (d->note[0]) fprintf(out, "agent: %s%s", d->note, eol);
-    else fprintf(out, "agent: no state file %s (no agent running, or --state-file)%s", t->agent->config.state_file, eol);
+    else fprintf(out, "agent: no state file %s (no agent running, or --state-file)%s", t->args.state_file, eol);
   }
 }
 
@@ -507,7 +507,6 @@ static int live(struct top *t) {
 
 int cmd_top(int argc, char **argv) {
   static struct top t; /* large: off the stack */
-  static struct agent agent;
   static struct option_result parsed;
   t.args = (struct top_args){.interval = 2, .rows = 20, .state_file = AGENT_STATE_FILE_DEFAULT};
   if (parse_command_options("top", top_options, 0, argc, argv, &t.args, &parsed) != EXIT_DONE) return EXIT_USAGE;
@@ -515,8 +514,6 @@ int cmd_top(int argc, char **argv) {
   bool batch = t.args.batch || t.args.json.wanted;
   if (t.args.count && !batch) return usage_error("top", "--count is for --batch and --json");
   if (!t.args.count) t.args.count = 1;
-  snprintf(agent.config.state_file, sizeof agent.config.state_file, "%s", t.args.state_file);
-  t.agent = &agent;
   cgroup_memory_hierarchy("", &t.memory);
   if (!batch) return isatty(STDIN_FILENO) && isatty(STDOUT_FILENO)
                          ? live(&t)

@@ -26,6 +26,8 @@ const char *options_heap_name(enum heap_mode mode) {
   return (unsigned)mode < HEAP_MODE_COUNT ? options_heap_words[mode] : "?";
 }
 
+const char *options_text_name(enum text_mode mode) { return mode == TEXT_AUTO ? "auto" : mode ? "1" : "0"; }
+
 bool options_heap_is_engine(enum heap_mode mode) {
   return mode == HEAP_MIMALLOC || mode == HEAP_JEMALLOC || mode == HEAP_TCMALLOC;
 }

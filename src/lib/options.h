@@ -73,6 +73,8 @@ int options_parse(options_lookup lookup, void *context, struct hugify_options *o
 const char *options_heap_name(enum heap_mode mode);
 extern const char *const options_heap_words[]; /* the names, in enum order, NULL-terminated */
 bool options_parse_heap(const char *text, enum heap_mode *out);
+/* "0", "1" or "auto": HUGIFY_TEXT's value for a text mode. */
+const char *options_text_name(enum text_mode mode);
 /* The one boolean word parser (HUGIFY_* variables, the agent's configuration file): 1, on, yes, true and
  * 0, off, no, false, "" in any case. */
 bool options_parse_bool(const char *text, bool *out);

@@ -4,77 +4,19 @@
  * pages" (and, with HUGIFY_VERBOSE=1, one line on stderr saying so). The constructor runs before main,
  * the mmap cover and the fallback list are lock-free, the report runs at exit; the one thread and the one
  * lock are the peak sampler's (peak.c), and only while a report is wanted. Fork keeps all of it (the
- * child reports under its own pid); exec starts afresh. */
+ * child reports under its own pid); exec starts afresh. This file is the constructor: it calls the steps
+ * (heap_cover.c, peak.c, report.c, text_step.c), which share their state through preload_state.c, never
+ * through this file. */
 #include "preload.h"
 
-#include "measure.h"
 #include "units.h"
 
 #include <gnu/libc-version.h>
 #include <malloc.h>
-#include <stdarg.h>
-#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <time.h>
 #include <unistd.h>
-
-static struct hugify_options options;
-static struct preload_fallback_entry fallbacks[PRELOAD_MAX_FALLBACKS];
-static atomic_uint fallbacks_claimed;
-static atomic_bool fallbacks_ready[PRELOAD_MAX_FALLBACKS];
-static atomic_uint_fast64_t inside_ns;
-
-const struct hugify_options *preload_options(void) { return &options; }
-
-/* Only a report reads the time spent inside hugify; without one the clock is never read (its first read
- * faults in libc's clock_gettime and the vDSO's data page: two of the faults a 1 ms program pays). */
-static bool timed;
-uint64_t preload_now_ns(void) { return timed ? measure_now_ns() : 0; }
-void preload_add_ns(uint64_t nanoseconds) { atomic_fetch_add_explicit(&inside_ns, nanoseconds, memory_order_relaxed); }
-uint64_t preload_total_ns(void) { return atomic_load_explicit(&inside_ns, memory_order_relaxed); }
-
-bool preload_is_top_level(void) { return options.run_pid == 0 || options.run_pid == getpid(); }
-
-/* Each slot is published with `ready` (release) after its text is written; a reader takes the slots up to
- * the first one that is not ready yet (acquire), so it never reads a slot another thread is still filling
- * (at exit, the report may run while another thread records a fallback). */
-static void record_fallback(bool announce, const char *what, const char *format, va_list args) {
-  unsigned slot = atomic_fetch_add(&fallbacks_claimed, 1);
-  char reason[sizeof fallbacks[0].reason];
-  vsnprintf(reason, sizeof reason, format, args);
-  if (slot < PRELOAD_MAX_FALLBACKS) {
-    snprintf(fallbacks[slot].what, sizeof fallbacks[slot].what, "%s", what);
-    memcpy(fallbacks[slot].reason, reason, sizeof reason);
-    atomic_store_explicit(&fallbacks_ready[slot], true, memory_order_release);
-  }
-  if (announce && options.verbose && preload_is_top_level())
-    dprintf(STDERR_FILENO, "hugify: %s: %s; carrying on without huge pages there\n", what, reason);
-}
-
-void preload_fallback(const char *what, const char *format, ...) {
-  va_list args;
-  va_start(args, format);
-  record_fallback(true, what, format, args);
-  va_end(args);
-}
-
-/* For the report only: the line on stderr has already been printed. */
-static void preload_fallback_quiet(const char *what, const char *format, ...) __attribute__((format(printf, 2, 3)));
-static void preload_fallback_quiet(const char *what, const char *format, ...) {
-  va_list args;
-  va_start(args, format);
-  record_fallback(false, what, format, args);
-  va_end(args);
-}
-
-const struct preload_fallback_entry *preload_fallbacks(unsigned *count) {
-  unsigned n = 0;
-  while (n < PRELOAD_MAX_FALLBACKS && atomic_load_explicit(&fallbacks_ready[n], memory_order_acquire)) n++;
-  *count = n;
-  return fallbacks;
-}
 
 /* glibc 2.36 reads the THP mode into a stack buffer it does not terminate (__malloc_thp_mode in
  * sysdeps/unix/sysv/linux/malloc-hugepages.c compares it with strcmp), so glibc.malloc.hugetlb=1 takes
@@ -109,8 +51,8 @@ __attribute__((constructor)) static void hugify_preload_start(void) {
     initialize_malloc();
   }
   char warnings[1024] = "";
-  int bad = options_from_environment(&options, warnings, sizeof warnings);
-  timed = options.report[0] != '\0';
+  int bad = preload_read_options(warnings, sizeof warnings);
+  const struct hugify_options *options = preload_options();
   uint64_t started = preload_now_ns(); /* the options' own reading (~15 us) is not counted */
   /* One warning, from the process hugify run started (its children inherit the same environment). */
   if (bad > 0 && preload_is_top_level()) dprintf(STDERR_FILENO, "hugify: %s\n", warnings);
@@ -121,25 +63,18 @@ __attribute__((constructor)) static void hugify_preload_start(void) {
    * one, its exec'd children inherit it through HUGIFY_RUN_PID, so they report to FILE.<pid> as under
    * `hugify run`. Otherwise nothing reads it: the variable is not set (setenv would initialize malloc, and
    * with it glibc's heap, in a program that may never use it). */
-  if (options.run_pid == 0) {
-    options.run_pid = (int)getpid();
-    if (options.report[0] || options.verbose || bad > 0) {
-      char pid[24];
-      snprintf(pid, sizeof pid, "%d", options.run_pid);
-      setenv("HUGIFY_RUN_PID", pid, 1);
-    }
-  }
+  if (options->run_pid == 0) preload_become_top_level(options->report[0] || options->verbose || bad > 0);
 
-  preload_heap_start(&options);
-  preload_peak_start(&options);
-  if (options.report[0]) atexit(preload_report_at_exit);
+  preload_heap_start(options);
+  preload_peak_start(options);
+  if (options->report[0]) atexit(preload_report_at_exit);
   preload_add_ns(preload_now_ns() - started);
   /* valgrind runs a translated copy of the code, never the mapped one; and it does not know PAGEMAP_SCAN,
    * so the remap's measurement would read buffers memcheck takes for uninitialized: errors that change
    * the exit status under --error-exitcode (measured). */
-  if (options.text && preload_under_valgrind())
+  if (options->text && preload_under_valgrind())
     preload_fallback("text", "the program runs under valgrind, which executes its own translation of the code, "
                      "not the code on huge pages; the text remap is left out");
-  else if (options.text)
-    preload_text_start(&options);
+  else if (options->text)
+    preload_text_start(options);
 }

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* preload.h - the steps libhugify-preload.so runs inside the host, one file each. */
+/* preload.h - the steps libhugify-preload.so runs inside the host, one file each, and the state they share
+ * (preload_state.c). preload.c, the constructor, calls the steps; the steps call the state. */
 #ifndef HUGIFY_PRELOAD_H
 #define HUGIFY_PRELOAD_H
 
@@ -25,10 +26,16 @@ void preload_text_start(const struct hugify_options *options);
 /* Where the step is; *cpu_seconds: the process's CPU time when the remap began (0 before). */
 enum preload_text_state preload_text_state(double *cpu_seconds);
 
-/* ---- preload.c: state shared by the steps ---- */
+/* ---- preload_state.c: the state the steps share (the constructor, preload.c, fills it) ---- */
 
 /* The options this process started with (parsed once, in the constructor). */
 const struct hugify_options *preload_options(void);
+/* The constructor: read the options from the environment (and, when a report is wanted, start counting
+ * the time spent inside hugify). The number of bad values, said in `warnings`; 0 when all were good. */
+int preload_read_options(char *warnings, size_t cap);
+/* The constructor, started without `hugify run`: this process is the top level (HUGIFY_RUN_PID), and with
+ * tell_children its exec'd children are told so through the environment. */
+void preload_become_top_level(bool tell_children);
 
 /* Record a fallback for the exit report: `what` names the part ("heap", "text /usr/lib/libc.so.6"),
  * the reason says why it runs without huge pages. With HUGIFY_VERBOSE=1 also one line on stderr (the
@@ -40,6 +47,8 @@ struct preload_fallback_entry {
   char what[96];
   char reason[320];
 };
+/* The same, for the report only: the line on stderr has already been printed. */
+void preload_fallback_quiet(const char *what, const char *format, ...) __attribute__((format(printf, 2, 3)));
 /* The fallbacks recorded so far (count <= PRELOAD_MAX_FALLBACKS). */
 const struct preload_fallback_entry *preload_fallbacks(unsigned *count);
 

@@ -197,7 +197,7 @@ int cmd_agent(int argc, char **argv) {
   struct agent_config *c = &a->config;
   bool status = a->cl.status;
   if ((rc = check_privileges(c, status)) != 0) return rc;
-  if (status && (rc = agent_read_state(a)) != 0) return rc;
+  if (status && (rc = agent_read_state(&a->daemon, a->config.state_file, a->config.interval)) != 0) return rc;
   a->cpu_mark = measure_clock_seconds(CLOCK_PROCESS_CPUTIME_ID);
   agent_budget_init(&a->budget, c->cpu_budget, 60, c->interval, measure_clock_seconds(CLOCK_MONOTONIC));
 

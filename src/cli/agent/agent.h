@@ -4,7 +4,8 @@
  * signals); agent_config.c: the option table and the configuration file; agent_pass.c: the pass over /proc
  * and the work on one process; agent_metrics.c: Prometheus metrics (file and HTTP); agent_output.c: the
  * table and JSON of --once and --status; agent_state.c: the daemon's state file (--state-file), which
- * --status reads; agent_table.c: the process table and the small helpers the others share. The decisions
+ * --status reads, and `hugify top` through agent_state.h (the one header of the agent that files outside
+ * src/cli/agent/ include); agent_table.c: the process table and the small helpers the others share. The decisions
  * are the library's (planner.h: which process is planned, which windows in which order; agent_policy.h:
  * selection, budgets, the ledger); agent_pass.c gathers the signals. The files call each other one way:
  * agent.c above the rest, agent_table.c below them; agent_state.c and agent_output.c call each other (the
@@ -21,6 +22,7 @@
 #include <time.h>
 
 #include "agent_policy.h"
+#include "agent_state.h"
 #include "cgroup.h"
 #include "collapse.h"
 #include "heat.h"
@@ -34,7 +36,6 @@
 #define AGENT_THP_DISABLED_SHOWN 16
 #define CAP_SYS_PTRACE_BIT 19
 #define CAP_SYS_NICE_BIT 23
-#define AGENT_STATE_FILE_DEFAULT "/run/hugify/agent.json" /* root's; the systemd unit's RuntimeDirectory */
 
 /* The settings: every field an option of the table below sets, on the command line (--name VALUE) or in the
  * configuration file (name = VALUE): one table, one store, so a key and its option cannot drift apart. */
@@ -113,47 +114,6 @@ struct process_state {
   unsigned heat_waits;             /* passes it waited for a first heat snapshot */
 };
 
-/* What the running daemon's state file (--state-file) says of one process: its ledger at its last pass. */
-struct daemon_process {
-  pid_t pid;
-  uint64_t start_time;             /* 0: not in the file (written before it had one) */
-  char comm[16];
-  double early_share, late_share;  /* still huge 1 and AGENT_LATE_PASSES passes after a collapse; -1 none */
-  uint64_t collapsed, recollapsed, undone, kernel_collapsed, bloat;
-  bool backed_off;
-  uint64_t backoff_passes_left;
-  char allocator[16];
-  char advice[512];                /* "" : none */
-  char last_action[224];
-  char heat[16];                   /* the signal its last plan used: "damon", "soft-dirty", "none" */
-  double last_pause;               /* seconds, -1 unknown */
-  double last_action_time;         /* Unix time, 0 unknown */
-};
-
-/* The daemon's state as --status read it (agent_state.c). */
-struct daemon_state {
-  bool tried;                      /* a state file was named (or defaulted) */
-  bool fresh;                      /* read, and written within AGENT_STATE_FRESH_PASSES intervals */
-  bool resuming;                   /* the daemon's start: its processes are read when the writer is gone */
-  bool writer_running;             /* the pid that wrote it runs (and is not this process) */
-  char note[320];                  /* why it is not used: absent, stale, the daemon gone */
-  double age_seconds;              /* -1 unknown */
-  pid_t pid;                       /* the daemon */
-  uint64_t passes, collapsed, recollapsed, churn_backoffs, bloat, budget_stops, pass_ceiling_stops;
-  uint64_t kernel_collapsed, kernel_collapse_allocs; /* the kernel's own collapses beside the daemon's */
-  double interval;
-  char heat[16];                   /* its access signal ("damon", "soft-dirty", "none"; "" unknown) */
-  char heat_reason[160];
-  uint64_t heat_targets, heat_regions, heat_reads;
-  double heat_kdamond_cpu;         /* -1 unknown */
-  bool has_pauses;                 /* the harm totals were in the file */
-  uint64_t pause_count;
-  double pause_longest, pause_p99, longest_call;
-  size_t process_count;
-  struct daemon_process *processes; /* malloc'd */
-};
-/* A state file older than this many of its intervals (plus a second) is stale: the daemon stopped or hangs. */
-#define AGENT_STATE_FRESH_PASSES 3
 
 struct MHD_Daemon;
 
@@ -263,12 +223,7 @@ void agent_stop_http(struct agent *a);
 /* ---- agent_state.c ---- */
 /* The daemon: write its last pass's JSON object to --state-file (atomically; a failure is reported, once). */
 void agent_write_state(struct agent *a);
-/* --status: read the daemon's state file into a->daemon. 0 (also when it is absent or stale: a->daemon.note
- * says so), or an exit code after the message: EXIT_PRIVILEGE unreadable, EXIT_USAGE not the agent's state. */
-int agent_read_state(struct agent *a);
-/* The daemon's entry of a process (pid and start time; pid and comm when a start time is 0), or NULL. */
-const struct daemon_process *agent_daemon_process(const struct daemon_state *d, pid_t pid, uint64_t start_time,
-                                                  const char *comm);
+/* (agent_read_state and agent_daemon_process, which top uses too: agent_state.h) */
 /* The daemon's start: when its state file was left by a daemon that is gone (killed, crashed, restarted),
  * take over its passes and totals, and the figures of its processes that still run (same pid and start
  * time). Says what it resumed, or why not, on stderr; never fails (the file is replaced after a pass). */

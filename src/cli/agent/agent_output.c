@@ -147,7 +147,6 @@ static void put_share(struct json_writer *j, const char *name, double share) {
   else json_put_double(j, name, share);
 }
 
-/* Whether the agent's collapses in a process last (its ledger), and what would make them last. */
 /* The harm ledger's pauses: the histogram's buckets (cumulative, as in the metrics) and its summary. */
 static void put_pauses(struct json_writer *j, const struct agent_harm *h) {
   json_put_double(j, "longest_call_seconds", h->longest_call);
@@ -170,6 +169,7 @@ static void put_pauses(struct json_writer *j, const struct agent_harm *h) {
   json_close(j);
 }
 
+/* Whether the agent's collapses in a process last (its ledger), and what would make them last. */
 static void put_lasting(struct json_writer *j, const struct agent *a, const struct process_state *p) {
   const struct agent_ledger *l = &p->ledger;
   bool backed_off = !agent_ledger_allows(l, a->passes);
@@ -265,6 +265,69 @@ static void put_daemon_process(struct json_writer *j, const struct daemon_proces
   json_close(j);
 }
 
+/* The memory gate: whether the pass may collapse, and why not. */
+static void put_memory(struct json_writer *j, const struct agent *a) {
+  json_open_object(j, "memory");
+  json_put_bool(j, "allows_collapse", a->memory_open);
+  if (a->available == UINT64_MAX) json_put_null(j, "available_bytes");
+  else json_put_u64(j, "available_bytes", a->available);
+  json_put_u64(j, "free_floor_bytes", a->config.free_floor);
+  if (a->pressure.present) json_put_double(j, "pressure_some_avg10_fraction", a->pressure.some_avg10 / 100);
+  else json_put_null(j, "pressure_some_avg10_fraction");
+  json_put_double(j, "max_pressure_fraction", a->config.max_pressure / 100);
+  json_put_string(j, "reason", a->memory_open ? NULL : a->memory_reason);
+  json_close(j);
+}
+
+/* The processes that disabled THP themselves, which the agent leaves alone (the first few). */
+static void put_thp_disabled(struct json_writer *j, const struct agent *a) {
+  json_open_array(j, "thp_disabled");
+  for (size_t i = 0; i < a->thp_disabled_count && i < AGENT_THP_DISABLED_SHOWN; i++) {
+    json_open_object(j, NULL);
+    json_put_i64(j, "pid", a->thp_disabled[i].pid);
+    json_put_string(j, "comm", a->thp_disabled[i].comm);
+    json_put_string(j, "reason", "the process disabled THP (prctl PR_SET_THP_DISABLE; systemd's MemoryTHP= sets it for a service)");
+    json_close(j);
+  }
+  json_close(j);
+}
+
+/* One process of the table: its memory by class, what the agent did there and whether it lasted. */
+static void put_process(struct json_writer *j, const struct agent *a, const struct process_state *p) {
+  json_open_object(j, NULL);
+  json_put_i64(j, "pid", p->pid);
+  json_put_u64(j, "start_time_ticks", p->start_time);
+  json_put_string(j, "comm", p->comm);
+  json_put_u64(j, "resident_bytes", p->total.resident);
+  json_put_u64(j, "huge_bytes", hugify_usage_huge(&p->total));
+  json_put_fraction(j, "huge_fraction", hugify_usage_huge(&p->total), p->total.resident);
+  json_open_object(j, "classes");
+  for (int k = 0; k < HUGIFY_CLASS_COUNT; k++) {
+    json_open_object(j, hugify_memory_class_name(k));
+    json_put_u64(j, "resident_bytes", p->classes[k].resident);
+    json_put_u64(j, "huge_bytes", hugify_usage_huge(&p->classes[k]));
+    json_close(j);
+  }
+  json_close(j);
+  json_put_u64(j, "collapsible_bytes", p->collapsible);
+  json_put_u64(j, "collapsed_bytes", p->collapsed_bytes);
+  json_put_u64(j, "kernel_collapsed_bytes", p->ledger.kernel_bytes);
+  json_put_string(j, "order", p->order[0] ? p->order : NULL);
+  json_open_object(j, "failed_windows");
+  for (size_t k = 0; k < FAILURE_KINDS && p->failures[k].reason[0]; k++)
+    json_put_u64(j, p->failures[k].reason, p->failures[k].windows);
+  json_close(j);
+  json_put_string(j, "last_action", p->last_action[0] ? p->last_action : NULL);
+  json_put_string(j, "heat", heat_signal_name(p->heat_signal));
+  if (p->last_pause >= 0) json_put_double(j, "last_pause_seconds", p->last_pause);
+  else json_put_null(j, "last_pause_seconds");
+  if (p->last_action_time > 0) json_put_double(j, "last_collapse_time", p->last_action_time);
+  else json_put_null(j, "last_collapse_time");
+  put_lasting(j, a, p);
+  if (a->daemon.fresh) put_daemon_process(j, agent_daemon_process(&a->daemon, p->pid, p->start_time, p->comm));
+  json_close(j);
+}
+
 void agent_print_json(const struct agent *a, FILE *out, const char *mode) {
   struct json_writer j;
   json_begin(&j, out, "hugify.agent/1");
@@ -277,16 +340,7 @@ void agent_print_json(const struct agent *a, FILE *out, const char *mode) {
   json_put_double(&j, "cpu_budget_fraction", a->config.cpu_budget);
   json_put_double(&j, "pass_cpu_ceiling_seconds", agent_pass_ceiling(a->config.cpu_budget, a->config.interval));
   json_put_double(&j, "min_present_fraction", a->config.min_present);
-  json_open_object(&j, "memory");
-  json_put_bool(&j, "allows_collapse", a->memory_open);
-  if (a->available == UINT64_MAX) json_put_null(&j, "available_bytes");
-  else json_put_u64(&j, "available_bytes", a->available);
-  json_put_u64(&j, "free_floor_bytes", a->config.free_floor);
-  if (a->pressure.present) json_put_double(&j, "pressure_some_avg10_fraction", a->pressure.some_avg10 / 100);
-  else json_put_null(&j, "pressure_some_avg10_fraction");
-  json_put_double(&j, "max_pressure_fraction", a->config.max_pressure / 100);
-  json_put_string(&j, "reason", a->memory_open ? NULL : a->memory_reason);
-  json_close(&j);
+  put_memory(&j, a);
   json_put_double(&j, "cpu_seconds", agent_own_cpu_seconds());
   json_put_u64(&j, "collapsed_bytes", a->collapsed_bytes);
   json_put_u64(&j, "recollapsed_bytes", a->recollapsed_bytes);
@@ -298,54 +352,13 @@ void agent_print_json(const struct agent *a, FILE *out, const char *mode) {
   json_put_u64(&j, "collapsed_bytes", a->kernel_bytes);
   json_put_u64(&j, "thp_collapse_alloc", a->kernel_collapse_allocs);
   json_close(&j);
-  json_open_array(&j, "thp_disabled");
-  for (size_t i = 0; i < a->thp_disabled_count && i < AGENT_THP_DISABLED_SHOWN; i++) {
-    json_open_object(&j, NULL);
-    json_put_i64(&j, "pid", a->thp_disabled[i].pid);
-    json_put_string(&j, "comm", a->thp_disabled[i].comm);
-    json_put_string(&j, "reason", "the process disabled THP (prctl PR_SET_THP_DISABLE; systemd's MemoryTHP= sets it for a service)");
-    json_close(&j);
-  }
-  json_close(&j);
+  put_thp_disabled(&j, a);
   put_pauses(&j, &a->harm);
   put_heat(&j, a);
   if (a->daemon.tried) put_daemon(&j, &a->daemon, a->config.state_file);
   json_open_array(&j, "processes");
-  for (size_t i = 0; i < a->process_count; i++) {
-    const struct process_state *p = &a->processes[i];
-    json_open_object(&j, NULL);
-    json_put_i64(&j, "pid", p->pid);
-    json_put_u64(&j, "start_time_ticks", p->start_time);
-    json_put_string(&j, "comm", p->comm);
-    json_put_u64(&j, "resident_bytes", p->total.resident);
-    json_put_u64(&j, "huge_bytes", hugify_usage_huge(&p->total));
-    json_put_fraction(&j, "huge_fraction", hugify_usage_huge(&p->total), p->total.resident);
-    json_open_object(&j, "classes");
-    for (int k = 0; k < HUGIFY_CLASS_COUNT; k++) {
-      json_open_object(&j, hugify_memory_class_name(k));
-      json_put_u64(&j, "resident_bytes", p->classes[k].resident);
-      json_put_u64(&j, "huge_bytes", hugify_usage_huge(&p->classes[k]));
-      json_close(&j);
-    }
-    json_close(&j);
-    json_put_u64(&j, "collapsible_bytes", p->collapsible);
-    json_put_u64(&j, "collapsed_bytes", p->collapsed_bytes);
-    json_put_u64(&j, "kernel_collapsed_bytes", p->ledger.kernel_bytes);
-    json_put_string(&j, "order", p->order[0] ? p->order : NULL);
-    json_open_object(&j, "failed_windows");
-    for (size_t k = 0; k < FAILURE_KINDS && p->failures[k].reason[0]; k++)
-      json_put_u64(&j, p->failures[k].reason, p->failures[k].windows);
-    json_close(&j);
-    json_put_string(&j, "last_action", p->last_action[0] ? p->last_action : NULL);
-    json_put_string(&j, "heat", heat_signal_name(p->heat_signal));
-    if (p->last_pause >= 0) json_put_double(&j, "last_pause_seconds", p->last_pause);
-    else json_put_null(&j, "last_pause_seconds");
-    if (p->last_action_time > 0) json_put_double(&j, "last_collapse_time", p->last_action_time);
-    else json_put_null(&j, "last_collapse_time");
-    put_lasting(&j, a, p);
-    if (a->daemon.fresh) put_daemon_process(&j, agent_daemon_process(&a->daemon, p->pid, p->start_time, p->comm));
-    json_close(&j);
-  }
+  for (size_t i = 0; i < a->process_count; i++)
+    put_process(&j, a, &a->processes[i]);
   json_close(&j);
   json_end(&j);
 }

@@ -87,8 +87,7 @@ static bool read_processes(struct daemon_state *d, const struct json_doc *doc) {
 }
 
 /* The parsed state: the daemon's totals and processes, and whether it is fresh. */
-static int read_document(struct agent *a, const struct json_doc *doc, const char *path) {
-  struct daemon_state *d = &a->daemon;
+static int read_document(struct daemon_state *d, const struct json_doc *doc, const char *path, double interval) {
   char schema[32] = "", mode[16] = "";
   json_doc_string(doc, "schema", schema, sizeof schema);
   json_doc_string(doc, "mode", mode, sizeof mode);
@@ -99,7 +98,7 @@ static int read_document(struct agent *a, const struct json_doc *doc, const char
                 "%s %s is not the agent daemon's state (a hugify.agent/1 object of mode \"pass\" with "
                 "time_unix_seconds and agent_pid; found schema \"%s\", mode \"%s\")",
                 STATE_OPTION, path, schema, mode);
-  d->interval = number_or(doc, "interval_seconds", a->config.interval);
+  d->interval = number_or(doc, "interval_seconds", interval);
   d->passes = count_of(doc, "passes");
   d->collapsed = count_of(doc, "collapsed_bytes");
   d->recollapsed = count_of(doc, "recollapsed_bytes");
@@ -136,9 +135,7 @@ static int read_document(struct agent *a, const struct json_doc *doc, const char
   return 0;
 }
 
-int agent_read_state(struct agent *a) {
-  struct daemon_state *d = &a->daemon;
-  const char *path = a->config.state_file;
+int agent_read_state(struct daemon_state *d, const char *path, double interval) {
   if (!path[0]) return 0;
   d->tried = true;
   d->age_seconds = -1;
@@ -169,7 +166,7 @@ int agent_read_state(struct agent *a) {
   struct json_doc *doc = json_doc_read_text(text, error, sizeof error);
   free(text);
   if (!doc) return fail(EXIT_USAGE, COMMAND, "%s %s is not the agent daemon's state: not JSON: %s", STATE_OPTION, path, error);
-  rc = read_document(a, doc, path);
+  rc = read_document(d, doc, path, interval);
   json_doc_free(doc);
   return rc;
 }
@@ -208,7 +205,7 @@ void agent_resume_state(struct agent *a) {
   struct daemon_state *d = &a->daemon;
   if (!a->config.state_file[0]) return;
   d->resuming = true;
-  int rc = agent_read_state(a);
+  int rc = agent_read_state(d, a->config.state_file, a->config.interval);
   d->resuming = false;
   bool running = d->writer_running;
   if (rc != 0 || d->age_seconds < 0 || running) {

@@ -25,6 +25,8 @@
 
 #define CHART_POINTS 40 /* per series: at most the items of an experiment */
 
+static const char *const kind_colors[KINDS] = {"#8a8a8a", "#0072B2", "#D55E00", "#009E73"};
+
 /* Room for the points of every series: x, y, low, high per series, and which are drawn hollow. */
 struct chart_room {
   double *values;

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* bench_run.h - the run the files of `hugify bench` share: bench.c (options, plan, the command),
- * bench_timing.c (memory of each kind and the timing engine), bench_absl.c (the external absl program),
- * bench_tables.c (results: summary, tables, JSON) and bench_chart.c (the chart of the results). */
+/* bench_run.h - the run the files of `hugify bench` share: bench.c (options, the command), bench_plan.c
+ * (the experiments and their plan), bench_timing.c (memory of each kind and the timing engine),
+ * bench_absl.c (the external absl program), bench_tables.c (results: summary, tables, JSON) and
+ * bench_chart.c (the chart of the results). They call each other one way: bench.c above the rest,
+ * bench_plan.c below them. */
 #ifndef HUGIFY_CLI_BENCH_RUN_H
 #define HUGIFY_CLI_BENCH_RUN_H
 
@@ -99,14 +101,14 @@ struct bench {
   char noise[512]; /* the likely cause when points are noisy, "" if none */
 };
 
+/* bench_plan.c (the experiments and their plan; it calls no other file of the bench) */
 struct experiment_info {
   const char *name, *title, *unit;
 };
 extern const struct experiment_info experiment_info[EXP_COUNT];
-extern const char *const kind_colors[KINDS];
-extern volatile uint64_t bench_sink; /* every workload's result lands here, so no load is optimised away */
-
-/* bench.c */
+/* The working-set sizes of every experiment that runs, within b->max_size. */
+void plan_experiments(struct bench *b);
+/* Bytes the kind's buffer must hold for every planned measurement but the first touch. */
 uint64_t buffer_wanted(const struct bench *b);
 
 /* bench_timing.c */

@@ -23,6 +23,8 @@
 #include "procfs.h"
 #include "units.h"
 
+static volatile uint64_t bench_sink; /* every workload's result lands here, so no load is optimised away */
+
 /* ---- memory of one kind ------------------------------------------------------------------------- */
 
 /* The pool command that would give `bytes` of this hugetlb kind on top of what is in use now. */

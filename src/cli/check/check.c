@@ -141,24 +141,7 @@ const struct command_help help_check = {
     "               --score 'throughput summary: ([0-9.]+) requests per second' -- redis-server --save ''\n",
 };
 
-/* In order of simplicity: the verdict prefers an earlier one unless a later one is measurably better. */
-const struct config_kind config_kinds[CONFIG_COUNT] = {
-    [CONFIG_PLAIN] = {"plain", {NULL}, "CMD as it is"},
-    [CONFIG_HEAP] = {"heap", {"--text", "off", "--heap", "auto", NULL}, "heap on transparent huge pages"},
-    [CONFIG_HEAP_TEXT] = {"heap+text", {"--text", "on", "--heap", "auto", NULL}, "heap and code on huge pages"},
-    [CONFIG_TEXT] = {"text", {"--text", "on", "--heap", "off", NULL}, "code on huge pages"},
-    /* CPython's objects go to glibc's malloc, whose heap `run` covers, instead of obmalloc's 1 MiB arenas */
-    [CONFIG_PYMALLOC_OFF] = {"pymalloc-off", {"--text", "off", "--heap", "auto", NULL},
-                             "heap, CPython's objects from malloc", {"PYTHONMALLOC=malloc", NULL}, ALLOCATOR_PYMALLOC},
-    [CONFIG_HUGETLB] = {"hugetlb", {"--text", "off", "--heap", "hugetlb", NULL}, "heap from the hugetlb pool"},
-    [CONFIG_MIMALLOC] = {"mimalloc", {"--text", "off", "--heap", "mimalloc", NULL}, "mimalloc, large OS pages"},
-    [CONFIG_JEMALLOC] = {"jemalloc", {"--text", "off", "--heap", "jemalloc", NULL}, "jemalloc, thp:always"},
-    [CONFIG_TCMALLOC] = {"tcmalloc", {"--text", "off", "--heap", "tcmalloc", NULL}, "TCMalloc (gperftools), advised"},
-};
-
-const char *const latency_figure_names[LATENCY_FIGURES] = {"p50", "p99", "max"};
-
-/* ---- the command line of a run, and its shell-quoted form ---------------------------------------- */
+/* ---- the command line of a run ------------------------------------------------------------------ */
 
 static size_t build_argv(const struct check *c, const struct config *config, const char **argv, size_t cap,
                          bool with_report) {
@@ -176,48 +159,6 @@ static size_t build_argv(const struct check *c, const struct config *config, con
   for (char **a = c->command; *a && n + 1 < cap; a++) argv[n++] = *a;
   argv[n] = NULL;
   return n;
-}
-
-static void append(char *out, size_t cap, const char *format, ...) __attribute__((format(printf, 3, 4)));
-static void append(char *out, size_t cap, const char *format, ...) {
-  size_t used = strlen(out);
-  if (used + 1 >= cap) return;
-  va_list args;
-  va_start(args, format);
-  vsnprintf(out + used, cap - used, format, args);
-  va_end(args);
-}
-
-static void append_quoted(char *out, size_t cap, const char *word) {
-  bool plain = *word != '\0';
-  for (const char *p = word; *p; p++)
-    if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+%@", *p)) plain = false;
-  if (plain) {
-    append(out, cap, "%s", word);
-    return;
-  }
-  append(out, cap, "'");
-  for (const char *p = word; *p; p++) {
-    if (*p == '\'') append(out, cap, "'\\''");
-    else append(out, cap, "%c", *p);
-  }
-  append(out, cap, "'");
-}
-
-/* "hugify run --text off --heap auto -- CMD ARGS" (or just "CMD ARGS" for plain), ready to paste. */
-void check_command_line(const struct check *c, const struct config *config, char *out, size_t cap) {
-  out[0] = '\0';
-  if (config->kind->environment[0]) append(out, cap, "%s ", config->kind->environment[0]);
-  if (config->id != CONFIG_PLAIN) {
-    append_quoted(out, cap, c->hugify_word);
-    append(out, cap, " run");
-    for (const char *const *a = config->kind->run_args; *a; a++) append(out, cap, " %s", *a);
-    append(out, cap, " --");
-  }
-  for (char **a = c->command; *a; a++) {
-    if (out[0]) append(out, cap, " ");
-    append_quoted(out, cap, *a);
-  }
 }
 
 /* ---- reading the run report (jansson) -------------------------------------------------------------- */
@@ -572,14 +513,6 @@ static struct config *find_config(const struct check *c, enum config_id id, int 
   return NULL;
 }
 
-/* A configuration is credited only with what it changed. One that remaps code but ended with no code on huge
- * pages (a program whose code is smaller than one 2 MiB page, or a remap that was refused) runs exactly as its
- * twin without the remap: whatever separates their times is not the code's, so it is never chosen. */
-bool check_moved_no_code(const struct config *config) {
-  return (config->id == CONFIG_HEAP_TEXT || config->id == CONFIG_TEXT) && config->coverage.present &&
-         config->coverage.text_huge == 0;
-}
-
 static void decide(const struct check *c, struct verdict *v) {
   memset(v, 0, sizeof *v);
   struct measure_candidate candidates[CONFIG_COUNT];
@@ -652,9 +585,8 @@ static int parse_configs(const char *list, bool *wanted) {
     for (int k = 0; k < CONFIG_COUNT; k++)
       if (strcmp(name, config_kinds[k].name) == 0) id = k;
     if (id < 0) {
-      char known[256] = "";
-      for (int k = CONFIG_PLAIN + 1; k < CONFIG_COUNT; k++)
-        append(known, sizeof known, "%s%s", k > CONFIG_PLAIN + 1 ? ", " : "", config_kinds[k].name);
+      char known[256];
+      check_config_names(known, sizeof known);
       return usage_error("check", "--configs: unknown configuration '%s' (%s)", name, known);
     }
     if (id != CONFIG_PLAIN) {

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* check.h - what `hugify check`'s files share (check.c runs the check, check_output.c prints it): the
- * configurations, the figures of each, the verdict. Internal to the check command. */
+/* check.h - what `hugify check`'s files share (check.c runs the check, check_output.c prints it,
+ * check_config.c holds the configurations both use): the configurations, the figures of each, the
+ * verdict. Internal to the check command. The files call each other one way: check.c above the rest,
+ * check_config.c below them. */
 #ifndef HUGIFY_CHECK_H
 #define HUGIFY_CHECK_H
 
@@ -36,7 +38,7 @@ struct config_kind {
   const char *environment[2]; /* "NAME=VALUE" set for `hugify run` and CMD (a runtime's setting), NULL-ended */
   enum allocator_kind runtime; /* offered by default only for a CMD that runs this runtime; UNKNOWN: for any */
 };
-extern const struct config_kind config_kinds[CONFIG_COUNT];
+extern const struct config_kind config_kinds[CONFIG_COUNT]; /* check_config.c */
 
 struct coverage {
   bool present;
@@ -54,7 +56,7 @@ struct coverage {
 
 /* The latency figures a load reports, per round. */
 enum latency_figure { LATENCY_P50, LATENCY_P99, LATENCY_MAX, LATENCY_FIGURES };
-extern const char *const latency_figure_names[LATENCY_FIGURES]; /* "p50", "p99", "max" */
+extern const char *const latency_figure_names[LATENCY_FIGURES]; /* "p50", "p99", "max" (check_config.c) */
 
 /* One latency figure of a configuration over the rounds: its median with the interval of the median, and
  * against plain's, paired per round (this / plain: > 1 is slower responses). rc 0 when measured in every
@@ -140,10 +142,13 @@ struct verdict {
 
 static inline bool json_only(const struct check *c) { return !json_output_text(&c->json); }
 
-/* check.c */
+/* check_config.c (the configurations; it calls no other file of the check) */
 /* "hugify run --text off --heap auto -- CMD ARGS" (or just "CMD ARGS" for plain), ready to paste. */
 void check_command_line(const struct check *c, const struct config *config, char *out, size_t cap);
+/* A configuration that remaps code but ended with no code on huge pages: never credited with a gain. */
 bool check_moved_no_code(const struct config *config);
+/* "heap, heap+text, ...": the configurations --configs may name besides plain. */
+void check_config_names(char *out, size_t cap);
 
 /* check_output.c */
 void check_print_human(const struct check *c, const struct verdict *v, FILE *out);

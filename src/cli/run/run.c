@@ -178,6 +178,22 @@ static int check_program(const char *command, const char *path, enum heap_mode h
   return check_static_and_go(binary == path ? command : binary, binary);
 }
 
+/* --verbose: the environment CMD starts with. The HUGIFY_* settings as options.c reads them, like every
+ * reader of HUGIFY_* (the preload reads the same values). */
+static void print_environment(void) {
+  static const char *const shown[] = {"LD_PRELOAD", "ASAN_OPTIONS", "GLIBC_TUNABLES", "MALLOC_CONF",
+                                      "MIMALLOC_LARGE_OS_PAGES", "MIMALLOC_EAGER_COMMIT_DELAY", "TCMALLOC_SKIP_SBRK",
+                                      "TCMALLOC_RELEASE_RATE"};
+  for (size_t i = 0; i < sizeof shown / sizeof shown[0]; i++)
+    if (getenv(shown[i])) fprintf(stderr, "hugify run: %s=%s\n", shown[i], getenv(shown[i]));
+  static struct hugify_options options; /* large: off the stack */
+  char warnings[512] = "";
+  options_from_environment(&options, warnings, sizeof warnings); /* a bad value is the preload's to warn of */
+  fprintf(stderr, "hugify run: HUGIFY_HEAP=%s\n", options_heap_name(options.heap));
+  fprintf(stderr, "hugify run: HUGIFY_TEXT=%s\n", options_text_name(options.text));
+  if (options.report[0]) fprintf(stderr, "hugify run: HUGIFY_REPORT=%s\n", options.report);
+}
+
 int cmd_run(int argc, char **argv) {
   struct run_args args;
   int rc = parse_args(argc, argv, &args);
@@ -223,13 +239,7 @@ int cmd_run(int argc, char **argv) {
     setenv("HUGIFY_REPORT", per_process, 1);
     unsetenv("HUGIFY_REPORT_JSON");
   }
-  if (args.settings.verbose) {
-    const char *shown[] = {"LD_PRELOAD", "ASAN_OPTIONS", "GLIBC_TUNABLES", "MALLOC_CONF", "MIMALLOC_LARGE_OS_PAGES",
-                           "MIMALLOC_EAGER_COMMIT_DELAY", "TCMALLOC_SKIP_SBRK", "TCMALLOC_RELEASE_RATE", "HUGIFY_HEAP",
-                           "HUGIFY_TEXT", "HUGIFY_REPORT"};
-    for (size_t i = 0; i < sizeof shown / sizeof shown[0]; i++)
-      if (getenv(shown[i])) fprintf(stderr, "hugify run: %s=%s\n", shown[i], getenv(shown[i]));
-  }
+  if (args.settings.verbose) print_environment();
   fflush(stderr);
   if (report) return run_tree_run(path, args.command, report_dir, report, args.json_report);
   execv(path, args.command);

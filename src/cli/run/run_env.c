@@ -414,7 +414,7 @@ int run_environment_build(const char *command, const struct run_settings *settin
     ok = ok && default_variable(out, "TCMALLOC_SKIP_SBRK", "true") &&
          default_variable(out, "TCMALLOC_RELEASE_RATE", "0");
   ok = ok && printed_variable(out, "HUGIFY_HEAP", "%s", options_heap_name(out->heap)) &&
-       printed_variable(out, "HUGIFY_TEXT", "%s", settings->text == TEXT_AUTO ? "auto" : settings->text ? "1" : "0");
+       printed_variable(out, "HUGIFY_TEXT", "%s", options_text_name(settings->text));
   if (ok && settings->verbose) ok = printed_variable(out, "HUGIFY_VERBOSE", "1");
   if (!ok) return fail(EXIT_PRIVILEGE, command, "out of memory for the environment");
   out->unset[out->unset_count++] = "HUGIFY_REPORT"; /* a stale one is not inherited; see run_environment_add_report */
