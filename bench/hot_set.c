@@ -2,7 +2,7 @@
 /* hot_set - a workload whose hot set is a known part of its memory, for the agent's time to benefit
  * (bench/time_to_benefit.sh, docs/agent.md "Heat").
  *
- *   hot_set [--size MIB] [--hot-percent P] [--hot-share P] [--stripes N] [--seconds S]
+ *   hot_set [--size MIB] [--hot-percent P] [--hot-share P] [--stripes N] [--seconds S] [--idle]
  *
  * Maps SIZE MiB (default 1024) of private anonymous memory, writes every page (all present, on 4 KiB pages
  * under THP madvise: it advises nothing), then reads and writes random 8-byte words, HOT-SHARE % of them
@@ -11,8 +11,10 @@
  * one line: the seconds, and the share of the hot set, of the cold memory and of all its accesses that are
  * on huge pages (hugify_measure_backing of its own ranges), until SECONDS (default 600) or SIGTERM. The
  * accesses are uniform within each set, so the share of the hot accesses on huge pages is the hot set's
- * huge share. */
+ * huge share. --idle: no accesses after the writes, only the lines (a host's idle processes:
+ * bench/agent_big.sh's many-process run, where eight busy ones would fight over two CPUs). */
 #include <errno.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -51,14 +53,20 @@ static double huge_share(const char *base, const uint64_t *from, const uint64_t 
 }
 
 static int usage(void) {
-  fprintf(stderr, "usage: hot_set [--size MIB] [--hot-percent P] [--hot-share P] [--stripes N] [--seconds S]\n");
+  fprintf(stderr, "usage: hot_set [--size MIB] [--hot-percent P] [--hot-share P] [--stripes N] [--seconds S] "
+                  "[--idle]\n");
   return 2;
 }
 
 int main(int argc, char **argv) {
   double size_mib = 1024, hot_percent = 20, hot_share = 90, seconds = 600;
   long stripes = 4;
+  bool idle = false;
   for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--idle")) {
+      idle = true;
+      continue;
+    }
     if (i + 1 >= argc) return usage();
     double v = strtod(argv[i + 1], NULL);
     if (!strcmp(argv[i], "--size")) size_mib = v;
@@ -107,7 +115,8 @@ int main(int argc, char **argv) {
   double start = now(), next_report = start + 1;
   uint64_t sum = 0;
   while (!stop) {
-    for (int k = 0; k < 65536; k++) {
+    if (idle) os_sleep(next_report - now());
+    for (int k = 0; !idle && k < 65536; k++) {
       uint64_t r = next_random(&state), at;
       if ((r & 0xffffffffu) < threshold) {
         uint64_t offset = (r >> 32) * 8 % hot_bytes;

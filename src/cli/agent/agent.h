@@ -155,6 +155,7 @@ struct agent {
   uint64_t available;
   struct psi_pressure pressure;
   double last_pass_seconds, last_pass_end;
+  double longest_pass_cpu;         /* CPU seconds of its longest pass */
   bool stop_requested;
   bool state_write_failing, metrics_write_failing; /* said once per outage (a full disk) */
   sigset_t signals;

@@ -293,6 +293,32 @@ static void put_thp_disabled(struct json_writer *j, const struct agent *a) {
 }
 
 /* One process of the table: its memory by class, what the agent did there and whether it lasted. */
+/* What the agent's looks cost (docs/agent.md, "What a pass costs"): its CPU split into the collapses' and
+ * the rest (measuring: walks, smaps, /proc; and its own upkeep), and what the looks read. */
+static void put_cost(struct json_writer *j, const struct agent *a) {
+  double cpu = agent_own_cpu_seconds();
+  json_open_object(j, "cost");
+  json_put_double(j, "collapse_cpu_seconds", a->collapse_cpu_seconds);
+  json_put_double(j, "measure_cpu_seconds", cpu > a->collapse_cpu_seconds ? cpu - a->collapse_cpu_seconds : 0);
+  json_put_u64(j, "walked_bytes", a->walked_bytes);
+  json_put_u64(j, "measurements", a->measurements);
+  json_put_u64(j, "smaps_reads", a->smaps_reads);
+  json_put_double(j, "longest_pass_cpu_seconds", a->longest_pass_cpu);
+  json_close(j);
+}
+
+/* One process's looks: what they read, and where its sweep is. */
+static void put_looks(struct json_writer *j, const struct process_state *p) {
+  json_open_object(j, "looks");
+  json_put_u64(j, "plans", p->plans);
+  json_put_u64(j, "measurements", p->measurements);
+  json_put_u64(j, "smaps_reads", p->layout.smaps_reads);
+  json_put_u64(j, "walked_bytes", p->walked_bytes);
+  if (p->cursor) json_put_hex(j, "sweep_cursor", p->cursor);
+  else json_put_null(j, "sweep_cursor");
+  json_close(j);
+}
+
 static void put_process(struct json_writer *j, const struct agent *a, const struct process_state *p) {
   json_open_object(j, NULL);
   json_put_i64(j, "pid", p->pid);
@@ -324,6 +350,7 @@ static void put_process(struct json_writer *j, const struct agent *a, const stru
   if (p->last_action_time > 0) json_put_double(j, "last_collapse_time", p->last_action_time);
   else json_put_null(j, "last_collapse_time");
   put_lasting(j, a, p);
+  put_looks(j, p);
   if (a->daemon.fresh) put_daemon_process(j, agent_daemon_process(&a->daemon, p->pid, p->start_time, p->comm));
   json_close(j);
 }
@@ -348,6 +375,7 @@ void agent_print_json(const struct agent *a, FILE *out, const char *mode) {
   json_put_u64(&j, "churn_backoffs", a->churn_backoffs);
   json_put_u64(&j, "budget_stops", a->budget_stops);
   json_put_u64(&j, "pass_ceiling_stops", a->pass_ceiling_stops);
+  put_cost(&j, a);
   json_open_object(&j, "kernel");
   json_put_u64(&j, "collapsed_bytes", a->kernel_bytes);
   json_put_u64(&j, "thp_collapse_alloc", a->kernel_collapse_allocs);

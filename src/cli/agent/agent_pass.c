@@ -434,4 +434,6 @@ void agent_run_pass(struct agent *a, bool collapse) {
   budget_keep_going(a); /* charge the rest of the pass */
   a->last_pass_end = measure_clock_seconds(CLOCK_REALTIME);
   a->last_pass_seconds = measure_clock_seconds(CLOCK_MONOTONIC) - start;
+  double pass_cpu = measure_clock_seconds(CLOCK_PROCESS_CPUTIME_ID) - a->pass_cpu_start;
+  if (pass_cpu > a->longest_pass_cpu) a->longest_pass_cpu = pass_cpu;
 }
