@@ -8,7 +8,8 @@ Takes each panel target's expr out of the JSON, gives the dashboard's variables 
 INSTANCE, $cgroup: any, $__rate_interval: 10s, as Grafana would for a 1 s scrape), runs it as an instant
 query, and prints one line per query: "data N EXPR" (N samples) or "empty EXPR" / "error MESSAGE EXPR".
 With RULES (hugify-rules.yml) the recording rules' names are queried too. Exit 0 when every query
-returned data, 1 otherwise. Run by tests/integration/dashboards.cpp."""
+returned data, 1 otherwise. Run by tests/integration/agent_metrics.cpp
+(Agent.DashboardQueriesReturnDataFromALiveAgent)."""
 import json
 import re
 import sys

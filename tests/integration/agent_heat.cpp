@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: MIT
+// hugify agent's heat: DAMON's vaddr regions where the kernel has them, soft-dirty bits, or densest first
+// when there is no signal, said; the agent leaves nothing of the monitoring running when it stops.
+#include "agent_test.hpp"
+
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <fstream>
+
+namespace {
+
+using namespace agent_test;
+
+// Issue 32 item 2: heat where the kernel gives it. DAMON (Debian 13's 6.12 in the kernel matrix's guest):
+// one kdamond, one context whose targets are the selected processes, read once a pass; the agent names the
+// signal per process and reports the monitoring's work, and leaves nothing of it running when it stops.
+
+const std::string damon_admin = "/sys/kernel/mm/damon/admin/kdamonds";
+
+std::string damon_kdamonds() { return test_support::read_file(damon_admin + "/nr_kdamonds"); }
+
+TEST(AgentHeat, DamonMonitorsTheSelectedProcessesAndLeavesNothingRunning) {
+  REQUIRE_COLLAPSE();
+  REQUIRE_KERNEL_FEATURE("damon_vaddr");
+  std::string before = damon_kdamonds();
+  process first, second;
+  start_target(first, {"--dense", "8M"});
+  start_target(second, {"--dense", "8M"});
+  std::string dir = temp_dir(), metrics = dir + "/agent.prom", json = dir + "/agent.json";
+  process agent;
+  agent.start(agent_argv({"--pid", std::to_string(first.pid), "--pid", std::to_string(second.pid), "--min-rss", "0",
+                          "--interval", "0.5", "--cpu-budget", "100", "--heat", "damon", "--metrics-file", metrics,
+                          "--json=" + json}),
+              dir + "/agent.err");
+  double passes = wait_passes(agent, metrics, 3);
+  std::string err = test_support::read_file(dir + "/agent.err");
+  if (passes < 0 && !agent.alive() && err.find("another user") != std::string::npos)
+    GTEST_SKIP() << "DAMON's kdamonds are in use here: " << err;
+  ASSERT_GE(passes, 3) << err;
+  std::string text = test_support::read_file(metrics);
+  EXPECT_EQ(metric(text, "hugify_agent_heat_damon_targets"), 2) << text;
+  EXPECT_GT(metric(text, "hugify_agent_heat_damon_regions"), 2) << text;
+  EXPECT_GE(metric(text, "hugify_agent_heat_damon_reads_total"), 1) << text;
+  EXPECT_EQ(metric(text, "hugify_agent_heat_processes", "signal=\"damon\""), 2) << text;
+  std::string last = last_json_object(json);
+  EXPECT_NE(last.find("\"signal\": \"damon\""), std::string::npos) << last;
+  EXPECT_NE(last.find("\"heat\": \"damon\""), std::string::npos) << "per process" << last;
+  // it collapsed both (hot or not: the budget lets it take everything)
+  EXPECT_GE(metric(text, "hugify_agent_collapsed_bytes_total"), (double)(16 * MiB)) << text;
+  // The kdamond is on, its context's targets are the two processes; the agent's exit leaves nothing.
+  EXPECT_EQ(test_support::read_file(damon_admin + "/0/state").substr(0, 2), "on");
+  EXPECT_EQ(agent.stop(SIGTERM), 0);
+  EXPECT_EQ(damon_kdamonds(), before) << "nr_kdamonds put back";
+  if (damon_kdamonds().substr(0, 1) != "0") {
+    EXPECT_EQ(test_support::read_file(damon_admin + "/0/state").substr(0, 3), "off");
+  }
+}
+
+// A kdamond another user set up is never taken: --heat damon exits 3 and says so, and theirs runs on.
+TEST(AgentHeat, RefusesAKdamondAnotherUserRuns) {
+  REQUIRE_COLLAPSE();
+  REQUIRE_KERNEL_FEATURE("damon_vaddr");
+  if (damon_kdamonds().substr(0, 1) != "0") GTEST_SKIP() << "a kdamond exists already: this test sets up its own";
+  process other;
+  start_target(other, {"--dense", "4M"});
+  auto write = [](const std::string &leaf, const std::string &value) {
+    std::ofstream(damon_admin + leaf) << value << "\n";
+  };
+  write("/nr_kdamonds", "1");
+  write("/0/contexts/nr_contexts", "1");
+  write("/0/contexts/0/operations", "vaddr");
+  write("/0/contexts/0/targets/nr_targets", "1");
+  write("/0/contexts/0/targets/0/pid_target", std::to_string(other.pid));
+  write("/0/state", "on");
+  auto r = test_support::hugify({"agent", "--state-file", "none", "--pid", std::to_string(other.pid), "--min-rss",
+                                 "0", "--heat", "damon", "--interval", "0.3"});
+  std::string state = test_support::read_file(damon_admin + "/0/state");
+  write("/0/state", "off");
+  write("/nr_kdamonds", "0");
+  EXPECT_EQ(r.status, 3) << r.out << r.err;
+  EXPECT_NE(r.err.find("another user"), std::string::npos) << r.err;
+  EXPECT_EQ(state.substr(0, 2), "on") << "the other user's kdamond runs on";
+}
+
+// Soft-dirty (Debian's 6.1 and 6.12): written memory as the signal, the bits cleared after each plan. The
+// clear write-protects every page, and the kernel collapses no window without a writable one: the memory
+// nothing wrote since is left (cold), the memory the program writes is collapsed.
+TEST(AgentHeat, SoftDirtyCollapsesWhatIsWrittenAndLeavesTheRest) {
+  REQUIRE_COLLAPSE();
+  REQUIRE_KERNEL_FEATURE("soft_dirty");
+  process target;
+  auto regions = start_target(target, {"--dense", "8M", "--step", "8M"});
+  std::string dir = temp_dir(), metrics = dir + "/agent.prom";
+  process agent;
+  agent.start(agent_argv({"--pid", std::to_string(target.pid), "--min-rss", "0", "--interval", "0.3",
+                          "--cpu-budget", "100", "--heat", "soft-dirty", "--metrics-file", metrics}),
+              dir + "/agent.err");
+  ASSERT_GE(wait_passes(agent, metrics, 2), 2) << test_support::read_file(dir + "/agent.err");
+  kill(target.pid, SIGUSR1); // 8 MiB written now: soft-dirty, writable
+  std::string grown = target.line("grown");
+  ASSERT_FALSE(grown.empty());
+  double at = metric(test_support::read_file(metrics), "hugify_agent_passes_total");
+  ASSERT_GE(wait_passes(agent, metrics, at + 2), at + 2);
+  std::string text = test_support::read_file(metrics);
+  EXPECT_EQ(metric(text, "hugify_agent_heat_processes", "signal=\"soft-dirty\""), 1) << text;
+  EXPECT_GE(metric(text, "hugify_agent_heat_soft_dirty_clears_total"), 2) << text;
+  EXPECT_GE(metric(text, "hugify_agent_collapsed_bytes_total"), (double)(4 * MiB)) << "the written step" << text;
+  EXPECT_EQ(huge_bytes(target.pid, regions["dense"]), 0u) << "written before the first clear, never since";
+  EXPECT_EQ(agent.stop(SIGTERM), 0);
+}
+
+// Without a signal: densest first, and said; a signal asked for by name that the kernel lacks exits 3.
+TEST(AgentHeat, WithoutASignalItSaysDensestFirst) {
+  REQUIRE_COLLAPSE();
+  process target;
+  start_target(target, {"--dense", "4M"});
+  auto r = test_support::hugify({"agent", "--once", "--json", "--pid", std::to_string(target.pid), "--min-rss", "0"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto doc = test_support::parse_json(r.out);
+  EXPECT_EQ(doc["heat"]["signal"].text(), "none") << r.out;
+  EXPECT_NE(doc["heat"]["reason"].text().find("densest first"), std::string::npos) << r.out;
+  EXPECT_EQ(doc["processes"][0]["heat"].text(), "none") << r.out;
+  for (const char *signal : {"damon", "soft-dirty"}) {
+    std::string id = std::string(signal) == "damon" ? "damon_vaddr" : "soft_dirty";
+    if (!test_support::missing_kernel_feature(id).empty()) {
+      auto refused = test_support::hugify({"agent", "--state-file", "none", "--pid", std::to_string(target.pid),
+                                           "--heat", signal});
+      EXPECT_EQ(refused.status, 3) << refused.err;
+      EXPECT_NE(refused.err.find(std::string("--heat ") + signal), std::string::npos) << refused.err;
+    }
+  }
+  auto bad = test_support::hugify({"agent", "--once", "--heat", "warm", "--pid", std::to_string(target.pid)});
+  EXPECT_EQ(bad.status, 2) << bad.err;
+}
+
+}  // namespace
