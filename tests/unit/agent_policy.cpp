@@ -125,6 +125,21 @@ TEST(AgentBudget, PassCeilingIsHalfASecondOrTheIntervalsShare) {
 
 // The refilled bucket of a long pass: the budget allows more, the pass's own CPU stops it, and that stop is
 // told apart from a spent budget and from a stop asked by a signal.
+// A plan walks about what the pass can collapse: the CPU it may still spend over one window's, four times
+// over, and never less than 256 MiB; whole windows.
+TEST(AgentBudget, WalkLimitFollowsWhatThePassCanCollapse) {
+  const uint64_t W = uint64_t{2} << 20;
+  EXPECT_EQ(agent_walk_limit(0.2, 0.002, W), 400 * W); // 0.2 s at 2 ms a window: 100 windows, x4
+  EXPECT_EQ(agent_walk_limit(0.2, 0, W), agent_walk_limit(0.2, AGENT_WINDOW_CPU_GUESS, W)) << "not known yet";
+  EXPECT_EQ(agent_walk_limit(0.01, 0.002, W), AGENT_WALK_MIN_BYTES) << "at least 256 MiB";
+  EXPECT_EQ(agent_walk_limit(-1, 0.002, W), AGENT_WALK_MIN_BYTES) << "a bucket in debt";
+  EXPECT_EQ(agent_walk_limit(1.0, 0.004, W), 1000 * W);
+  EXPECT_EQ(agent_walk_limit(1e30, 1e-30, W) % W, 0u) << "capped, whole windows";
+  const uint64_t big = uint64_t{32} << 20; // a 32 MiB PMD (16 KiB pages)
+  EXPECT_EQ(agent_walk_limit(0.001, 0.002, big), AGENT_WALK_MIN_BYTES);
+  EXPECT_EQ(agent_walk_limit(0.2, 0.032, big) % big, 0u);
+}
+
 TEST(AgentBudget, PassStopsAtItsCeilingApartFromTheBudget) {
   agent_budget b;
   agent_budget_init(&b, 0.02, 60, 10, 0.0);
@@ -380,6 +395,39 @@ TEST(AgentLedger, TellsTheKernelsCollapsesFromItsOwn) {
   EXPECT_TRUE(third[3].facts & PLAN_FACT_KERNEL);
   EXPECT_EQ(l.kernel_bytes, 2 * W);
   EXPECT_EQ(l.collapsed_bytes, W) << "the kernel's are never the agent's";
+  agent_ledger_free(&l);
+}
+
+// A sweep walks a big process over several passes (docs/agent.md, "What a pass costs"): its look of which
+// windows were present and not huge spans them, and begins at its first plan, so the kernel's collapses
+// are told apart across the sweep and a window the agent collapsed during it is its own.
+TEST(AgentLedger, ASweepsLookSpansItsPlans) {
+  agent_ledger l;
+  agent_ledger_init(&l, W, 360);
+  auto look = [&](uint64_t pass, uint64_t first, std::vector<bool> huge, bool last) {
+    std::vector<agent_window> seen;
+    for (size_t i = 0; i < huge.size(); i++) {
+      agent_window w{(first + i) * W, huge[i] ? 0u : 400u, huge[i] ? 512u : 0u, -1, 0, 0, 0};
+      agent_ledger_observe(&l, pass, &w, huge[i]);
+      seen.push_back(w);
+    }
+    agent_ledger_judge(&l, pass, last);
+    return seen;
+  };
+  agent_ledger_collapsed(&l, 1, 9 * W); // collapsed long ago, then unmapped: not seen by the sweep
+  look(2, 1, {false, false, false}, false); // the sweep's first slice
+  agent_ledger_collapsed(&l, 2, 1 * W);     // the agent collapses a window of it
+  EXPECT_EQ(l.small_pass, 0u) << "the look goes on";
+  EXPECT_EQ(l.count, 2u) << "nothing forgotten before the sweep saw every window";
+  look(3, 4, {false, false, false}, true); // its last slice: the look ends
+  EXPECT_EQ(l.small_pass, 2u) << "the look began at the sweep's first plan";
+  EXPECT_EQ(l.small_count, 6u);
+  EXPECT_EQ(l.count, 1u) << "the window the sweep did not see is gone; the one it collapsed stays";
+  auto next = look(4, 1, {true, true, false, false, true, false}, true);
+  EXPECT_FALSE(next[0].facts & PLAN_FACT_KERNEL) << "the agent's own, collapsed during the sweep";
+  EXPECT_TRUE(next[1].facts & PLAN_FACT_KERNEL);
+  EXPECT_TRUE(next[4].facts & PLAN_FACT_KERNEL);
+  EXPECT_EQ(l.kernel_bytes, 2 * W);
   agent_ledger_free(&l);
 }
 
