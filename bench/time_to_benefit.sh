@@ -87,8 +87,12 @@ run() {
   else
     huge_mib=$(awk -v l="$reached" -v hot="$hot_mib" -v size="$size" 'BEGIN {
       split(l, f, /[ =]/); printf "%.0f", f[4] * hot + f[6] * (size - hot) }')
-    printf '%-5s (%s): hot set %s MiB; 90 %% of the hot accesses on huge pages at %s: collapsed %s MiB = %.2fx the hot set; agent CPU %s s\n' \
-      "$heat" "${signal:-?}" "$hot_mib" "${reached%% *}" "$huge_mib" "$(awk -v a="$huge_mib" -v b="$hot_mib" 'BEGIN { print a / b }')" "$cpu"
+    local passes cold_mib
+    passes=$(awk '/^hugify_agent_passes_total / { print $2 }' "$metrics" 2>/dev/null)
+    cold_mib=$(awk -v l="$reached" -v hot="$hot_mib" -v size="$size" 'BEGIN {
+      split(l, f, /[ =]/); printf "%.0f", f[6] * (size - hot) }')
+    printf '%-5s (%s): hot set %s MiB; 90 %% of the hot accesses on huge pages at %s (pass %s): collapsed %s MiB = %.2fx the hot set, %s MiB of it cold; agent CPU %s s\n' \
+      "$heat" "${signal:-?}" "$hot_mib" "${reached%% *}" "${passes:-?}" "$huge_mib" "$(awk -v a="$huge_mib" -v b="$hot_mib" 'BEGIN { print a / b }')" "$cold_mib" "$cpu"
   fi
   if [ -n "$work_text" ]; then echo "      monitoring: $work_text"; fi
   kill "$agent" 2>/dev/null; wait "$agent" 2>/dev/null || true; agent=""
