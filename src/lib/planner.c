@@ -157,9 +157,10 @@ enum plan_step planner_before_measure(const struct plan_visit *v) {
   if (v->measured && v->may_collapse && !v->failures_backoff && work_left && v->unmeasured_passes < PLAN_REFRESH_PASSES)
     return PLAN_STEP_PLAN;
   /* A quiet process (unchanged, and nothing left to do last time) costs one status and stat read per pass:
-   * it is measured again only every PLAN_QUIET_PASSES passes, so many idle processes stay cheap. */
+   * it is measured again only every PLAN_QUIET_PASSES passes, so many idle processes stay cheap. So is one
+   * that changed while nothing may be collapsed (the memory gate is closed): its figures wait for that. */
   bool nothing_to_do = (!v->collapsible || v->idle_recorded || !v->may_collapse) && !watching;
-  if (v->measured && !v->changed && nothing_to_do && v->unmeasured_passes < PLAN_QUIET_PASSES)
+  if (v->measured && (!v->changed || !v->may_collapse) && nothing_to_do && v->unmeasured_passes < PLAN_QUIET_PASSES)
     return PLAN_STEP_QUIET;
   return PLAN_STEP_MEASURE;
 }

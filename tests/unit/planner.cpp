@@ -225,12 +225,15 @@ TEST(PlannerVisit, AQuietProcessIsSkippedButMeasuredEverySixthPass) {
   EXPECT_EQ(planner_before_measure(&v), PLAN_STEP_QUIET);
   v.unmeasured_passes = PLAN_QUIET_PASSES;
   EXPECT_EQ(planner_before_measure(&v), PLAN_STEP_MEASURE);
-  v.may_collapse = false; // --status, or the memory gate closed: a change is measured, never planned
+  v.may_collapse = false; // the memory gate closed: a change waits for the periodic measurement
   v.unmeasured_passes = 0;
   v.changed = true;
-  EXPECT_EQ(planner_before_measure(&v), PLAN_STEP_MEASURE);
-  v.changed = false;
   EXPECT_EQ(planner_before_measure(&v), PLAN_STEP_QUIET);
+  v.unmeasured_passes = PLAN_QUIET_PASSES;
+  EXPECT_EQ(planner_before_measure(&v), PLAN_STEP_MEASURE);
+  v.measured = false; // --status: one pass, every process measured
+  v.unmeasured_passes = 0;
+  EXPECT_EQ(planner_before_measure(&v), PLAN_STEP_MEASURE);
 }
 
 // A pass's cost follows its work: a process with work left is planned without a measurement (smaps reads all

@@ -229,9 +229,9 @@ static bool heat_for(struct agent *a, struct process_state *p, const struct heat
 
 /* How much of the process this plan walks (agent_walk_limit): what the bucket and the pass's ceiling still
  * allow, at the CPU a window's collapse took in this process so far. 0 (every window) for --once, whose pass
- * is not budgeted. */
+ * is not budgeted, and for --dry-run. */
 static uint64_t walk_limit(const struct agent *a, const struct process_state *p) {
-  if (a->config.once) return 0;
+  if (a->config.once || a->config.dry_run) return 0; /* a dry run changes nothing: a sweep would not move */
   double used = measure_clock_seconds(CLOCK_PROCESS_CPUTIME_ID) - a->pass_cpu_start;
   double available = a->pass_ceiling - used < a->budget.tokens ? a->pass_ceiling - used : a->budget.tokens;
   double per_window = p->collapse_calls ? p->collapse_cpu / (double)p->collapse_calls : 0;
