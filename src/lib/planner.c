@@ -148,12 +148,15 @@ bool planner_memory_changed(const struct plan_change *c) {
 
 enum plan_step planner_before_measure(const struct plan_visit *v) {
   bool watching = v->may_collapse && v->watching;
-  /* A process with work left (it changed, its sweep goes on, its last collapses are judged, or its last
-   * measurement found collapsible memory no plan has gone through) is planned without a measurement: the
-   * plan's walk reads only what the pass can collapse, where a measurement (smaps) reads all of it. It is
-   * measured first when it never was, when its figures are PLAN_REFRESH_PASSES passes old, and while it is
-   * backed off after failures (the measurement then says whether to try). */
-  bool work_left = v->sweeping || v->changed || watching || (v->collapsible && !v->idle_recorded);
+  /* A process with work left (its sweep goes on, its last collapses are judged, its last measurement found
+   * collapsible memory no plan has gone through, or it changed and had collapsible memory or is big) is
+   * planned without a measurement: the plan's walk reads only what the pass can collapse, where a
+   * measurement (smaps) reads all of it. It is measured first when it never was, when its figures are
+   * PLAN_REFRESH_PASSES passes old, and while it is backed off after failures (the measurement then says
+   * whether to try); a small one that changed with nothing collapsible is measured (as cheap as a plan, and
+   * it says whether there is anything to plan). */
+  bool work_left = v->sweeping || watching || (v->collapsible && !v->idle_recorded) ||
+                   (v->changed && (v->collapsible || v->big));
   if (v->measured && v->may_collapse && !v->failures_backoff && work_left && v->unmeasured_passes < PLAN_REFRESH_PASSES)
     return PLAN_STEP_PLAN;
   /* A quiet process (unchanged, and nothing left to do last time) costs one status and stat read per pass:

@@ -123,6 +123,8 @@ struct plan_visit {
   bool watching;           /* the ledger must judge collapses of the last passes (agent_ledger_watching) */
   bool failures_backoff;   /* backed off after failed passes (agent_backoff_allows false) */
   bool sweeping;           /* its last plan walked part of it and stopped before its end: the sweep goes on */
+  bool big;                /* it is larger than one plan's walk (AGENT_WALK_MIN_BYTES): a change of it is
+                              planned, a sweep reading less of it than a measurement would */
 };
 
 /* What the kernel counts for a process that tells whether its memory changed, from one read of

@@ -261,6 +261,12 @@ TEST(PlannerVisit, WorkLeftIsPlannedWithoutAMeasurement) {
   v.measured = false; // never measured
   v.changed = true;
   EXPECT_EQ(planner_before_measure(&v), PLAN_STEP_MEASURE);
+  v = visit();
+  v.collapsible = false; // measured with nothing collapsible, then changed: a small one is measured,
+  v.changed = true;      // a big one planned (its sweep reads less than a measurement)
+  EXPECT_EQ(planner_before_measure(&v), PLAN_STEP_MEASURE);
+  v.big = true;
+  EXPECT_EQ(planner_before_measure(&v), PLAN_STEP_PLAN);
 }
 
 TEST(PlannerVisit, MemoryChangedByFaultsOrResidentSet) {

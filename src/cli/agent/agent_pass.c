@@ -316,7 +316,8 @@ static void serve_process(struct agent *a, struct process_state *p, uint64_t rss
                              .changed = planner_memory_changed(&change), .unmeasured_passes = p->unmeasured_passes,
                              .collapsible = p->collapsible > 0, .idle_recorded = p->idle_signature != 0,
                              .watching = agent_ledger_watching(&p->ledger, a->passes),
-                             .failures_backoff = !agent_backoff_allows(&p->backoff, now), .sweeping = p->cursor != 0};
+                             .failures_backoff = !agent_backoff_allows(&p->backoff, now), .sweeping = p->cursor != 0,
+                             .big = rss > AGENT_WALK_MIN_BYTES};
   enum plan_step step = planner_before_measure(&visit);
   if (step != PLAN_STEP_MEASURE) p->unmeasured_passes++;
   if (step == PLAN_STEP_QUIET) return;
