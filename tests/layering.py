@@ -63,7 +63,8 @@ HUGIFY_GETENV = re.compile(r'\b(secure_)?getenv\s*\(\s*"HUGIFY_')
 # The files docs/design.md calls pure: no I/O, nothing above them.
 PURE = {"procfs", "units", "reason", "agent_policy", "planner"}
 # What a pure file may use of the C library (and the compiler's runtime): computation only.
-PURE_LIBC = re.compile(r"^(str\w*|mem\w*|__ctype_\w+|(__isoc99_|__isoc23_)?sscanf|v?snprintf|free|malloc|calloc|"
+# (glibc 2.38 and later name C23's strto* and sscanf __isoc23_*: Debian 13's glibc 2.41 does)
+PURE_LIBC = re.compile(r"^((__isoc23_)?str\w*|mem\w*|__ctype_\w+|(__isoc99_|__isoc23_)?sscanf|v?snprintf|free|malloc|calloc|"
                        r"realloc|qsort|bsearch|__errno_location|_GLOBAL_OFFSET_TABLE_|__stack_chk_fail|"
                        r"__assert_fail|abort|log2?|exp|sqrt|pow|floor|ceil|fabs|round|lround|isnan|"
                        # a sanitized build's instrumentation (scripts/test --sanitize): checks, not I/O
