@@ -7,7 +7,8 @@
 HUGIFY_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 HUGIFY_PACKAGES="build-essential cmake ninja-build pkg-config libgtest-dev libabsl-dev libmimalloc-dev
   libjemalloc-dev libtcmalloc-minimal4 libhugetlbfs-bin python3 python3-prometheus-client util-linux libjansson-dev libinih-dev
-  libmicrohttpd-dev clang libfuzzer-14-dev libclang-rt-14-dev valgrind strace prometheus tmux podman runc"
+  libmicrohttpd-dev clang libfuzzer-14-dev libclang-rt-14-dev valgrind strace prometheus tmux podman runc
+  musl-tools"
 # The servers the server tests and recipes use (tests/integration/servers.cpp, docs/servers.md), with their
 # load tools: redis-benchmark (redis-tools), pgbench (postgresql-15), memcaslap (libmemcached-tools).
 HUGIFY_SERVER_PACKAGES="redis-server redis-tools postgresql memcached libmemcached-tools python3-yaml"

@@ -428,6 +428,15 @@ static size_t word_end(const char *data, size_t length, size_t at) {
   return at;
 }
 
+enum elf_libc elf_libc_of_interpreter(const char *interpreter) {
+  if (!interpreter[0]) return ELF_LIBC_NONE;
+  const char *name = strrchr(interpreter, '/') ? strrchr(interpreter, '/') + 1 : interpreter;
+  if (strncmp(name, "ld-musl-", 8) == 0) return ELF_LIBC_MUSL;
+  if (strncmp(name, "ld-linux", 8) == 0 || strncmp(name, "ld64.so.", 8) == 0 || strncmp(name, "ld.so.", 6) == 0)
+    return ELF_LIBC_GLIBC;
+  return ELF_LIBC_OTHER;
+}
+
 bool elf_script_interpreter(const char *data, size_t length, char *out, size_t cap) {
   if (length < 3 || data[0] != '#' || data[1] != '!') return false;
   size_t at = blank_end(data, length, 2);

@@ -40,6 +40,13 @@ bool elf_script_interpreter(const char *data, size_t length, char *out, size_t c
  * as elf_script_interpreter, and when NAME has `cap` bytes or more. */
 bool elf_script_program(const char *data, size_t length, char *out, size_t cap);
 
+/* The C library a dynamically linked program runs on, told by its interpreter (PT_INTERP), whose file
+ * name each C library's loader keeps on every distribution: glibc's "ld-linux-x86-64.so.2",
+ * "ld-linux-aarch64.so.1", "ld-linux.so.2", "ld64.so.1", "ld.so.1"; musl's "ld-musl-x86_64.so.1". NONE
+ * for "" (a static program), OTHER for anything else (Android's linker64, a path of one's own). */
+enum elf_libc { ELF_LIBC_NONE, ELF_LIBC_GLIBC, ELF_LIBC_MUSL, ELF_LIBC_OTHER };
+enum elf_libc elf_libc_of_interpreter(const char *interpreter);
+
 /* Called once per DT_NEEDED entry, with the library's name as written ("libasan.so.8"). */
 typedef void (*elf_name_fn)(void *context, const char *name);
 

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <sys/mman.h>
 #include <sys/types.h>
+#include <sys/uio.h> /* struct iovec: glibc's sys/mman.h brings it, musl's does not */
 
 #include "hugify.h"
 #include "procfs.h" /* struct resident_bytes */

@@ -413,8 +413,10 @@ __attribute__((visibility("default"))) void *mmap(void *addr, size_t length, int
   return result;
 }
 
+#ifdef __GLIBC__ /* musl's headers make mmap64 a name for mmap: its programs call mmap */
 __attribute__((visibility("default"), alias("mmap"))) void *mmap64(void *addr, size_t length, int prot,
                                                                    int flags, int fd, off_t offset);
+#endif
 
 /* ---- the modes ---------------------------------------------------------------------------------- */
 
@@ -517,6 +519,7 @@ void preload_heap_start(const struct hugify_options *options) {
   /* Under valgrind, dlsym still finds libc's malloc: valgrind redirects it below the symbol tables. A
    * static sanitizer runtime (found later) owns malloc itself, so malloc is not libc's then. */
   bool glibc = strstr(allocator, "/libc.so") != NULL && !heap_owner;
+  bool musl = strstr(allocator, "/ld-musl-") != NULL && !heap_owner; /* musl's libc is its loader */
   if (told && heap_owner && options->heap != HEAP_OFF)
     preload_fallback("heap", "malloc is %s's allocator (%s): it maps its memory with its own system calls, which "
                      "neither glibc's tunables nor the mmap cover reach (the program's own mmaps are still covered)",
@@ -534,6 +537,10 @@ void preload_heap_start(const struct hugify_options *options) {
     if (glibc && !preload_glibc_tunable_is("glibc.malloc.hugetlb", "1"))
       preload_fallback("heap glibc malloc", "GLIBC_TUNABLES lacks glibc.malloc.hugetlb=1 (start the program with "
                        "`hugify run`): malloc's own memory is not advised");
+    if (musl)
+      preload_fallback("heap musl malloc", "musl's malloc maps its memory with its own system calls and has no "
+                       "huge-page setting: only mmap() called by name (the program's, a runtime's) is placed and "
+                       "advised");
     return;
   case HEAP_HUGETLB:
     if (told) read_pool(&pool_free_at_start, &pool_total_at_start);

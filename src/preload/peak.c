@@ -165,7 +165,7 @@ void preload_peak_start(const struct hugify_options *options) {
   interval_ms = options->peak_interval_ms;
   started_ns = preload_now_ns();
   atomic_store(&tracking, 1);
-  pthread_atfork(NULL, NULL, restart_in_child);
+  preload_atfork(NULL, NULL, restart_in_child);
   start_sampler();
 }
 

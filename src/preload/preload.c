@@ -9,10 +9,6 @@
  * through this file. */
 #include "preload.h"
 
-#include "units.h"
-
-#include <gnu/libc-version.h>
-#include <malloc.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,13 +33,13 @@ __attribute__((noinline)) static void clear_stack_below(void) {
 }
 /* mallopt initializes malloc (ptmalloc_init: the tunables, the THP mode) and, with a parameter glibc
  * ignores (M_KEEP, "not used in this malloc"), changes nothing; unlike a malloc(1) it does not grow the heap
- * (top_pad: 64 MiB of brk, advised) in a program that may never allocate. */
-__attribute__((noinline)) static void initialize_malloc(void) { mallopt(M_KEEP, 0); }
+ * (top_pad: 64 MiB of brk, advised) in a program that may never allocate (preload_libc.c). */
+__attribute__((noinline)) static void initialize_malloc(void) { preload_malloc_initialize(); }
 
 /* glibc 2.38 terminates the buffer (its commit 801deb07f6, "malloc: Assure that THP mode is always null
  * terminated"); the tunable came in 2.35, so 2.35 to 2.37 need the workaround (Debian 12: 2.36; Ubuntu 22.04:
  * 2.35). A newer glibc initializes malloc when the program first allocates, as without the preload. */
-static bool glibc_leaves_thp_mode_unterminated(void) { return !version_at_least(gnu_get_libc_version(), 2, 38); }
+static bool glibc_leaves_thp_mode_unterminated(void) { return preload_glibc_before(2, 38); }
 
 __attribute__((constructor)) static void hugify_preload_start(void) {
   if (preload_glibc_tunable_is("glibc.malloc.hugetlb", "1") && glibc_leaves_thp_mode_unterminated()) {
@@ -64,6 +60,13 @@ __attribute__((constructor)) static void hugify_preload_start(void) {
    * `hugify run`. Otherwise nothing reads it: the variable is not set (setenv would initialize malloc, and
    * with it glibc's heap, in a program that may never use it). */
   if (options->run_pid == 0) preload_become_top_level(options->report[0] || options->verbose || bad > 0);
+  preload_libc_hand_on(); /* the musl build: its children find the glibc build in LD_PRELOAD */
+  /* The glibc build in a program of another C library: only the mmap cover runs (preload_state.c left out
+   * the text remap and the report); `hugify run` gives a musl program the musl build, which runs them all. */
+  if (!preload_libc_is_native())
+    preload_fallback("libc", "this program's C library is not glibc, which libhugify-preload.so is built for: only "
+                     "the mmap cover runs here, without the text remap or a report (`hugify run` gives a musl program "
+                     "libhugify-preload-musl.so)");
 
   preload_heap_start(options);
   preload_peak_start(options);

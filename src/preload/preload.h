@@ -11,6 +11,22 @@
 
 #include "options.h"
 
+/* ---- preload_libc.c: the C library (the only file that names glibc's own functions) ---- */
+
+/* Whether the process runs on the C library this preload was built for. False for the glibc build loaded
+ * by musl's loader (a musl program under hugify env's environment): the constructor then runs only the
+ * mmap cover. */
+bool preload_libc_is_native(void);
+/* True on a glibc older than major.minor; false on a newer one and on any other C library. */
+bool preload_glibc_before(unsigned major, unsigned minor);
+/* glibc: initialize malloc (mallopt with a parameter it ignores), nothing else; other C libraries: nothing. */
+void preload_malloc_initialize(void);
+/* pthread_atfork, on whichever C library runs the process. 0, or an error number. */
+int preload_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void));
+/* The musl build: the programs this one execs find libhugify-preload.so (beside it) in LD_PRELOAD in its
+ * place, since glibc's loader cannot load the musl build. The glibc build: nothing. */
+void preload_libc_hand_on(void);
+
 /* ---- text_step.c: hugify_remap_text() with the HUGIFY_TEXT_* options. Never fails the host. ---- */
 
 enum preload_text_state {

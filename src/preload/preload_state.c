@@ -28,6 +28,12 @@ const struct hugify_options *preload_options(void) { return &options; }
 
 int preload_read_options(char *warnings, size_t cap) {
   int bad = options_from_environment(&options, warnings, cap);
+  /* The glibc build loaded by another C library's loader (preload_libc.c): the text remap and the report
+   * run a good deal of code through a C library it was not compiled for; the cover needs only mmap. */
+  if (!preload_libc_is_native()) {
+    options.text = TEXT_OFF;
+    options.report[0] = '\0';
+  }
   timed = options.report[0] != '\0';
   return bad;
 }

@@ -176,7 +176,7 @@ void preload_text_start(const struct hugify_options *options) {
     atomic_store(&step_state, PRELOAD_TEXT_NO_WINDOW);
     return;
   }
-  pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child);
+  preload_atfork(before_fork, after_fork_in_parent, after_fork_in_child);
   start_waiter();
 }
 

@@ -441,3 +441,14 @@ TEST(ElfFixtures, GoProgramIsRecognisedBySectionsOrNote) {
   EXPECT_FALSE(elf_is_go("not an ELF image", 16));
   EXPECT_FALSE(elf_is_go(image.data, 40)) << "cut inside the header";
 }
+
+TEST(ElfImage, TheCLibraryIsToldByTheInterpretersFileName) {
+  for (const char *glibc : {"/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1", "/lib/ld-linux.so.2",
+                            "/lib64/ld64.so.2", "/lib/ld.so.1", "/nix/store/abc-glibc-2.38/lib/ld-linux-x86-64.so.2"})
+    EXPECT_EQ(elf_libc_of_interpreter(glibc), ELF_LIBC_GLIBC) << glibc;
+  for (const char *musl : {"/lib/ld-musl-x86_64.so.1", "/lib/ld-musl-aarch64.so.1", "ld-musl-armhf.so.1"})
+    EXPECT_EQ(elf_libc_of_interpreter(musl), ELF_LIBC_MUSL) << musl;
+  EXPECT_EQ(elf_libc_of_interpreter(""), ELF_LIBC_NONE) << "a static program";
+  for (const char *other : {"/system/bin/linker64", "/tmp/hm1234/ld-x.so", "/lib/ld-musl"})
+    EXPECT_EQ(elf_libc_of_interpreter(other), ELF_LIBC_OTHER) << other;
+}

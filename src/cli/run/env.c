@@ -372,7 +372,8 @@ int cmd_env(int argc, char **argv) {
   int rc = parse_args(argc, argv, &args);
   if (rc != EXIT_DONE) return rc;
   static struct run_environment environment; /* large: off the stack */
-  rc = run_environment_build("env", &args.settings, &environment);
+  /* The glibc preload whatever the programs: musl's loader loads it too (docs/env.md, "musl") */
+  rc = run_environment_build("env", &args.settings, ELF_LIBC_GLIBC, NULL, &environment);
   if (rc == EXIT_DONE && args.settings.report) rc = run_environment_add_report("env", &environment, args.settings.report);
   if (rc == EXIT_DONE) rc = print_or_install(&args, &environment);
   run_environment_free(&environment);

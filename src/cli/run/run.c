@@ -68,11 +68,14 @@ const struct command_help help_run = {
     "2 MiB and pays off only in a long run, so a short program (a compile: 15 ms) never pays it; g++ -c\n"
     "of a small file costs 1.0x plain CPU this way, 1.2x with --text on (the copy before main).\n"
     "\n"
+    "The preload is chosen by CMD's interpreter: glibc's, or libhugify-preload-musl.so for a musl program\n"
+    "(Alpine); a program of another C library runs without one, said on stderr.\n"
+    "\n"
     "Programs built with a sanitizer: ASAN_OPTIONS gets verify_asan_link_order=0 in front (the user's own\n"
     "setting wins), the report names the sanitizer's allocator, --heap mimalloc|jemalloc|tcmalloc is refused.\n"
     "\n"
     "Exit status: CMD's own; 127 when CMD is not found, 126 when it cannot be executed; 2 bad usage (also\n"
-    "--heap mimalloc|jemalloc|tcmalloc for a program built with a sanitizer);\n"
+    "--heap mimalloc|jemalloc|tcmalloc for a program built with a sanitizer, or for a musl program);\n"
     "3 when --heap mimalloc/jemalloc/tcmalloc names an allocator that is not installed, or the preload is missing.\n"
     "\n"
     "Examples:\n"
@@ -108,15 +111,26 @@ static const char *secure_execution(const char *path) {
   return NULL;
 }
 
-/* A statically linked program, and a Go program: what reaches their memory. */
-static int check_static_and_go(const char *shown, const char *binary) {
+/* A program of a C library hugify has no preload for: it runs as it would without hugify. */
+static void say_no_preload(const char *shown, const char *interpreter) {
+  fail(EXIT_SHORT, "run",
+       "%s: its program interpreter %s is neither glibc's (ld-linux) nor musl's (ld-musl): hugify has no preload "
+       "for its C library, so it runs without one (no mmap cover, no text remap, no report)", shown, interpreter);
+}
+
+/* A statically linked program, a Go program, and one of another C library: what reaches their memory.
+ * *libc: the program's C library by its interpreter (glibc when it cannot be read: the preload as always). */
+static int check_static_and_go(const char *shown, const char *binary, enum elf_libc *libc) {
   size_t size = 0;
   void *image = NULL;
   struct hugify_elf_info elf;
-  bool mapped = elf_map_file(binary, &image, &size) == 0; /* one mapping for both questions */
+  bool mapped = elf_map_file(binary, &image, &size) == 0; /* one mapping for all the questions */
   bool go = mapped && elf_is_go(image, size);
-  bool is_static = mapped && hugify_elf_parse(image, size, &elf) == 0 && !elf.interpreter[0];
+  bool parsed = mapped && hugify_elf_parse(image, size, &elf) == 0;
+  bool is_static = parsed && !elf.interpreter[0];
   elf_unmap(image, size);
+  *libc = parsed ? elf_libc_of_interpreter(elf.interpreter) : ELF_LIBC_GLIBC;
+  if (*libc == ELF_LIBC_OTHER) say_no_preload(shown, elf.interpreter);
   /* Go's runtime takes its heap with its own system calls and reads no malloc tunables: nothing run sets
    * reaches a static Go program, so running it would only pretend. */
   if (go && is_static)
@@ -145,8 +159,9 @@ static int check_static_and_go(const char *shown, const char *binary) {
 }
 
 /* Say what cannot work for this program (it still runs: the user asked for it); EXIT_USAGE (printed) for
- * what would break it. */
-static int check_program(const char *command, const char *path, enum heap_mode heap) {
+ * what would break it. *libc: its C library, which chooses the preload (run_environment_build). */
+static int check_program(const char *command, const char *path, enum heap_mode heap, enum elf_libc *libc) {
+  *libc = ELF_LIBC_GLIBC;
   char interpreter[PATH_MAX];
   const char *binary = path;
   if (run_script_interpreter(path, false, interpreter, sizeof interpreter)) binary = interpreter;
@@ -175,7 +190,14 @@ static int check_program(const char *command, const char *path, enum heap_mode h
                        "would replace it and crash the program (or, linked statically, go unused). Use --heap auto "
                        "(the sanitizer's heap stays its own; the report says so)", options_heap_name(heap),
                        binary, owner, options_heap_name(heap));
-  return check_static_and_go(binary == path ? command : binary, binary);
+  int rc = check_static_and_go(binary == path ? command : binary, binary, libc);
+  if (rc == EXIT_DONE && options_heap_is_engine(heap) && (*libc == ELF_LIBC_MUSL || *libc == ELF_LIBC_OTHER))
+    /* Debian's allocator libraries are linked against glibc: musl's loader stops the program, exit 127, on
+     * their glibc-only symbols. */
+    return usage_error("run", "--heap %s: %s runs on %s, and the allocator libraries hugify preloads are built "
+                       "for glibc: preloaded, one would stop the program from starting. Use --heap auto",
+                       options_heap_name(heap), binary, *libc == ELF_LIBC_MUSL ? "musl" : "a C library other than glibc");
+  return rc;
 }
 
 /* --verbose: the environment CMD starts with. The HUGIFY_* settings as options.c reads them, like every
@@ -211,9 +233,10 @@ int cmd_run(int argc, char **argv) {
     return 126;
   }
 
-  if ((rc = check_program(args.command[0], path, args.settings.heap)) != EXIT_DONE) return rc;
+  enum elf_libc libc;
+  if ((rc = check_program(args.command[0], path, args.settings.heap, &libc)) != EXIT_DONE) return rc;
   static struct run_environment environment; /* large: off the stack */
-  rc = run_environment_build("run", &args.settings, &environment);
+  rc = run_environment_build("run", &args.settings, libc, path, &environment);
   if (rc == EXIT_DONE) rc = run_environment_apply("run", &environment);
   run_environment_free(&environment);
   if (rc != EXIT_DONE) return rc;

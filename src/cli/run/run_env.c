@@ -19,6 +19,7 @@
 #include "safe_file.h"
 
 #define PRELOAD_NAME "libhugify-preload.so"
+#define MUSL_PRELOAD_NAME "libhugify-preload-musl.so" /* built with musl-gcc: src/preload/CMakeLists.txt */
 
 /* glibc tunables for the THP heap: hugetlb=1 makes malloc madvise the main arena and its mmap'd chunks;
  * glibc 2.36 does not advise thread arenas (it advises a new heap only when its first size is >= 2 MiB, and
@@ -73,10 +74,21 @@ static bool is_file(const char *path) {
   return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* libhugify-preload.so: HUGIFY_PRELOAD_PATH, else next to the binary (installed: PREFIX/bin/../LIBDIR/hugify,
- * build tree: build/bin/../lib). */
-static bool find_preload(const struct hugify_options *options, char *out, size_t cap) {
-  if (options->preload_path[0]) return realpath(options->preload_path, out) && is_file(out);
+/* `path` with its file name replaced by `name`. */
+static void beside(const char *path, const char *name, char *out, size_t cap) {
+  const char *slash = strrchr(path, '/');
+  snprintf(out, cap, "%.*s%s", slash ? (int)(slash + 1 - path) : 0, path, name);
+}
+
+/* A preload, by its file name: libhugify-preload.so, or the musl build beside it (MUSL_PRELOAD_NAME). Where
+ * HUGIFY_PRELOAD_PATH (the glibc preload) says, else next to the binary (installed:
+ * PREFIX/bin/../LIBDIR/hugify, build tree: build/bin/../lib). */
+static bool find_preload(const struct hugify_options *options, const char *name, char *out, size_t cap) {
+  char candidate[PATH_MAX * 2];
+  if (options->preload_path[0]) {
+    beside(options->preload_path, name, candidate, sizeof candidate);
+    return realpath(candidate, out) && is_file(out);
+  }
   char self[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) return false;
@@ -86,8 +98,9 @@ static bool find_preload(const struct hugify_options *options, char *out, size_t
   *slash = '\0';
   const char *relative[] = {HUGIFY_PRELOAD_RELATIVE, "../lib/" PRELOAD_NAME, "../lib64/" PRELOAD_NAME};
   for (size_t i = 0; i < sizeof relative / sizeof relative[0]; i++) {
-    char candidate[PATH_MAX * 2];
-    snprintf(candidate, sizeof candidate, "%s/%s", self, relative[i]);
+    char preload[PATH_MAX * 2];
+    snprintf(preload, sizeof preload, "%s/%s", self, relative[i]);
+    beside(preload, name, candidate, sizeof candidate);
     if (is_file(candidate) && realpath(candidate, out) && strlen(out) < cap) return true;
   }
   return false;
@@ -309,9 +322,10 @@ static bool default_variable(struct run_environment *environment, const char *va
 static bool preload_variable(struct run_environment *environment) {
   const char *existing = getenv("LD_PRELOAD"), *allocator = environment->allocator[0] ? environment->allocator : NULL;
   if (existing && !existing[0]) existing = NULL;
-  bool add_preload = !existing || !strstr(existing, environment->preload);
+  bool add_preload = environment->preload[0] && (!existing || !strstr(existing, environment->preload));
   const char *last = NULL;
   if (allocator && environment->heap == HEAP_TCMALLOC) last = allocator, allocator = NULL;
+  if (!allocator && !existing && !add_preload && !last) return true; /* no preload for this program: none */
   char *list = NULL;
   if (asprintf(&list, "%s%s%s%s%s%s%s", allocator ? allocator : "", allocator && existing ? ":" : "",
                existing ? existing : "", (allocator || existing) && add_preload ? ":" : "",
@@ -362,18 +376,35 @@ static bool printed_variable(struct run_environment *environment, const char *na
   return add_variable(environment, name, value);
 }
 
-int run_environment_build(const char *command, const struct run_settings *settings, struct run_environment *out) {
-  memset(out, 0, sizeof *out);
-  struct hugify_options options = {0};
-  char warnings[1024] = "";
-  options_from_environment(&options, warnings, sizeof warnings); /* the preload warns about bad values */
-  if (!find_preload(&options, out->preload, sizeof out->preload))
+/* out->preload for a program of C library `libc`: "" for one hugify has no preload for (OTHER: run.c said
+ * so), and for a musl program when the musl build is not installed (said here: it runs without one). */
+static int choose_preload(const char *command, const struct hugify_options *options, enum elf_libc libc,
+                          const char *program, struct run_environment *out) {
+  if (libc == ELF_LIBC_OTHER) return EXIT_DONE;
+  if (libc == ELF_LIBC_MUSL && !find_preload(options, MUSL_PRELOAD_NAME, out->preload, sizeof out->preload)) {
+    fail(EXIT_SHORT, command, "%s is a musl program and %s is not installed beside %s (hugify was built without "
+         "musl-gcc; Debian: apt-get install musl-tools, then rebuild): it runs without a preload", program,
+         MUSL_PRELOAD_NAME, PRELOAD_NAME);
+    return EXIT_DONE;
+  }
+  if (libc != ELF_LIBC_MUSL && !find_preload(options, PRELOAD_NAME, out->preload, sizeof out->preload))
     return fail(EXIT_PRIVILEGE, command,
                 "cannot find %s (looked at HUGIFY_PRELOAD_PATH, then next to this hugify binary: %s); reinstall "
                 "hugify or set HUGIFY_PRELOAD_PATH", PRELOAD_NAME, HUGIFY_PRELOAD_RELATIVE);
   if (strpbrk(out->preload, ": "))
     return fail(EXIT_PRIVILEGE, command,
                 "%s: LD_PRELOAD cannot hold a path with ':' or spaces; install hugify elsewhere", out->preload);
+  return EXIT_DONE;
+}
+
+int run_environment_build(const char *command, const struct run_settings *settings, enum elf_libc libc,
+                          const char *program, struct run_environment *out) {
+  memset(out, 0, sizeof *out);
+  struct hugify_options options = {0};
+  char warnings[1024] = "";
+  options_from_environment(&options, warnings, sizeof warnings); /* the preload warns about bad values */
+  int rc = choose_preload(command, &options, libc, program, out);
+  if (rc != EXIT_DONE) return rc;
 
   out->heap = settle_heap_mode(command, settings->heap);
   if (options_heap_is_engine(out->heap)) {

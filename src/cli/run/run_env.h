@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <stdbool.h>
 
+#include "elf_image.h"
 #include "inspect.h"
 #include "options.h"
 #include "parse_options.h"
@@ -54,7 +55,7 @@ int run_settings_take_json(const char *command, struct run_settings *settings, c
 #define RUN_ENV_MAX_VARIABLES 16
 struct run_environment {
   enum heap_mode heap;          /* the heap mode as it will run on this machine (after the THP/pool check) */
-  char preload[PATH_MAX];       /* libhugify-preload.so, absolute */
+  char preload[PATH_MAX];       /* libhugify-preload.so or libhugify-preload-musl.so, absolute; "": none */
   char allocator[PATH_MAX];     /* --heap mimalloc|jemalloc|tcmalloc: the allocator library, else "" */
   unsigned count;
   struct {
@@ -85,9 +86,14 @@ enum allocator_kind run_program_runtime(const char *path);
 /* Build the environment from the settings and the current environment (what the user set in
  * GLIBC_TUNABLES, MALLOC_CONF, LD_PRELOAD... wins); HUGIFY_REPORT is left to the caller (unset by default):
  * `run` points it at a private directory and sums the reports (run_tree.c), `env` at the user's file.
+ * The preload is the one for `libc`, the C library of `program` (its interpreter: elf_libc_of_interpreter):
+ * glibc's (also for a static program), musl's (libhugify-preload-musl.so beside it; when it is not
+ * installed, none, said on stderr), none for another C library. `env` gives ELF_LIBC_GLIBC: its environment
+ * reaches programs it does not know, and musl's loader loads the glibc preload too (preload_libc.c).
  * Messages go to stderr as `command`'s; returns EXIT_DONE, or the exit code of a failure already printed
- * (3: the preload or the allocator is missing, or out of memory). Free with run_environment_free. */
-int run_environment_build(const char *command, const struct run_settings *settings, struct run_environment *out);
+ * (3: the glibc preload or the allocator is missing, or out of memory). Free with run_environment_free. */
+int run_environment_build(const char *command, const struct run_settings *settings, enum elf_libc libc,
+                          const char *program, struct run_environment *out);
 /* The --report target by the file rules of safe_file.h: never a link, a directory or a block device (exit 2,
  * printed); *kind says what is there now. */
 int run_report_check(const char *command, const char *report, enum safe_file_kind *kind);
