@@ -2,6 +2,7 @@
 /* probe.c - what this machine offers, found by trying it: feature probes, THP settings, hugify_probe. */
 #include "probe.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/perf_event.h>
@@ -447,7 +448,7 @@ int probe_damon_schemes(const char *admin, struct probe_damon_scheme *out, unsig
     snprintf(dir, sizeof dir, "%s/kdamonds/%u", admin, k);
     read_leaf(dir, "state", kdamond.state, sizeof kdamond.state);
     read_leaf(dir, "pid", text, sizeof text);
-    kdamond.kdamond_pid = atoi(text);
+    kdamond.kdamond_pid = atoi(text) > 0 ? atoi(text) : 0;
     for (unsigned n = read_count(dir, "contexts/nr_contexts"), c = 0; c < n; c++) {
       char context[4300];
       kdamond.context = c;
@@ -456,6 +457,34 @@ int probe_damon_schemes(const char *admin, struct probe_damon_scheme *out, unsig
     }
   }
   return (int)count;
+}
+
+int probe_damon_modules(const char *root, struct probe_damon_module *out, unsigned cap) {
+  static const char *const modules[] = {"damon_stat", "damon_reclaim", "damon_lru_sort"};
+  unsigned count = 0;
+  for (size_t m = 0; m < sizeof modules / sizeof modules[0] && count < cap; m++) {
+    char dir[512], path[4096], text[32];
+    snprintf(dir, sizeof dir, "/sys/module/%s/parameters", modules[m]);
+    root_path(path, sizeof path, root, dir);
+    read_leaf(path, "enabled", text, sizeof text);
+    if (strcmp(text, "Y") != 0) continue;
+    snprintf(out[count].name, sizeof out[count].name, "%s", modules[m]);
+    read_leaf(path, "kdamond_pid", text, sizeof text);
+    out[count].kdamond_pid = atoi(text) > 0 ? atoi(text) : 0;
+    count++;
+  }
+  return (int)count;
+}
+
+int probe_damon_held(char *reason, size_t cap) {
+  struct probe_damon_module held;
+  if (probe_damon_modules("", &held, 1) == 0) return 0;
+  char upper[16];
+  for (size_t i = 0; i < sizeof upper; i++) upper[i] = (char)toupper((unsigned char)held.name[i]);
+  reason_add(reason, cap, "%s, inside the kernel (kdamond pid %d), holds DAMON: no kdamond of DAMON's sysfs can start "
+             "while it runs (EBUSY); fix: echo N > /sys/module/%s/parameters/enabled (or %s.enabled=N on the "
+             "kernel command line)", upper, held.kdamond_pid, held.name, held.name);
+  return 1;
 }
 
 struct action_try {

@@ -77,6 +77,19 @@ bool probe_damon_lists_vaddr(const char *avail_operations);
 enum hugify_feature_state probe_damos_action_at(const char *admin, const char *action, bool may_set_up, char *detail,
                                                 size_t cap);
 
+/* DAMON's users inside the kernel, modules with an `enabled` parameter: DAMON_STAT (on by default in Debian's
+ * 7.2), DAMON_RECLAIM, DAMON_LRU_SORT. Each starts a kdamond of its own that DAMON keeps exclusive: while one
+ * runs, no kdamond of DAMON's sysfs can start (writing "on" to its state: EBUSY, seen on Debian's 7.2.12). */
+struct probe_damon_module {
+  char name[16];   /* "damon_stat", ... (the module's) */
+  int kdamond_pid; /* its kdamond_pid parameter, 0 when unknown or none */
+};
+/* The enabled ones under root ("" or "/": this machine), up to cap. Returns how many. */
+int probe_damon_modules(const char *root, struct probe_damon_module *out, unsigned cap);
+/* Appends to reason why DAMON's sysfs kdamonds cannot start here, naming the first enabled module and the fix
+ * (echo N > /sys/module/NAME/parameters/enabled); returns 1 when one is enabled, 0 (nothing added) when none. */
+int probe_damon_held(char *reason, size_t cap);
+
 /* A DAMON scheme of any kdamond, as its sysfs shows it (probe_damon_schemes). */
 #define PROBE_DAMON_TARGETS_MAX 16
 struct probe_damon_scheme {
