@@ -385,6 +385,12 @@ static void json_thp(struct json_writer *j, const struct status_snapshot *s) {
   json_close(j);
 }
 
+/* A kdamond's pid, null when it has none (off). */
+static void json_kdamond_pid(struct json_writer *j, int pid) {
+  if (pid > 0) json_put_i64(j, "kdamond_pid", pid);
+  else json_put_null(j, "kdamond_pid");
+}
+
 static void json_damon(struct json_writer *j, const struct status_snapshot *s) {
   json_open_object(j, "damon");
   json_put_bool(j, "present", s->damon_present);
@@ -399,8 +405,7 @@ static void json_damon(struct json_writer *j, const struct status_snapshot *s) {
   for (unsigned i = 0; i < s->damon_module_count; i++) {
     json_open_object(j, NULL);
     json_put_string(j, "module", s->damon_modules[i].name);
-    if (s->damon_modules[i].kdamond_pid > 0) json_put_i64(j, "kdamond_pid", s->damon_modules[i].kdamond_pid);
-    else json_put_null(j, "kdamond_pid");
+    json_kdamond_pid(j, s->damon_modules[i].kdamond_pid);
     json_close(j);
   }
   json_close(j);
@@ -410,8 +415,7 @@ static void json_damon(struct json_writer *j, const struct status_snapshot *s) {
     json_open_object(j, NULL);
     json_put_u64(j, "kdamond", d->kdamond);
     json_put_string(j, "state", d->state);
-    if (d->kdamond_pid > 0) json_put_i64(j, "kdamond_pid", d->kdamond_pid);
-    else json_put_null(j, "kdamond_pid");
+    json_kdamond_pid(j, d->kdamond_pid);
     json_put_u64(j, "context", d->context);
     json_put_string(j, "operations", d->operations);
     json_put_u64(j, "scheme", d->scheme);

@@ -162,6 +162,13 @@ TEST(DamonDetect, MissingVaddrNamesVersionOptionsAndFix) {
             std::string::npos) << text;
 }
 
+// The scheme, the context and the kdamond of hugify's own, set up (each count written) and put back to 0.
+void expect_put_back(const fake_admin &fake) {
+  EXPECT_EQ(fake.get("kdamonds/0/contexts/0/schemes/nr_schemes"), "0") << "written (set up) and put back";
+  EXPECT_EQ(fake.get("kdamonds/0/contexts/nr_contexts"), "0");
+  EXPECT_EQ(fake.get("kdamonds/nr_kdamonds"), "0");
+}
+
 // Where no kdamond exists: kdamond 0, a context and a scheme of hugify's own, the action written, and all of it
 // put back (nr_schemes, nr_contexts, nr_kdamonds 0).
 TEST(DamosAction, NoKdamondIsSetUpTriedAndPutBack) {
@@ -173,9 +180,7 @@ TEST(DamosAction, NoKdamondIsSetUpTriedAndPutBack) {
   EXPECT_EQ(fake.action("collapse", true, &detail), HUGIFY_FEATURE_YES) << detail;
   EXPECT_EQ(fake.get("kdamonds/0/contexts/0/schemes/0/action"), "collapse") << "the action was written";
   EXPECT_EQ(fake.action("hugepage", true, &detail), HUGIFY_FEATURE_YES) << detail;
-  EXPECT_EQ(fake.get("kdamonds/0/contexts/0/schemes/nr_schemes"), "0") << "written (set up) and put back";
-  EXPECT_EQ(fake.get("kdamonds/0/contexts/nr_contexts"), "0");
-  EXPECT_EQ(fake.get("kdamonds/nr_kdamonds"), "0");
+  expect_put_back(fake);
 }
 
 // A kernel that does not know the action answers EINVAL to its write: here the action file leads to a file that
@@ -189,9 +194,7 @@ TEST(DamosAction, EinvalIsAbsentAndPutBack) {
   std::string detail;
   EXPECT_EQ(fake.action("collapse", true, &detail), HUGIFY_FEATURE_NO);
   EXPECT_NE(detail.find("EINVAL: DAMON's schemes do not take the action 'collapse'"), std::string::npos) << detail;
-  EXPECT_EQ(fake.get("kdamonds/0/contexts/0/schemes/nr_schemes"), "0");
-  EXPECT_EQ(fake.get("kdamonds/0/contexts/nr_contexts"), "0");
-  EXPECT_EQ(fake.get("kdamonds/nr_kdamonds"), "0");
+  expect_put_back(fake);
 }
 
 // Another user's kdamond: a scheme of theirs with the action says yes; else unknown, naming whose; never written.
