@@ -40,6 +40,7 @@ const struct command_help help_status = {
     "\n"
     "Everything the kernel says about huge pages on this machine, in pages and bytes: hugetlb pools per size\n"
     "and NUMA node, hugetlbfs mounts, THP settings (per size where the kernel has mTHP, and khugepaged),\n"
+    "what the kernel collapses by itself (DAMON's collapse and hugepage schemes, khugepaged per size),\n"
     "huge pages in use, counters since boot, fragmentation (how many 2M / 1G pages could be reserved now),\n"
     "boot parameters, the memlock limit, cgroup hugetlb limits, kernel features; then diagnoses, each with\n"
     "the command that fixes it. Needs no root: what cannot be read is listed as such.\n"
@@ -74,6 +75,17 @@ static const char *bytes_or_unknown(uint64_t bytes, char *buf, size_t cap) {
 
 /* ---- text ------------------------------------------------------------------------------------------ */
 
+/* The per-size tables' first line: the title in `indent` columns, then each size right-aligned in w. */
+static void print_size_header(const struct status_snapshot *s, const char *title, int indent, int w) {
+  printf("  %-*s", indent, title);
+  for (unsigned i = 0; i < s->mthp_count; i++) {
+    char label[32];
+    format_page_size(s->mthp[i].page_size, label, sizeof label);
+    printf(" %*s", w, label);
+  }
+  putchar('\n');
+}
+
 static void print_thp(const struct status_snapshot *s) {
   printf("\nTransparent huge pages\n");
   if (!s->thp_present) {
@@ -92,13 +104,8 @@ static void print_thp(const struct status_snapshot *s) {
       if ((int)strlen(s->mthp[i].enabled) > w) w = (int)strlen(s->mthp[i].enabled);
       if ((int)strlen(s->mthp[i].shmem_enabled) > w) w = (int)strlen(s->mthp[i].shmem_enabled);
     }
-    printf("  per size (mTHP)  ");
-    for (unsigned i = 0; i < s->mthp_count; i++) {
-      char label[32];
-      format_page_size(s->mthp[i].page_size, label, sizeof label);
-      printf(" %*s", w, label);
-    }
-    printf("\n    enabled        ");
+    print_size_header(s, "per size (mTHP)", 17, w);
+    printf("    enabled        ");
     for (unsigned i = 0; i < s->mthp_count; i++) printf(" %*s", w, s->mthp[i].enabled[0] ? s->mthp[i].enabled : "-");
     printf("\n    shmem_enabled  ");
     for (unsigned i = 0; i < s->mthp_count; i++)
@@ -170,6 +177,54 @@ static void print_fragmentation(const struct status_snapshot *s) {
       char label[32];
       format_page_size(s->pools[p].global.page_size, label, sizeof label);
       printf("%s %s%llu %s", p ? "," : "", bound ? "at most " : "", (unsigned long long)pages, label);
+    }
+    putchar('\n');
+  }
+}
+
+/* What the kernel collapses by itself, beside hugify: DAMON's schemes (the DAMOS actions this kernel takes, the
+ * kdamonds running one) and khugepaged's collapses per size. */
+static void print_kernel_collapses(const struct status_snapshot *s) {
+  printf("\nThe kernel's own collapses (DAMON schemes, khugepaged per size)\n");
+  const struct status_feature *vaddr = &s->features[PROBE_DAMON_VADDR];
+  if (vaddr->state != HUGIFY_FEATURE_YES) {
+    printf("  DAMON vaddr: %s (Kernel features below)\n", feature_word(vaddr->state));
+  } else {
+    const enum probe_feature actions[] = {PROBE_DAMOS_COLLAPSE, PROBE_DAMOS_HUGEPAGE};
+    printf("  DAMON vaddr: yes; DAMOS actions hugify can use:");
+    int listed = 0;
+    for (size_t a = 0; a < sizeof actions / sizeof actions[0]; a++)
+      if (s->features[actions[a]].state == HUGIFY_FEATURE_YES)
+        printf("%s %s", listed++ ? "," : "", probe_features[actions[a]].name + strlen("DAMOS action "));
+    printf("%s\n", listed ? "" : " none of collapse, hugepage");
+  }
+  for (unsigned i = 0; i < s->damon_module_count; i++)
+    printf("  DAMON in the kernel: %s (kdamond pid %d) holds it: no kdamond of DAMON's sysfs can start\n",
+           s->damon_modules[i].name, s->damon_modules[i].kdamond_pid);
+  printf("  kdamonds with a collapse or hugepage scheme:%s\n", s->damon_scheme_count ? "" : " none");
+  for (unsigned i = 0; i < s->damon_scheme_count; i++) {
+    const struct probe_damon_scheme *d = &s->damon_schemes[i];
+    char pid[32] = "";
+    if (d->kdamond_pid > 0) snprintf(pid, sizeof pid, ", pid %d", d->kdamond_pid);
+    printf("    kdamond %u (%s%s), context %u (%s), scheme %u: %s, targets", d->kdamond, d->state[0] ? d->state : "?",
+           pid, d->context, d->operations[0] ? d->operations : "?", d->scheme, d->action);
+    for (unsigned t = 0; t < d->target_count && t < PROBE_DAMON_TARGETS_MAX; t++) printf("%s %d", t ? "," : "", d->targets[t]);
+    printf("%s\n", d->target_count > PROBE_DAMON_TARGETS_MAX ? ", ..." : d->target_count ? "" : " none");
+  }
+  bool counted = false;
+  for (unsigned i = 0; i < s->mthp_count; i++) counted |= s->mthp[i].collapse_known;
+  if (!counted) {
+    printf("  khugepaged's collapses per size: not counted by this kernel (khugepaged mTHP collapse, Linux %s+)\n",
+           probe_features[PROBE_KHUGEPAGED_MTHP].since);
+    return;
+  }
+  print_size_header(s, "khugepaged per size", 29, 7);
+  for (size_t f = 0; f < STATUS_MTHP_COLLAPSE_FIELDS; f++) {
+    printf("    %-27s", status_mthp_collapse_fields[f]);
+    for (unsigned i = 0; i < s->mthp_count; i++) { /* "-": the kernel keeps no such counter for that size */
+      char value[24];
+      uint64_t n = s->mthp[i].collapse[f];
+      printf(" %7s", n == STATUS_UNKNOWN ? "-" : view_number(n, value, sizeof value));
     }
     putchar('\n');
   }
@@ -270,6 +325,7 @@ static void print_text(const struct status_snapshot *s, const struct status_diag
     view_mount_table(stdout, s, "  ");
   }
   print_thp(s);
+  if (s->thp_present) print_kernel_collapses(s);
   print_usage_and_counters(s);
   print_fragmentation(s);
   print_system(s);
@@ -310,6 +366,14 @@ static void json_thp(struct json_writer *j, const struct status_snapshot *s) {
     json_put_u64(j, "page_size_bytes", s->mthp[i].page_size);
     json_put_string(j, "enabled", s->mthp[i].enabled[0] ? s->mthp[i].enabled : NULL);
     json_put_string(j, "shmem_enabled", s->mthp[i].shmem_enabled[0] ? s->mthp[i].shmem_enabled : NULL);
+    if (s->mthp[i].collapse_known) {
+      json_open_object(j, "collapse");
+      for (size_t f = 0; f < STATUS_MTHP_COLLAPSE_FIELDS; f++)
+        view_json_known(j, status_mthp_collapse_fields[f], s->mthp[i].collapse[f]);
+      json_close(j);
+    } else {
+      json_put_null(j, "collapse");
+    }
     json_close(j);
   }
   json_close(j);
@@ -317,6 +381,51 @@ static void json_thp(struct json_writer *j, const struct status_snapshot *s) {
   for (size_t f = 0; f < STATUS_KHUGEPAGED_FIELDS; f++)
     view_json_known(j, status_khugepaged_fields[f].name,
                     status_khugepaged_value(&s->khugepaged, &status_khugepaged_fields[f]));
+  json_close(j);
+  json_close(j);
+}
+
+/* A kdamond's pid, null when it has none (off). */
+static void json_kdamond_pid(struct json_writer *j, int pid) {
+  if (pid > 0) json_put_i64(j, "kdamond_pid", pid);
+  else json_put_null(j, "kdamond_pid");
+}
+
+static void json_damon(struct json_writer *j, const struct status_snapshot *s) {
+  json_open_object(j, "damon");
+  json_put_bool(j, "present", s->damon_present);
+  json_feature(j, "vaddr", s->features[PROBE_DAMON_VADDR].state);
+  json_open_array(j, "actions");
+  if (s->features[PROBE_DAMON_VADDR].state == HUGIFY_FEATURE_YES) {
+    if (s->features[PROBE_DAMOS_COLLAPSE].state == HUGIFY_FEATURE_YES) json_put_string(j, NULL, "collapse");
+    if (s->features[PROBE_DAMOS_HUGEPAGE].state == HUGIFY_FEATURE_YES) json_put_string(j, NULL, "hugepage");
+  }
+  json_close(j);
+  json_open_array(j, "in_kernel");
+  for (unsigned i = 0; i < s->damon_module_count; i++) {
+    json_open_object(j, NULL);
+    json_put_string(j, "module", s->damon_modules[i].name);
+    json_kdamond_pid(j, s->damon_modules[i].kdamond_pid);
+    json_close(j);
+  }
+  json_close(j);
+  json_open_array(j, "schemes");
+  for (unsigned i = 0; i < s->damon_scheme_count; i++) {
+    const struct probe_damon_scheme *d = &s->damon_schemes[i];
+    json_open_object(j, NULL);
+    json_put_u64(j, "kdamond", d->kdamond);
+    json_put_string(j, "state", d->state);
+    json_kdamond_pid(j, d->kdamond_pid);
+    json_put_u64(j, "context", d->context);
+    json_put_string(j, "operations", d->operations);
+    json_put_u64(j, "scheme", d->scheme);
+    json_put_string(j, "action", d->action);
+    json_put_u64(j, "target_count", d->target_count);
+    json_open_array(j, "targets");
+    for (unsigned t = 0; t < d->target_count && t < PROBE_DAMON_TARGETS_MAX; t++) json_put_i64(j, NULL, d->targets[t]);
+    json_close(j);
+    json_close(j);
+  }
   json_close(j);
   json_close(j);
 }
@@ -516,6 +625,7 @@ static void print_json(FILE *out, const struct status_snapshot *s, const struct 
   json_put_u64(&j, "base_page_size_bytes", s->base_page_size);
   json_hugetlb(&j, s);
   json_thp(&j, s);
+  json_damon(&j, s);
   json_in_use(&j, s);
   json_fragmentation(&j, s);
   json_boot(&j, s);

@@ -165,6 +165,8 @@ static int claim_kdamond(struct heat_source *h, char *reason, size_t cap) {
                "kdamond exists; stop their user (their state off, kdamonds/nr_kdamonds 0)", (unsigned long long)count);
     return -EBUSY;
   }
+  /* a DAMON user inside the kernel (DAMON_STAT) would refuse our kdamond its start: nothing is claimed */
+  if (probe_damon_held(reason, cap)) return -EBUSY;
   if ((rc = os_write_file(DAMON_ADMIN "/kdamonds/nr_kdamonds", "1")) != 0) {
     reason_add(reason, cap, "DAMON: nr_kdamonds could not be set (%s)%s", strerror(-rc),
                rc == -EACCES || rc == -EPERM ? ": run as root" : "");

@@ -2,6 +2,7 @@
 /* probe.c - what this machine offers, found by trying it: feature probes, THP settings, hugify_probe. */
 #include "probe.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/perf_event.h>
@@ -57,7 +58,11 @@ uint64_t page_kind_size(enum hugify_page_kind kind) {
  * acceptance by process_madvise (mm/madvise.c: process_madvise_behavior_valid) 6.1; process_madvise 5.10;
  * PAGEMAP_SCAN (fs/proc/task_mmu.c) 6.7; per-size hugepages-<N>kB controls (admin-guide/mm/transhuge.rst) 6.8;
  * PR_THP_DISABLE_EXCEPT_ADVISED 6.18; DAMON 5.15, its sysfs 5.18 (avail_operations 6.0); soft-dirty 3.11;
- * idle page tracking 4.3; CONFIG_READ_ONLY_THP_FOR_FS 5.4 (collapsed in place by MADV_COLLAPSE: 6.1). */
+ * idle page tracking 4.3; CONFIG_READ_ONLY_THP_FOR_FS 5.4 (collapsed in place by MADV_COLLAPSE: 6.1); DAMOS's
+ * hugepage action 5.16 (mm/damon/vaddr.c), written through DAMON's sysfs schemes 5.18. Seen, not checked against
+ * the sources: the DAMOS action collapse and khugepaged's per-size collapse_alloc, both there in Debian's 7.2.12
+ * (the first version that has them may be earlier: 7.2 is the first seen). */
+#define PROBE_DAMOS_ACTION_SOURCE "a scheme's action, written in a kdamond of hugify's own (EINVAL: not taken), or a scheme running it"
 const struct probe_feature_info probe_features[PROBE_FEATURE_COUNT] = {
     [PROBE_THP] = {"thp", "THP", "2.6.38", "CONFIG_TRANSPARENT_HUGEPAGE", OS_SYSFS_THP, 0,
                    "hugetlb only: `hugify pool` and `run --heap hugetlb`, the text remap onto a reserved pool; "
@@ -75,12 +80,21 @@ const struct probe_feature_info probe_features[PROBE_FEATURE_COUNT] = {
                             "/proc/kpageflags, from smaps without"},
     [PROBE_MTHP] = {"mthp", "mTHP sizes", "6.8", "", OS_SYSFS_THP "/hugepages-<N>kB", 1,
                     "the PMD size only; status shows no per-size controls"},
+    [PROBE_KHUGEPAGED_MTHP] = {"khugepaged_mthp", "khugepaged mTHP collapse", "7.2", "",
+                               OS_SYSFS_THP "/hugepages-<N>kB/stats/collapse_alloc below the PMD size", 1,
+                               "khugepaged collapses to the PMD size only; status shows no per-size collapse counters"},
     [PROBE_THP_EXCEPT_ADVISED] = {"thp_disable_except_advised", "PR_THP_DISABLE_EXCEPT_ADVISED", "6.18", "",
                                   "prctl(PR_SET_THP_DISABLE, 1, PR_THP_DISABLE_EXCEPT_ADVISED) in a child", 0,
                                   "nothing: no program on it can have asked for it"},
     [PROBE_DAMON_VADDR] = {"damon_vaddr", "DAMON vaddr", "5.18", "CONFIG_DAMON_SYSFS, CONFIG_DAMON_VADDR",
                            PROBE_DAMON_ADMIN ", a context's avail_operations (its own where none is)", 0,
                            "nothing: hugify finds hot memory with its own pagemap walk"},
+    [PROBE_DAMOS_COLLAPSE] = {"damos_collapse", "DAMOS action collapse", "7.2", "CONFIG_DAMON_SYSFS",
+                              PROBE_DAMOS_ACTION_SOURCE, 1,
+                              "nothing: hugify collapses hot memory itself (`hugify agent`, DAMON's heat where it has vaddr)"},
+    [PROBE_DAMOS_HUGEPAGE] = {"damos_hugepage", "DAMOS action hugepage", "5.18", "CONFIG_DAMON_SYSFS",
+                              PROBE_DAMOS_ACTION_SOURCE, 1,
+                              "nothing: hugify advises (`hugify run`) and collapses (`hugify agent`) memory itself"},
     [PROBE_SOFT_DIRTY] = {"soft_dirty", "soft-dirty", "3.11", "CONFIG_MEM_SOFT_DIRTY",
                           "clear_refs 4, then pagemap bit 55 of a written page, in a child", 0,
                           "nothing: hugify does not need to know which pages were written"},
@@ -293,69 +307,246 @@ static int read_any_operations(const char *admin, uint64_t kdamonds, char *text,
   return 0;
 }
 
-/* Where no kdamond exists: kdamond 0 with one context of our own, just long enough to read its
- * avail_operations, then both removed (nr_contexts and nr_kdamonds back to 0). 0 (text filled) or -errno
- * with detail. */
-static int read_own_operations(const char *admin, char *text, size_t cap, char *detail, size_t detail_cap) {
-  char kdamonds[4096], contexts[4096], operations[4096];
+/* Where no kdamond exists: kdamond 0 with one context of hugify's own, just long enough for use (0 or -errno,
+ * filling detail) to read or try something in it (the context's directory), then both removed: nr_contexts and
+ * nr_kdamonds back to 0. use's answer, or -errno with detail when the set-up or the removal failed. */
+typedef int (*own_context_use)(const char *context, void *arg, char *detail, size_t cap);
+static int with_own_context(const char *admin, const char *purpose, own_context_use use, void *arg, char *detail,
+                            size_t cap) {
+  char kdamonds[4096], contexts[4096], context[4096];
   snprintf(kdamonds, sizeof kdamonds, "%s/kdamonds/nr_kdamonds", admin);
   snprintf(contexts, sizeof contexts, "%s/kdamonds/0/contexts/nr_contexts", admin);
-  snprintf(operations, sizeof operations, "%s/kdamonds/0/contexts/0/avail_operations", admin);
+  snprintf(context, sizeof context, "%s/kdamonds/0/contexts/0", admin);
   int rc = os_write_file(kdamonds, "1");
   if (rc) {
-    snprintf(detail, detail_cap, "DAMON's sysfs has no kdamond, and one could not be set up to list its "
-             "avail_operations (%s)%s", strerror(-rc), rc == -EACCES || rc == -EPERM ? ": run as root" : "");
+    snprintf(detail, cap, "DAMON's sysfs has no kdamond, and one could not be set up to %s (%s)%s", purpose,
+             strerror(-rc), rc == -EACCES || rc == -EPERM ? ": run as root" : "");
     return rc;
   }
-  ssize_t n = -EIO;
+  int used = -EIO;
   if ((rc = os_write_file(contexts, "1")) == 0) {
-    n = os_read_small(operations, text, cap);
+    used = use(context, arg, detail, cap);
     rc = os_write_file(contexts, "0");
   }
   int put_back = os_write_file(kdamonds, "0");
   if (put_back || rc)
-    snprintf(detail, detail_cap, "DAMON: a context of hugify's own could not be %s (%s)",
+    snprintf(detail, cap, "DAMON: a context of hugify's own could not be %s (%s)",
              put_back ? "removed: kdamonds/nr_kdamonds is left at 1" : "set up", strerror(-(put_back ? put_back : rc)));
-  else if (n < 0)
-    no_avail_operations((int)-n, detail, detail_cap);
-  return put_back ? put_back : rc ? rc : n < 0 ? (int)n : 0;
+  return put_back ? put_back : rc ? rc : used;
+}
+
+struct text_buffer {
+  char *text;
+  size_t cap;
+};
+
+static int read_operations_in(const char *context, void *arg, char *detail, size_t cap) {
+  struct text_buffer *out = arg;
+  char path[4200];
+  snprintf(path, sizeof path, "%s/avail_operations", context);
+  ssize_t n = os_read_small(path, out->text, out->cap);
+  if (n < 0) no_avail_operations((int)-n, detail, cap);
+  return n < 0 ? (int)n : 0;
+}
+
+/* DAMON's sysfs under admin and its number of kdamonds: true, or false with the answer in *state and why in
+ * detail. */
+static bool damon_kdamonds(const char *admin, uint64_t *kdamonds, enum hugify_feature_state *state, char *detail,
+                           size_t cap) {
+  char path[4096];
+  if (access(admin, F_OK) != 0) {
+    snprintf(detail, cap, "no DAMON sysfs (%s)", admin);
+    *state = HUGIFY_FEATURE_NO;
+    return false;
+  }
+  snprintf(path, sizeof path, "%s/kdamonds/nr_kdamonds", admin);
+  int rc = os_read_u64(path, kdamonds);
+  if (rc) {
+    snprintf(detail, cap, "%s unreadable (%s)%s", path, strerror(-rc), rc == -EACCES ? ": run as root" : "");
+    *state = HUGIFY_FEATURE_UNKNOWN;
+  }
+  return rc == 0;
+}
+
+/* Whether hugify may set a kdamond of its own up here: only where there is none at all, on a live machine.
+ * Writing nr_kdamonds removes every kdamond there, and one that is off with no context may be another user's
+ * in the middle of setting it up. false with why in detail (what the others lack: `lacking`). */
+static bool may_set_up_own(uint64_t kdamonds, bool may_set_up, const char *lacking, char *detail, size_t cap) {
+  if (kdamonds > 0)
+    snprintf(detail, cap, PROBE_DAMON_OTHERS " and none %s: hugify does not touch them", (unsigned long long)kdamonds,
+             lacking);
+  else if (!may_set_up)
+    snprintf(detail, cap, "nothing in this captured tree %s (hugify sets a context of its own up for a moment on a "
+             "live machine only)", lacking);
+  return kdamonds == 0 && may_set_up;
 }
 
 enum hugify_feature_state probe_damon_vaddr_at(const char *admin, bool may_set_up, char *detail, size_t cap) {
-  char path[4096], text[256];
+  char text[256];
   uint64_t kdamonds = 0;
-  if (access(admin, F_OK) != 0) {
-    snprintf(detail, cap, "no DAMON sysfs (%s)", admin);
-    return HUGIFY_FEATURE_NO;
-  }
-  snprintf(path, sizeof path, "%s/kdamonds/nr_kdamonds", admin);
-  int rc = os_read_u64(path, &kdamonds);
-  if (rc) {
-    snprintf(detail, cap, "%s unreadable (%s)%s", path, strerror(-rc), rc == -EACCES ? ": run as root" : "");
-    return HUGIFY_FEATURE_UNKNOWN;
-  }
-  if ((rc = read_any_operations(admin, kdamonds, text, sizeof text)) == 1) return judge_operations(text, detail, cap);
+  enum hugify_feature_state state;
+  if (!damon_kdamonds(admin, &kdamonds, &state, detail, cap)) return state;
+  int rc = read_any_operations(admin, kdamonds, text, sizeof text);
+  if (rc == 1) return judge_operations(text, detail, cap);
   if (rc < 0) {
     no_avail_operations(-rc, detail, cap);
     return HUGIFY_FEATURE_UNKNOWN;
   }
-  /* Writing nr_kdamonds removes every kdamond there, and one that is off with no context may be another
-   * user's in the middle of setting it up: only where there is none at all is a context made here. */
-  if (kdamonds > 0) {
-    snprintf(detail, cap, PROBE_DAMON_OTHERS " and none has a context to list avail_operations: hugify does not "
-             "touch them", (unsigned long long)kdamonds);
+  struct text_buffer operations = {text, sizeof text};
+  if (!may_set_up_own(kdamonds, may_set_up, "has a context to list avail_operations", detail, cap) ||
+      with_own_context(admin, "list its avail_operations", read_operations_in, &operations, detail, cap) != 0)
     return HUGIFY_FEATURE_UNKNOWN;
-  }
-  if (!may_set_up) {
-    snprintf(detail, cap, "no context in this captured tree lists DAMON's avail_operations (hugify sets one up "
-             "for a moment on a live machine only)");
-    return HUGIFY_FEATURE_UNKNOWN;
-  }
-  if (read_own_operations(admin, text, sizeof text, detail, cap) != 0) return HUGIFY_FEATURE_UNKNOWN;
   return judge_operations(text, detail, cap);
 }
 
+/* ---- DAMOS actions ------------------------------------------------------------------------------------ */
+
+static void read_leaf(const char *dir, const char *leaf, char *buf, size_t cap) {
+  char path[4608];
+  snprintf(path, sizeof path, "%s/%s", dir, leaf);
+  if (os_read_small(path, buf, cap) < 0) buf[0] = '\0';
+  buf[strcspn(buf, "\n")] = '\0';
+}
+
+static unsigned read_count(const char *dir, const char *leaf) {
+  char text[32];
+  read_leaf(dir, leaf, text, sizeof text);
+  unsigned long count = strtoul(text, NULL, 10);
+  return count > 1024 ? 1024 : (unsigned)count;
+}
+
+/* One context's schemes into out[*count...], its targets read once for them all. */
+static void read_context_schemes(const char *context, const struct probe_damon_scheme *kdamond,
+                                 struct probe_damon_scheme *out, unsigned cap, unsigned *count) {
+  struct probe_damon_scheme base = *kdamond;
+  char dir[4400], text[32];
+  read_leaf(context, "operations", base.operations, sizeof base.operations);
+  base.target_count = read_count(context, "targets/nr_targets");
+  for (unsigned t = 0; t < base.target_count && t < PROBE_DAMON_TARGETS_MAX; t++) {
+    snprintf(dir, sizeof dir, "%s/targets/%u", context, t);
+    read_leaf(dir, "pid_target", text, sizeof text);
+    base.targets[t] = atoi(text);
+  }
+  for (unsigned n = read_count(context, "schemes/nr_schemes"), k = 0; k < n; k++, (*count)++) {
+    if (*count >= cap) continue;
+    out[*count] = base;
+    out[*count].scheme = k;
+    snprintf(dir, sizeof dir, "%s/schemes/%u", context, k);
+    read_leaf(dir, "action", out[*count].action, sizeof out[*count].action);
+  }
+}
+
+int probe_damon_schemes(const char *admin, struct probe_damon_scheme *out, unsigned cap) {
+  char path[4096], dir[4200], text[32];
+  uint64_t kdamonds = 0;
+  snprintf(path, sizeof path, "%s/kdamonds/nr_kdamonds", admin);
+  int rc = os_read_u64(path, &kdamonds);
+  if (rc) return rc;
+  unsigned count = 0;
+  for (unsigned k = 0; k < kdamonds && k < 1024; k++) {
+    struct probe_damon_scheme kdamond = {.kdamond = k};
+    snprintf(dir, sizeof dir, "%s/kdamonds/%u", admin, k);
+    read_leaf(dir, "state", kdamond.state, sizeof kdamond.state);
+    read_leaf(dir, "pid", text, sizeof text);
+    kdamond.kdamond_pid = atoi(text) > 0 ? atoi(text) : 0;
+    for (unsigned n = read_count(dir, "contexts/nr_contexts"), c = 0; c < n; c++) {
+      char context[4300];
+      kdamond.context = c;
+      snprintf(context, sizeof context, "%s/contexts/%u", dir, c);
+      read_context_schemes(context, &kdamond, out, cap, &count);
+    }
+  }
+  return (int)count;
+}
+
+int probe_damon_modules(const char *root, struct probe_damon_module *out, unsigned cap) {
+  static const char *const modules[] = {"damon_stat", "damon_reclaim", "damon_lru_sort"};
+  unsigned count = 0;
+  for (size_t m = 0; m < sizeof modules / sizeof modules[0] && count < cap; m++) {
+    char dir[512], path[4096], text[32];
+    snprintf(dir, sizeof dir, "/sys/module/%s/parameters", modules[m]);
+    root_path(path, sizeof path, root, dir);
+    read_leaf(path, "enabled", text, sizeof text);
+    if (strcmp(text, "Y") != 0) continue;
+    snprintf(out[count].name, sizeof out[count].name, "%s", modules[m]);
+    read_leaf(path, "kdamond_pid", text, sizeof text);
+    out[count].kdamond_pid = atoi(text) > 0 ? atoi(text) : 0;
+    count++;
+  }
+  return (int)count;
+}
+
+int probe_damon_held(char *reason, size_t cap) {
+  struct probe_damon_module held;
+  if (probe_damon_modules("", &held, 1) == 0) return 0;
+  char upper[16];
+  for (size_t i = 0; i < sizeof upper; i++) upper[i] = (char)toupper((unsigned char)held.name[i]);
+  reason_add(reason, cap, "%s, inside the kernel (kdamond pid %d), holds DAMON: no kdamond of DAMON's sysfs can start "
+             "while it runs (EBUSY); fix: echo N > /sys/module/%s/parameters/enabled (or %s.enabled=N on the "
+             "kernel command line)", upper, held.kdamond_pid, held.name, held.name);
+  return 1;
+}
+
+struct action_try {
+  const char *action;
+  int written; /* the action's write: 0, -errno, or 1 when never tried */
+};
+
+/* In a context of hugify's own: one scheme, its action written, the scheme removed (the context's removal would
+ * take it too). */
+static int try_action_in(const char *context, void *arg, char *detail, size_t cap) {
+  struct action_try *t = arg;
+  char schemes[4200], action[4200];
+  snprintf(schemes, sizeof schemes, "%s/schemes/nr_schemes", context);
+  snprintf(action, sizeof action, "%s/schemes/0/action", context);
+  int rc = os_write_file(schemes, "1");
+  if (rc) {
+    snprintf(detail, cap, "DAMON: a scheme of hugify's own could not be set up (%s)", strerror(-rc));
+    return rc;
+  }
+  t->written = os_write_file(action, t->action);
+  os_write_file(schemes, "0");
+  if (t->written == -EINVAL) snprintf(detail, cap, "EINVAL: DAMON's schemes do not take the action '%s'", t->action);
+  else if (t->written) snprintf(detail, cap, "writing the action '%s' failed (%s)", t->action, strerror(-t->written));
+  return 0;
+}
+
+enum hugify_feature_state probe_damos_action_at(const char *admin, const char *action, bool may_set_up, char *detail,
+                                                size_t cap) {
+  uint64_t kdamonds = 0;
+  enum hugify_feature_state state;
+  if (!damon_kdamonds(admin, &kdamonds, &state, detail, cap)) return state;
+  struct probe_damon_scheme schemes[32];
+  int count = probe_damon_schemes(admin, schemes, 32);
+  for (int i = 0; i < count && i < 32; i++)
+    if (strcmp(schemes[i].action, action) == 0) return HUGIFY_FEATURE_YES; /* the kernel took it from its user */
+  char lacking[96];
+  snprintf(lacking, sizeof lacking, "has a scheme with the action '%s'", action);
+  struct action_try t = {action, 1};
+  if (!may_set_up_own(kdamonds, may_set_up, lacking, detail, cap) ||
+      with_own_context(admin, "try a scheme's action", try_action_in, &t, detail, cap) != 0 || t.written == 1)
+    return HUGIFY_FEATURE_UNKNOWN;
+  return t.written == 0 ? HUGIFY_FEATURE_YES : t.written == -EINVAL ? HUGIFY_FEATURE_NO : HUGIFY_FEATURE_UNKNOWN;
+}
+
 /* ---- probes by the kernel's files -------------------------------------------------------------------- */
+
+/* khugepaged collapses to sizes below the PMD size where it counts them per size. */
+static enum hugify_feature_state khugepaged_mthp_at(const char *root, char *detail, size_t cap) {
+  char dir[4096], path[4200];
+  uint64_t sizes[32], pmd = 0;
+  root_path(dir, sizeof dir, root, OS_SYSFS_THP);
+  int count = os_hugepage_size_dirs(dir, sizes, 32);
+  snprintf(path, sizeof path, "%s/hpage_pmd_size", dir);
+  if (os_read_u64(path, &pmd) != 0 || pmd == 0) pmd = OS_HUGE_2M;
+  for (int i = 0; i < count; i++) {
+    snprintf(path, sizeof path, "%s/hugepages-%llukB/stats/collapse_alloc", dir, (unsigned long long)(sizes[i] >> 10));
+    if (sizes[i] < pmd && access(path, F_OK) == 0) return HUGIFY_FEATURE_YES;
+  }
+  snprintf(detail, cap, "%s", count > 0 ? "no hugepages-<N>kB/stats/collapse_alloc below the PMD size"
+                                        : "no per-size directories (mTHP sizes, Linux 6.8+)");
+  return HUGIFY_FEATURE_NO;
+}
 
 static enum hugify_feature_state file_feature(const char *root, enum probe_feature feature, char *detail,
                                               size_t cap) {
@@ -369,9 +560,15 @@ static enum hugify_feature_state file_feature(const char *root, enum probe_featu
     root_path(path, sizeof path, root, OS_SYSFS_THP);
     return os_hugepage_size_dirs(path, sizes, 1) > 0 ? HUGIFY_FEATURE_YES : HUGIFY_FEATURE_NO;
   }
+  case PROBE_KHUGEPAGED_MTHP: return khugepaged_mthp_at(root, detail, cap);
   case PROBE_DAMON_VADDR:
     root_path(path, sizeof path, root, PROBE_DAMON_ADMIN);
     return probe_damon_vaddr_at(path, !root[0], detail, cap);
+  case PROBE_DAMOS_COLLAPSE:
+  case PROBE_DAMOS_HUGEPAGE:
+    root_path(path, sizeof path, root, PROBE_DAMON_ADMIN);
+    return probe_damos_action_at(path, feature == PROBE_DAMOS_COLLAPSE ? "collapse" : "hugepage", !root[0], detail,
+                                 cap);
   default: return HUGIFY_FEATURE_UNKNOWN;
   }
 }

@@ -80,6 +80,10 @@ const struct status_field status_khugepaged_fields[] = {
 _Static_assert(sizeof status_khugepaged_fields / sizeof status_khugepaged_fields[0] == STATUS_KHUGEPAGED_FIELDS,
                "status_khugepaged_fields: one row per field of struct status_khugepaged");
 
+const char *const status_mthp_collapse_fields[STATUS_MTHP_COLLAPSE_FIELDS] = {
+    "collapse_alloc", "collapse_alloc_failed", "collapse_exceed_none_pte", "collapse_exceed_swap_pte",
+    "collapse_exceed_shared_pte"};
+
 /* ---- the parts ------------------------------------------------------------------------------------ */
 
 static void read_pools(struct status_snapshot *s) {
@@ -144,6 +148,12 @@ static void read_thp(struct status_snapshot *s) {
     read_choice(s, path, m->enabled, sizeof m->enabled);
     snprintf(path, sizeof path, THP_DIR "/hugepages-%llukB/shmem_enabled", (unsigned long long)(sizes[i] >> 10));
     read_choice(s, path, m->shmem_enabled, sizeof m->shmem_enabled);
+    for (size_t f = 0; f < STATUS_MTHP_COLLAPSE_FIELDS; f++) {
+      snprintf(path, sizeof path, THP_DIR "/hugepages-%llukB/stats/%s", (unsigned long long)(sizes[i] >> 10),
+               status_mthp_collapse_fields[f]);
+      m->collapse[f] = read_number(s, path);
+      m->collapse_known |= m->collapse[f] != STATUS_UNKNOWN;
+    }
   }
   for (size_t i = 0; i < STATUS_KHUGEPAGED_FIELDS; i++) {
     char path[256];
@@ -230,6 +240,21 @@ static void read_buddyinfo(struct status_snapshot *s) {
   free(text);
 }
 
+/* The kdamonds' schemes that have the kernel collapse or advise memory itself (before the features: their probes
+ * set a kdamond of hugify's own up for a moment where none is). */
+static void read_damon(struct status_snapshot *s) {
+  char admin[2048];
+  struct probe_damon_scheme all[64];
+  root_path(admin, sizeof admin, s->root, PROBE_DAMON_ADMIN);
+  s->damon_present = access(admin, F_OK) == 0;
+  s->damon_module_count = (unsigned)probe_damon_modules(s->root, s->damon_modules, 3);
+  int count = s->damon_present ? probe_damon_schemes(admin, all, 64) : 0;
+  if (count < 0) note_unreadable(s, PROBE_DAMON_ADMIN "/kdamonds/nr_kdamonds", -count);
+  for (int i = 0; i < count && i < 64 && s->damon_scheme_count < STATUS_MAX_DAMON_SCHEMES; i++)
+    if (strcmp(all[i].action, "collapse") == 0 || strcmp(all[i].action, "hugepage") == 0)
+      s->damon_schemes[s->damon_scheme_count++] = all[i];
+}
+
 static void read_features(struct status_snapshot *s) {
   for (int f = 0; f < PROBE_FEATURE_COUNT; f++)
     s->features[f].state = probe_feature_at(s->root, (enum probe_feature)f, s->features[f].detail,
@@ -272,6 +297,7 @@ int status_read(const char *root, struct status_snapshot *out) {
   read_boot_and_limits(out);
   read_numa(out);
   read_cgroup(out);
+  read_damon(out);
   read_features(out);
   read_hypervisor(out);
   return 0;
@@ -543,11 +569,25 @@ static void diagnose_shmem(const struct status_snapshot *s, struct diagnoses *d)
            mode, (double)s->shmem / (double)(UINT64_C(1) << 30), (double)huge / (double)(UINT64_C(1) << 30));
 }
 
+/* DAMON held by a user inside the kernel: no kdamond of DAMON's sysfs starts (the agent's heat, a scheme). */
+static void diagnose_damon(const struct status_snapshot *s, struct diagnoses *d) {
+  if (!s->damon_module_count || s->features[PROBE_DAMON_VADDR].state != HUGIFY_FEATURE_YES) return;
+  const struct probe_damon_module *m = &s->damon_modules[0];
+  char fix[256];
+  snprintf(fix, sizeof fix, "echo N > /sys/module/%s/parameters/enabled (or %s.enabled=N on the kernel command "
+           "line), if its figures are not wanted", m->name, m->name);
+  diagnose(d, "damon_held", STATUS_NOTE, fix,
+           "DAMON is held by %s inside the kernel (kdamond pid %d): no kdamond of DAMON's sysfs can start while it "
+           "runs (EBUSY), so `hugify agent` has no DAMON heat (densest first) and no collapse or hugepage scheme "
+           "can run", m->name, m->kdamond_pid);
+}
+
 unsigned status_diagnose(const struct status_snapshot *s, struct status_diagnosis *out, unsigned cap) {
   struct diagnoses d = {out, cap, 0};
   diagnose_machine(s, &d);
   diagnose_thp(s, &d);
   diagnose_shmem(s, &d);
+  diagnose_damon(s, &d);
   diagnose_pools(s, &d);
   diagnose_cgroup(s, &d);
   return d.count;

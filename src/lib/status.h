@@ -24,6 +24,7 @@
 #define STATUS_MAX_ZONES 64
 #define STATUS_MAX_UNREADABLE 32
 #define STATUS_MAX_CPUS 4096
+#define STATUS_MAX_DAMON_SCHEMES 16
 
 struct status_mount {
   char path[512];
@@ -32,10 +33,16 @@ struct status_mount {
   struct hugetlbfs_options options;
 };
 
+/* khugepaged's collapse counters of one size (hugepages-<N>kB/stats/<name>), in the order status shows them. */
+#define STATUS_MTHP_COLLAPSE_FIELDS 5
+extern const char *const status_mthp_collapse_fields[STATUS_MTHP_COLLAPSE_FIELDS];
+
 struct status_mthp {
   uint64_t page_size;
   char enabled[16];       /* "always", "inherit", "madvise", "never"; "" when the size has no such file */
   char shmem_enabled[24];
+  bool collapse_known;    /* the size has khugepaged's collapse counters (khugepaged_mthp: 7.2 seen) */
+  uint64_t collapse[STATUS_MTHP_COLLAPSE_FIELDS]; /* STATUS_UNKNOWN each absent */
 };
 
 struct status_khugepaged {
@@ -92,6 +99,14 @@ struct status_snapshot {
   unsigned mthp_count;                      /* 0 on kernels before 6.8 (no per-size controls) */
   struct status_mthp mthp[STATUS_MAX_MTHP];
   struct status_khugepaged khugepaged;
+
+  /* DAMON: the schemes of any kdamond that has the kernel collapse ("collapse") or advise ("hugepage") memory
+   * itself, with their kdamond's state and targets (read, never written) */
+  bool damon_present;
+  unsigned damon_module_count;      /* DAMON's users inside the kernel that are enabled (DAMON_STAT, ...) */
+  struct probe_damon_module damon_modules[3];
+  unsigned damon_scheme_count;
+  struct probe_damon_scheme damon_schemes[STATUS_MAX_DAMON_SCHEMES];
 
   /* usage, bytes, from /proc/meminfo (STATUS_UNKNOWN when the kernel does not report the field) */
   uint64_t mem_total, mem_free, anon_huge, shmem_huge, shmem_pmd_mapped, file_huge, file_pmd_mapped, hugetlb_bytes;

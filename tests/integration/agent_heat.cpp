@@ -23,6 +23,7 @@ std::string damon_kdamonds() { return test_support::read_file(damon_admin + "/nr
 TEST(AgentHeat, DamonMonitorsTheSelectedProcessesAndLeavesNothingRunning) {
   REQUIRE_COLLAPSE();
   REQUIRE_KERNEL_FEATURE("damon_vaddr");
+  if (std::string held = test_support::damon_held_by_kernel(); !held.empty()) GTEST_SKIP() << held;
   std::string before = damon_kdamonds();
   process first, second;
   start_target(first, {"--dense", "8M"});
@@ -62,6 +63,8 @@ TEST(AgentHeat, RefusesAKdamondAnotherUserRuns) {
   REQUIRE_COLLAPSE();
   REQUIRE_KERNEL_FEATURE("damon_vaddr");
   if (damon_kdamonds().substr(0, 1) != "0") GTEST_SKIP() << "a kdamond exists already: this test sets up its own";
+  if (std::string held = test_support::damon_held_by_kernel(); !held.empty())
+    GTEST_SKIP() << "the other user's kdamond could not run: " << held;
   process other;
   start_target(other, {"--dense", "4M"});
   auto write = [](const std::string &leaf, const std::string &value) {

@@ -45,6 +45,11 @@ std::string missing_kernel_feature(const std::string &feature) {
   return "unknown kernel feature " + feature;
 }
 
+std::string damon_held_by_kernel() {
+  char reason[HUGIFY_REASON_MAX] = "";
+  return probe_damon_held(reason, sizeof reason) ? reason : "";
+}
+
 static std::string drain(int fd) {
   std::string text;
   char buf[65536];

@@ -43,6 +43,10 @@ std::string missing_kernel_feature(const std::string &feature);
     if (!missing_feature_.empty()) GTEST_SKIP() << missing_feature_;                       \
   } while (0)
 
+// Why no kdamond of DAMON's sysfs can start here, "" when one can: a DAMON user inside the kernel holds it
+// (DAMON_STAT, enabled by default in Debian's 7.2), named with the fix (probe_damon_held).
+std::string damon_held_by_kernel();
+
 std::string read_file(const std::string &path);
 uint64_t read_u64(const std::string &path);
 std::string helper_path(const std::string &name); // a program from tests/helpers

@@ -551,6 +551,78 @@ TEST(PoolStatusTree, KernelWithoutThpPointsToHugetlb) {
   EXPECT_NE(std::string(d[0].fix).find("hugify run --heap hugetlb"), std::string::npos) << d[0].fix;
 }
 
+// Debian 14's 7.2 (captured in its guest with a kdamond of the capture's own holding a collapse scheme on a
+// sleeping process; the kdamond stayed off: DAMON_STAT, on by default there, holds DAMON): what the kernel
+// collapses by itself. The scheme is listed with its kdamond and target, and says that the kernel takes the
+// action collapse (hugepage, which no scheme there names, a tree cannot try); DAMON_STAT is named with the fix;
+// khugepaged counts its collapses per size below the PMD size. The figures are the tree's files.
+TEST(PoolStatusTree, Debian14KernelsOwnCollapses) {
+  auto s = read_status("debian14-7.2");
+  const std::string kdamond = "pool/debian14-7.2/sys/kernel/mm/damon/admin/kdamonds/0/";
+  EXPECT_EQ(std::string(s->kernel_release).substr(0, 5), "7.2.1");
+  EXPECT_STREQ(s->thp_enabled, "always");
+  EXPECT_EQ(s->features[PROBE_DAMON_VADDR].state, HUGIFY_FEATURE_YES) << s->features[PROBE_DAMON_VADDR].detail;
+  EXPECT_EQ(s->features[PROBE_DAMOS_COLLAPSE].state, HUGIFY_FEATURE_YES) << s->features[PROBE_DAMOS_COLLAPSE].detail;
+  EXPECT_EQ(s->features[PROBE_DAMOS_HUGEPAGE].state, HUGIFY_FEATURE_UNKNOWN);
+  EXPECT_NE(std::string(s->features[PROBE_DAMOS_HUGEPAGE].detail).find("another user's"), std::string::npos)
+      << s->features[PROBE_DAMOS_HUGEPAGE].detail;
+  EXPECT_EQ(s->features[PROBE_KHUGEPAGED_MTHP].state, HUGIFY_FEATURE_YES) << s->features[PROBE_KHUGEPAGED_MTHP].detail;
+
+  ASSERT_TRUE(s->damon_present);
+  ASSERT_EQ(s->damon_scheme_count, 1u);
+  const probe_damon_scheme &d = s->damon_schemes[0];
+  EXPECT_STREQ(d.action, "collapse");
+  EXPECT_STREQ(d.state, "off");
+  EXPECT_STREQ(d.operations, "vaddr");
+  EXPECT_EQ(d.kdamond_pid, 0) << "off: its pid file says -1";
+  ASSERT_EQ(s->damon_module_count, 1u);
+  EXPECT_STREQ(s->damon_modules[0].name, "damon_stat");
+  EXPECT_EQ(s->damon_modules[0].kdamond_pid, 52);
+  ASSERT_TRUE(diagnosis_ids(*s).count("damon_held"));
+  ASSERT_EQ(d.target_count, 1u);
+  EXPECT_EQ(d.targets[0], std::stoi(test_support::fixture(kdamond + "contexts/0/targets/0/pid_target")));
+
+  unsigned counted = 0;
+  for (unsigned i = 0; i < s->mthp_count; i++) {
+    const status_mthp &m = s->mthp[i];
+    SCOPED_TRACE(m.page_size);
+    std::string stats = "pool/debian14-7.2/sys/kernel/mm/transparent_hugepage/hugepages-" +
+                        std::to_string(m.page_size >> 10) + "kB/stats/";
+    if (!m.collapse_known) continue;
+    counted++;
+    for (size_t f = 0; f < STATUS_MTHP_COLLAPSE_FIELDS; f++) {
+      std::string text = test_support::fixture(stats + status_mthp_collapse_fields[f]);
+      EXPECT_EQ(m.collapse[f], text.empty() ? STATUS_UNKNOWN : std::stoull(text)) << status_mthp_collapse_fields[f];
+    }
+  }
+  EXPECT_GE(counted, 2u) << "a size below the PMD size and the PMD size itself";
+
+  auto text = test_support::hugify({"status", "--root", tree("debian14-7.2")});
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("DAMON vaddr: yes; DAMOS actions hugify can use: collapse\n"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("scheme 0: collapse, targets " + std::to_string(d.targets[0])), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("khugepaged per size"), std::string::npos) << text.out;
+  auto json = test_support::hugify({"status", "--root", tree("debian14-7.2"), "--json"});
+  ASSERT_EQ(json.status, 0) << json.err;
+  test_support::json_view doc = test_support::parse_json(json.out);
+  EXPECT_EQ(doc["schema"].text(), "hugify.status/2");
+  ASSERT_EQ(doc["damon"]["actions"].size(), 1u);
+  EXPECT_EQ(doc["damon"]["actions"][0].text(), "collapse");
+  EXPECT_EQ(doc["damon"]["schemes"][0]["targets"][0].u64(), static_cast<uint64_t>(d.targets[0]));
+  EXPECT_EQ(doc["features"]["damos_collapse"].text(), "yes");
+}
+
+// Kernels before 7.2's counters: no size has any, and status says so; a tree without DAMON lists no scheme.
+TEST(PoolStatusTree, NoPerSizeCollapseCountersBefore72) {
+  auto s = read_status("kvm-6.18");
+  for (unsigned i = 0; i < s->mthp_count; i++) EXPECT_FALSE(s->mthp[i].collapse_known) << s->mthp[i].page_size;
+  EXPECT_EQ(s->features[PROBE_KHUGEPAGED_MTHP].state, HUGIFY_FEATURE_NO);
+  EXPECT_EQ(s->damon_scheme_count, 0u);
+  auto text = test_support::hugify({"status", "--root", tree("kvm-6.18")});
+  EXPECT_NE(text.out.find("khugepaged's collapses per size: not counted by this kernel (khugepaged mTHP collapse, "
+                          "Linux 7.2+)"), std::string::npos) << text.out;
+}
+
 // One table holds each feature's first version: every entry is filled, and its ids are distinct.
 TEST(PoolStatusTree, FeatureTableIsComplete) {
   std::set<std::string> ids;
