@@ -432,6 +432,9 @@ static int read_smaps_of(pid_t pid, bool self, struct smaps_vma **vmas, struct h
 void collapse_layout_free(struct collapse_layout *layout) {
   if (!layout) return;
   free(layout->vmas);
+  free(layout->fresh);
+  layout->fresh = NULL;
+  layout->fresh_count = 0;
   layout->vmas = NULL;
   layout->count = 0;
   layout->maps_hash = 0;
@@ -445,8 +448,25 @@ static uint64_t text_hash(const char *text) {
   return hash;
 }
 
+/* What `now` maps that `before` did not (a mapping of a new start, or the part past its old end: a heap that
+ * grew), into layout->fresh; nothing on a first read (every window is new then, and the sweep covers it). */
+static void note_fresh(struct collapse_layout *layout, const struct smaps_vma *now, long count) {
+  free(layout->fresh);
+  layout->fresh = NULL;
+  layout->fresh_count = 0;
+  if (!layout->vmas || count <= 0 || !(layout->fresh = malloc((size_t)count * sizeof *layout->fresh))) return;
+  long old = 0;
+  for (long i = 0; i < count; i++) { /* both lists are in address order */
+    while (old < layout->count && layout->vmas[old].start < now[i].start) old++;
+    bool same = old < layout->count && layout->vmas[old].start == now[i].start;
+    uint64_t from = same ? layout->vmas[old].end : now[i].start;
+    if (from < now[i].end) layout->fresh[layout->fresh_count++] = (struct collapse_range){from, now[i].end};
+  }
+}
+
 /* The target's mappings: the policy's layout while /proc/PID/maps is what it was at its smaps read, else smaps
- * read again (and kept in the layout). *owned: the caller frees *vmas (false: they are the layout's). */
+ * read again (and kept in the layout, with what it found new). *owned: the caller frees *vmas (false: they
+ * are the layout's). */
 static long read_mappings(struct collapse_context *c, bool self, struct smaps_vma **vmas, bool *owned) {
   struct collapse_layout *layout = c->policy ? c->policy->layout : NULL;
   *owned = true;
@@ -463,12 +483,14 @@ static long read_mappings(struct collapse_context *c, bool self, struct smaps_vm
   free(text);
   if (maps_read && layout->vmas && hash == layout->maps_hash && layout->reuses < COLLAPSE_LAYOUT_REUSES) {
     layout->reuses++;
+    layout->fresh_count = 0; /* walked by the plan after the read that found them */
     *vmas = layout->vmas;
     *owned = c->layout_fresh = false;
     return layout->count;
   }
   long count = read_smaps_of(c->pid, self, vmas, c->report);
   if (count < 0) return count;
+  note_fresh(layout, *vmas, count);
   free(layout->vmas);
   layout->vmas = *vmas;
   layout->count = count;
@@ -704,12 +726,15 @@ static int compare_range(const void *a, const void *b) {
 }
 
 /* A sweep's extra ranges: the windows the ledger must judge this pass (collapsed in the last
- * AGENT_UNDONE_PASSES + 1 passes, or AGENT_LATE_PASSES ago: agent_ledger_watching), and DAMON's regions found
- * accessed, so the hot set goes first wherever the cursor is. Sorted, overlaps merged. */
+ * AGENT_UNDONE_PASSES + 1 passes, or AGENT_LATE_PASSES ago: agent_ledger_watching), what the process mapped
+ * since the last read of its mappings (a new mapping, a heap that grew: what changed goes first), and DAMON's
+ * regions found accessed, so the hot set goes first wherever the cursor is. Sorted, overlaps merged. */
 static int sweep_extra_ranges(const struct collapse_context *c, struct plan_state *s) {
   const struct agent_ledger *l = c->policy->ledger;
   const struct heat_snapshot *heat = c->policy->heat;
-  size_t count = (l ? l->count : 0) + (heat ? heat->count : 0), used = 0;
+  const struct collapse_layout *layout = c->policy->layout;
+  size_t fresh = layout ? layout->fresh_count : 0;
+  size_t count = (l ? l->count : 0) + (heat ? heat->count : 0) + fresh, used = 0;
   if (count == 0) return 0;
   s->extra = malloc(count * sizeof *s->extra);
   if (!s->extra) return -ENOMEM;
@@ -722,6 +747,7 @@ static int sweep_extra_ranges(const struct collapse_context *c, struct plan_stat
   }
   for (size_t i = 0; heat && i < heat->count; i++)
     if (heat->regions[i].nr_accesses > 0) s->extra[used++] = (struct walk_range){heat->regions[i].start, heat->regions[i].end};
+  for (size_t i = 0; i < fresh; i++) s->extra[used++] = (struct walk_range){layout->fresh[i].start, layout->fresh[i].end};
   if (used > 1) qsort(s->extra, used, sizeof *s->extra, compare_range);
   size_t merged = 0;
   for (size_t i = 0; i < used; i++) {

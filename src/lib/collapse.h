@@ -28,6 +28,10 @@ struct collapse_layout {
   uint64_t maps_hash;       /* of /proc/PID/maps' text then */
   unsigned reuses;          /* plans that used it since */
   uint64_t smaps_reads;     /* in all, for the agent's figures */
+  /* what the last read found new against the one before it (mappings, or parts of them: a heap that grew),
+   * walked by the next plan wherever its sweep's cursor is; malloc'd, 0 when nothing or a first read */
+  struct collapse_range { uint64_t start, end; } *fresh;
+  size_t fresh_count;
 };
 #define COLLAPSE_LAYOUT_REUSES 30
 void collapse_layout_free(struct collapse_layout *layout);
