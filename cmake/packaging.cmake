@@ -78,6 +78,11 @@ if(HUGIFY_DEBIAN)
     install(FILES ${dir}/changelog.Debian.gz dist/debian/copyright
       DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/${package} COMPONENT ${component})
   endforeach()
+  # The musl preload is linked against musl's C library, which lintian does not count as one.
+  if(HUGIFY_MUSL_GCC)
+    install(FILES dist/debian/hugify.lintian-overrides DESTINATION ${CMAKE_INSTALL_DATADIR}/lintian/overrides
+      RENAME hugify COMPONENT hugify)
+  endif()
 endif()
 
 include(CPack)
