@@ -562,8 +562,7 @@ struct plan_state {
   uint64_t split_in_place;      /* bytes kpageflags called huge beyond what smaps says is PMD-mapped */
   bool all_scanned, approximated;
   int walk_error;               /* os_walk_open's -errno: the pagemap could not be opened */
-  /* the sweep (collapse_policy.walk_limit): */
-  bool slicing;                 /* only part of the process is walked */
+  /* the sweep (collapse_policy.walk_limit; collapse_context.slicing says whether this plan is one): */
   uint64_t cursor, limit;       /* windows from the cursor on are walked until limit bytes of them were not huge */
   bool slice_full;              /* the limit was reached, at slice_end */
   uint64_t slice_end;
@@ -701,7 +700,7 @@ static int plan_mapping_windows(struct collapse_context *c, struct plan_state *s
   uint64_t first = (vma->start + c->pmd - 1) & ~(c->pmd - 1);
   size_t n = (size_t)(m->eligible / c->pmd);
   if (reserve_windows(s, n) != 0) return -ENOMEM;
-  if (!s->slicing) {
+  if (!c->slicing) {
     add_windows(c, s, vma, first, n, true);
     return 0;
   }
@@ -862,7 +861,7 @@ static int plan(struct collapse_context *c, const struct smaps_vma *vmas, long c
   const struct heat_snapshot *heat = c->policy ? c->policy->heat : NULL;
   if (c->policy && c->policy->walk_limit && s.walk.source != OS_WALK_PRESENCE &&
       !(heat && heat->signal == HEAT_SOFT_DIRTY)) {
-    s.slicing = c->slicing = true;
+    c->slicing = true;
     s.cursor = c->cursor_in;
     s.limit = c->policy->walk_limit;
     rc = sweep_extra_ranges(c, &s);
@@ -879,8 +878,8 @@ static int plan(struct collapse_context *c, const struct smaps_vma *vmas, long c
   free(s.scan);
   free(s.extra);
   c->slice_end = s.slice_full ? s.slice_end : UINT64_MAX;
-  if (c->policy) c->policy->walked_bytes = s.walked, c->policy->walked_small_bytes = s.walked_small,
-                 c->policy->walked_whole = s.all_scanned && (!s.slicing || (s.cursor == 0 && !s.slice_full));
+  if (c->policy) c->policy->walked_bytes = s.walked,
+                 c->policy->walked_whole = s.all_scanned && (!c->slicing || (s.cursor == 0 && !s.slice_full));
   /* Nothing could be planned for want of a privilege over the pagemap: that is the outcome (exit 3), not a
    * collapse of nothing */
   if (rc == 0 && (s.walk_error == -EACCES || s.walk_error == -EPERM)) {
@@ -944,7 +943,7 @@ static int collapse_start(struct collapse_context *c, pid_t pid, bool self, bool
   }
   if (c->policy) c->policy->stopped = false, c->policy->planned = c->policy->backed_off = 0,
                  c->policy->scanned = false, c->policy->allocator = ALLOCATOR_UNKNOWN,
-                 c->policy->walked_bytes = c->policy->walked_small_bytes = 0, c->policy->waiting = false,
+                 c->policy->walked_bytes = 0, c->policy->waiting = false,
                  c->policy->walked_whole = false;
   c->cursor_in = c->policy ? c->policy->cursor : 0;
   c->slice_end = c->resume_from = UINT64_MAX;

@@ -70,7 +70,6 @@ struct collapse_policy {
                                        stays at the first of them */
   bool walked_whole;                /* out: this plan's walk read every window of the process */
   uint64_t walked_bytes;            /* out: bytes of windows the plan's walk read */
-  uint64_t walked_small_bytes;      /* out: of them, not huge */
 };
 
 /* hugify_collapse with `policy` (NULL: hugify_collapse itself: khugepaged's max_ptes_none as the guard,
