@@ -37,6 +37,10 @@
 #include "probe.h"
 #include "preload.h"
 
+// x86-64's MAP_32BIT (a mapping in the low 2 GiB) has no counterpart elsewhere (arm64): nothing to leave out.
+#ifndef MAP_32BIT
+#define MAP_32BIT 0
+#endif
 #define COVER_MIN OS_HUGE_2M
 
 typedef void *(*mmap_function)(void *, size_t, int, int, int, off_t);
