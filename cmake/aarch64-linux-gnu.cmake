@@ -8,6 +8,8 @@ set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR aarch64)
 set(CMAKE_LIBRARY_ARCHITECTURE aarch64-linux-gnu)
 set(HUGIFY_DEB_ARCHITECTURE arm64) # the Debian packages' (cmake/packaging.cmake)
+# Debian's multiarch library directory, which GNUInstallDirs gives a native build only.
+set(CMAKE_INSTALL_LIBDIR lib/aarch64-linux-gnu CACHE PATH "Object code libraries (lib/aarch64-linux-gnu)")
 
 set(HUGIFY_ARM64_ROOT /var/cache/hugify/roots/trixie-arm64 CACHE PATH "The arm64 Debian root used as the sysroot")
 if(NOT EXISTS "${HUGIFY_ARM64_ROOT}/usr/lib/aarch64-linux-gnu/libc.so")
@@ -44,4 +46,5 @@ set(ENV{PKG_CONFIG_SYSROOT_DIR} "${HUGIFY_ARM64_ROOT}")
 set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64-static -L ${HUGIFY_ARM64_ROOT})
 set(CMAKE_GTEST_DISCOVER_TESTS_DISCOVERY_MODE PRE_TEST)
 # The musl preload is built by musl-gcc, a wrapper of the host's gcc: none for arm64 here.
-set(HUGIFY_MUSL_GCC HUGIFY_MUSL_GCC-NOTFOUND CACHE FILEPATH "musl-gcc (none when cross-building)")
+# (Empty: find_program searches again for a NOTFOUND value, not for an empty one.)
+set(HUGIFY_MUSL_GCC "" CACHE FILEPATH "musl-gcc (none when cross-building)")

@@ -159,20 +159,22 @@ matrix_tests() {
   ' "$KERNEL_MATRIX"
 }
 
-# apt_options DIR: apt-get/apt-cache options for an apt state of our own under DIR (its sources list,
+# apt_options DIR [ARCH]: apt-get/apt-cache options for an apt state of our own under DIR (its sources list,
 # lists, status and package cache); the machine's apt configuration and state are never read or written.
+# ARCH (arm64): that state's packages are ARCH's, not this machine's (dpkg's architectures are untouched).
 apt_options() {
-  local dir=$1
+  local dir=$1 arch=${2:-}
+  [ -z "$arch" ] || echo "-o APT::Architecture=$arch -o APT::Architectures=$arch"
   echo "-o Dir::Etc::sourcelist=$dir/sources.list -o Dir::Etc::sourceparts=$dir/empty
     -o Dir::Etc::preferencesparts=$dir/empty -o Dir::State::Lists=$dir/lists -o Dir::State::status=$dir/status
     -o Dir::Cache=$dir/cache -o Dir::Cache::archives=$dir/cache/archives -o APT::Sandbox::User=root
     -o Acquire::Languages=none -o Acquire::IndexTargets::deb::DEP-11::DefaultEnabled=false
     -o Acquire::IndexTargets::deb::DEP-11-icons::DefaultEnabled=false"
 }
-# apt_setup DIR TYPE SUITE: that state's sources list (TYPE deb: packages, deb-src: sources) for Debian
-# SUITE and its security updates, and its lists, updated.
+# apt_setup DIR TYPE SUITE [ARCH]: that state's sources list (TYPE deb: packages, deb-src: sources) for
+# Debian SUITE and its security updates, and its lists (ARCH's packages: apt_options), updated.
 apt_setup() {
-  local dir=$1 type=$2 suite=$3
+  local dir=$1 type=$2 suite=$3 arch=${4:-}
   local keyring=/usr/share/keyrings/debian-archive-keyring.gpg
   mkdir -p "$dir/lists/partial" "$dir/cache/archives/partial" "$dir/empty"
   : > "$dir/status"
@@ -181,7 +183,7 @@ $type [signed-by=$keyring] http://deb.debian.org/debian $suite main
 $type [signed-by=$keyring] http://deb.debian.org/debian-security $suite-security main
 EOF
   # shellcheck disable=SC2046
-  apt-get $(apt_options "$dir") -qq update
+  apt-get $(apt_options "$dir" "$arch") -qq update
 }
 
 # fetch_once CACHE DIR FETCHER ARG...: DIR, a tree fetched from the network once for every caller.
