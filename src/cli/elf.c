@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "hugify.h"
+#include "os.h"
 #include "units.h"
 
 struct elf_args {
@@ -66,7 +67,7 @@ static const char *kind_text(enum hugify_elf_kind kind) {
 /* Where the loader puts it: a fixed address, a multiple of max p_align (glibc 2.35+), or any page. */
 static const char *load_name(const struct hugify_elf_info *info) {
   if (info->kind == HUGIFY_ELF_EXECUTABLE) return "fixed";
-  return info->max_align >= (UINT64_C(2) << 20) ? "2m-aligned" : "4k-aligned";
+  return info->max_align >= os_pmd_size() ? "2m-aligned" : "4k-aligned"; /* "2m": the PMD size, named for x86-64 */
 }
 
 static const char *symbol_table(const struct hugify_elf_info *info) {

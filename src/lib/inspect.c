@@ -256,12 +256,12 @@ static enum hugify_not_huge_reason why_not_huge(const struct smaps_vma *vma, con
                                                 const struct inspect_context *context,
                                                 enum hugify_thp_stance stance, uint64_t aligned) {
   if (usage->resident <= hugify_usage_huge(usage)) return HUGIFY_WHY_NONE;
-  uint64_t pmd_size = context->pmd_size ? context->pmd_size : OS_HUGE_2M;
+  uint64_t pmd_size = context->pmd_size ? context->pmd_size : os_pmd_size();
   enum hugify_not_huge_reason opt_out = vma_opt_out(vma, stance, context->thp_stance_visible, pmd_size);
   if (opt_out != HUGIFY_WHY_NONE) return opt_out;
   if (vma_is_special(vma)) return HUGIFY_WHY_SPECIAL;
   if (vma_is_shmem(vma)) {
-    uint64_t pmd = context->pmd_size ? context->pmd_size : OS_HUGE_2M;
+    uint64_t pmd = context->pmd_size ? context->pmd_size : os_pmd_size();
     if (context->shmem_mode && strcmp(context->shmem_mode, "deny") == 0) return HUGIFY_WHY_SHMEM_DENY;
     if (!vma_shmem_aligned(vma, pmd)) return HUGIFY_WHY_SHMEM_UNALIGNED;
     if (aligned == 0) return HUGIFY_WHY_TOO_SMALL;
@@ -289,7 +289,7 @@ static int object_index(struct hugify_inspect_report *report, const char *path, 
 
 int inspect_classify(const struct smaps_vma *vmas, size_t count, const struct inspect_context *context,
                      struct hugify_inspect_report *report) {
-  uint64_t pmd = context->pmd_size ? context->pmd_size : OS_HUGE_2M;
+  uint64_t pmd = context->pmd_size ? context->pmd_size : os_pmd_size();
   free(report->mappings);
   free(report->objects);
   report->mappings = calloc(count ? count : 1, sizeof *report->mappings);

@@ -210,7 +210,7 @@ enum allocator_kind run_program_runtime(const char *path) {
 
 static uint64_t free_2m_pages(void) {
   struct hugify_hugetlb_size pool;
-  if (os_hugetlb_read(OS_HUGE_2M, &pool) != 0) return 0;
+  if (os_hugetlb_read(os_pmd_size(), &pool) != 0) return 0;
   return pool.available;
 }
 
