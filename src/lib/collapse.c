@@ -38,7 +38,7 @@
 #include "probe.h"
 #include "procfs.h"
 
-#define DEFAULT_CHUNK (UINT64_C(64) << 20)
+#define DEFAULT_CHUNK OS_MIB(64)
 #define MAX_IOVECS_PER_CALL 512 /* well under UIO_MAXIOV (1024) */
 /* The gentle pace's sleep after a call, per second of the call's CPU time: the target gets at least as
  * long to run as a window's work took. Paced by CPU time, not by the call's span, which also holds

@@ -33,7 +33,7 @@ struct inspect_context {
 
 /* Largest PROT_NONE mapping taken for a thread stack's guard page (glibc/musl use one page by default;
  * pthread_attr_setguardsize can make it larger). */
-#define INSPECT_GUARD_MAX (UINT64_C(1) << 20)
+#define INSPECT_GUARD_MAX ((uint64_t)1024 * 1024)
 
 /* Fill report->total, classes, not_huge, collapsible, mappings, objects, stacks_by_*, thp_stance and allocator
  * from smaps. Leaves pid, command, the other thp_* fields and reason alone. Returns 0 or -ENOMEM (arrays malloc'd; free with

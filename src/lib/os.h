@@ -74,7 +74,7 @@ struct smaps_vma;
  * a regular file is read (a FIFO or device is -EINVAL: safe_file_open_read), and at most OS_READ_FILE_MAX
  * bytes (-EFBIG beyond: smaps of 65530 mappings is ~70 MB). Returns 0 or -errno (*text NULL). length may be
  * NULL. */
-#define OS_READ_FILE_MAX (UINT64_C(256) << 20)
+#define OS_READ_FILE_MAX OS_MIB(256)
 int os_read_file(const char *path, char **text, size_t *length);
 /* The same from an fd opened by the caller (safe_file_open_read, then checks on it), which it closes. */
 int os_read_fd(int fd, char **text, size_t *length);

@@ -36,6 +36,8 @@ void probe_thp_setting(const char *leaf, char *buf, size_t cap) {
   parse_bracketed_choice(text, buf, cap);
 }
 
+uint64_t hugify_pmd_size(void) { return os_pmd_size(); }
+
 uint64_t page_kind_size(enum hugify_page_kind kind) {
   switch (kind) {
   case HUGIFY_PAGE_1G: return OS_HUGE_1G;

@@ -566,7 +566,7 @@ bool parse_cgroup_limit(const char *text, uint64_t *value) {
 
 void cgroup_hugetlb_size_name(uint64_t page_size, char *out, size_t cap) {
   if (page_size >= (UINT64_C(1) << 30)) snprintf(out, cap, "%lluGB", (unsigned long long)(page_size >> 30));
-  else if (page_size >= (UINT64_C(1) << 20)) snprintf(out, cap, "%lluMB", (unsigned long long)(page_size >> 20));
+  else if (page_size >= (uint64_t)1024 * 1024) snprintf(out, cap, "%lluMB", (unsigned long long)(page_size >> 20));
   else snprintf(out, cap, "%lluKB", (unsigned long long)(page_size >> 10));
 }
 

@@ -330,7 +330,7 @@ static bool wants_runtime_piece(void *addr, size_t length, int prot, int flags) 
  * most 8 KiB inside a region (that alignment slack) is not done: a hole would split the huge page around
  * it. So this carver lists its regions. */
 #define TCMALLOC_REGION_MAX 4096 /* 256 GiB of heap; then TCMalloc's chunks are left to the kernel */
-#define TCMALLOC_PIECE_MIN ((size_t)1 << 20)
+#define TCMALLOC_PIECE_MIN ((size_t)OS_MIB(1))
 #define TCMALLOC_SLACK_MAX 8192
 static atomic_int tcmalloc_active;
 static char *tcmalloc_regions[TCMALLOC_REGION_MAX];
