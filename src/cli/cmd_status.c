@@ -103,7 +103,7 @@ static void print_thp(const struct status_snapshot *s) {
     page_sizes_name(s->thp_pmd_size, pmd, sizeof pmd);
     printf("  page sizes: base %s, PMD %s (%llu base pages)%s\n", base, pmd,
            (unsigned long long)(s->thp_pmd_size / s->base_page_size),
-           s->thp_pmd_size > PAGE_SIZES_COLLAPSE_MAX ? ": too big to collapse wisely (see the diagnoses)" : "");
+           !page_sizes_collapse_wise(s->thp_pmd_size) ? ": too big to collapse wisely (see the diagnoses)" : "");
   }
   if (s->mthp_count) {
     /* one column per size: its enabled and shmem_enabled controls */
@@ -398,7 +398,7 @@ static void json_thp(struct json_writer *j, const struct status_snapshot *s) {
   json_put_string(j, "shmem_enabled", s->thp_shmem_enabled);
   view_json_known(j, "use_zero_page", s->thp_use_zero_page);
   view_json_known(j, "pmd_size_bytes", s->thp_pmd_size);
-  json_put_bool(j, "pmd_collapse_wise", s->thp_pmd_size != STATUS_UNKNOWN && s->thp_pmd_size <= PAGE_SIZES_COLLAPSE_MAX);
+  json_put_bool(j, "pmd_collapse_wise", s->thp_pmd_size != STATUS_UNKNOWN && page_sizes_collapse_wise(s->thp_pmd_size));
   json_open_array(j, "sizes");
   for (unsigned i = 0; i < s->mthp_count; i++) {
     json_open_object(j, NULL);

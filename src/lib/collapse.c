@@ -968,6 +968,16 @@ static int collapse_start(struct collapse_context *c, pid_t pid, bool self, bool
   if (probe_require(PROBE_MADV_COLLAPSE, report->reason, sizeof report->reason) ||
       (!self && probe_require(PROBE_PROCESS_MADVISE_COLLAPSE, report->reason, sizeof report->reason)))
     return -ENOSYS;
+  if (!page_sizes_collapse_wise(c->pmd)) {
+    char pmd[32];
+    page_sizes_name(c->pmd, pmd, sizeof pmd);
+    snprintf(report->reason, sizeof report->reason,
+             "the PMD huge page is %s on this kernel: too big to collapse wisely (one window's copy holds the "
+             "process's memory lock for long, and a sparse window grows by up to %s); faults get mTHP folios "
+             "instead where a size below the PMD is enabled (`hugify status` shows them; `hugify run` aligns for "
+             "them), or boot a kernel of 4 or 16 KiB pages (2 or 32 MiB PMDs)", pmd, pmd);
+    return -EOPNOTSUPP;
+  }
   return self ? 0 : check_target(c, report, dry_run);
 }
 

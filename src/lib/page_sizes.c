@@ -59,6 +59,8 @@ int page_sizes_parse(const struct page_sizes_report *report, struct page_sizes *
   return 0;
 }
 
+bool page_sizes_collapse_wise(uint64_t pmd) { return pmd != 0 && pmd <= PAGE_SIZES_COLLAPSE_MAX; }
+
 bool page_sizes_faults_take(const char *size_enabled, const char *top_enabled) {
   if (strcmp(size_enabled, "inherit") == 0) size_enabled = top_enabled;
   return strcmp(size_enabled, "always") == 0 || strcmp(size_enabled, "madvise") == 0;
@@ -66,7 +68,7 @@ bool page_sizes_faults_take(const char *size_enabled, const char *top_enabled) {
 
 void page_sizes_choose(const struct page_sizes *sizes, const bool *takes, struct page_sizes_choice *out) {
   memset(out, 0, sizeof *out);
-  if (sizes->pmd_reported && sizes->pmd <= PAGE_SIZES_COLLAPSE_MAX) {
+  if (sizes->pmd_reported && page_sizes_collapse_wise(sizes->pmd)) {
     out->collapse = true;
     out->fault_size = sizes->pmd;
     return;

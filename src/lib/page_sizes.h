@@ -42,6 +42,8 @@ uint64_t page_sizes_pmd_of(uint64_t base);
 /* Above this a PMD huge page is too big to collapse wisely (512 MiB on 64 KiB pages: one page's copy holds
  * its range's lock for a long time, and a sparse range bloats by up to the whole size). */
 #define PAGE_SIZES_COLLAPSE_MAX ((uint64_t)32 * 1024 * 1024)
+/* Whether huge pages of `pmd` bytes are worth collapsing to (and faulting whole): up to 32 MiB. */
+bool page_sizes_collapse_wise(uint64_t pmd);
 
 /* Whether faults may get folios of a size whose hugepages-<N>kB/enabled says `size_enabled` (the chosen
  * word: "always", "madvise", "inherit", "never"), the top-level enabled saying `top_enabled`: advised

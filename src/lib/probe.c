@@ -112,7 +112,7 @@ static bool exists_under(const char *root, const char *path) {
 /* The window a collapse probe collapses: one PMD, or, where the PMD is too big to make a page of for a probe
  * (512 MiB), one base page (the kernel still checks the advice, and collapses nothing). */
 static size_t probe_window(void) {
-  return os_pmd_size() <= PAGE_SIZES_COLLAPSE_MAX ? (size_t)os_pmd_size() : (size_t)os_base_page();
+  return page_sizes_collapse_wise(os_pmd_size()) ? (size_t)os_pmd_size() : (size_t)os_base_page();
 }
 
 static enum hugify_feature_state try_madv_collapse(char *detail, size_t cap) {
@@ -161,7 +161,7 @@ static enum hugify_feature_state try_process_madvise_collapse(char *detail, size
 /* Whether MADV_COLLAPSE works on a read-only, executable, file-backed private mapping of a file on a
  * regular (non-tmpfs) filesystem: that needs CONFIG_READ_ONLY_THP_FOR_FS. */
 static enum hugify_feature_state try_file_thp_text(char *detail, size_t cap) {
-  if (os_pmd_size() > PAGE_SIZES_COLLAPSE_MAX) {
+  if (!page_sizes_collapse_wise(os_pmd_size())) {
     char pmd[32];
     page_sizes_name(os_pmd_size(), pmd, sizeof pmd);
     snprintf(detail, cap, "the PMD huge page is %s: too big to put code on", pmd);

@@ -400,7 +400,7 @@ static void diagnose_bloat(const struct status_snapshot *s, struct diagnoses *d,
 
 /* A PMD too big to collapse wisely (512 MiB on 64 KiB pages): faults are to get mTHP folios instead. */
 static void diagnose_pmd_size(const struct status_snapshot *s, struct diagnoses *d) {
-  if (s->thp_pmd_size == STATUS_UNKNOWN || s->thp_pmd_size <= PAGE_SIZES_COLLAPSE_MAX) return;
+  if (s->thp_pmd_size == STATUS_UNKNOWN || page_sizes_collapse_wise(s->thp_pmd_size)) return;
   char pmd[32], largest[32] = "";
   for (unsigned i = 0; i < s->mthp_count; i++)
     if (s->mthp[i].page_size < s->thp_pmd_size && page_sizes_faults_take(s->mthp[i].enabled, s->thp_enabled))

@@ -516,7 +516,7 @@ static void read_pool(uint64_t *free_pages, uint64_t *total_pages) {
  * reads it), the mTHP settings only where it is too big (512 MiB on 64 KiB pages). */
 static void set_cover_size(bool told) {
   struct page_sizes_choice choice = {.collapse = true, .fault_size = os_pmd_size()};
-  if (choice.fault_size > PAGE_SIZES_COLLAPSE_MAX) os_page_sizes_choose("", os_page_sizes(), &choice);
+  if (!page_sizes_collapse_wise(choice.fault_size)) os_page_sizes_choose("", os_page_sizes(), &choice);
   cover_size = (size_t)choice.fault_size;
   cover_is_pmd = choice.fault_size == os_pmd_size();
   runtime_carver.region_size = cover_size;

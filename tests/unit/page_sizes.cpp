@@ -144,6 +144,13 @@ TEST(PageSizes, A512MiBPmdIsTooBigFaultsTakeTheLargestEnabledMthp) {
   EXPECT_EQ(choice.fault_size, 2 * MiB) << "the largest enabled below the PMD";
 }
 
+TEST(PageSizes, CollapseIsWiseUpTo32MiB) {
+  EXPECT_TRUE(page_sizes_collapse_wise(2 * MiB));
+  EXPECT_TRUE(page_sizes_collapse_wise(32 * MiB));
+  EXPECT_FALSE(page_sizes_collapse_wise(512 * MiB));
+  EXPECT_FALSE(page_sizes_collapse_wise(0));
+}
+
 TEST(PageSizes, NoThpMeansNoCollapse) {
   page_sizes s = parse("arm64-4k-no-thp");
   page_sizes_choice choice;
