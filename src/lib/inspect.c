@@ -425,6 +425,30 @@ static void note_zero_page(pid_t pid, const struct smaps_vma *vmas, size_t count
                (unsigned long long)(zero >> 20));
 }
 
+int inspect_folio_sizes(int pid, struct folio_bytes *out, char *reason, size_t cap) {
+  memset(out, 0, sizeof *out);
+  struct os_walk walk;
+  int rc = os_walk_open(pid, false, &walk);
+  if (rc) {
+    snprintf(reason, cap, "/proc/%d/pagemap: %s", pid, strerror(-rc));
+    return rc;
+  }
+  struct smaps_vma *vmas = NULL;
+  long count = walk.source == OS_WALK_KPAGEFLAGS ? os_read_smaps(pid, &vmas) : -EPERM;
+  rc = count < 0 ? (int)count : 0;
+  for (long i = 0; i < count && rc == 0; i++)
+    if (vmas[i].rss || vmas[i].private_hugetlb || vmas[i].shared_hugetlb)
+      rc = os_walk_folios(&walk, (uintptr_t)vmas[i].start, (uintptr_t)vmas[i].end, out);
+  free(vmas);
+  os_walk_close(&walk);
+  if (rc == -EPERM)
+    snprintf(reason, cap, "folio sizes need the PFNs of /proc/PID/pagemap and /proc/kpageflags, which only "
+                          "CAP_SYS_ADMIN reads (run as root); machine-wide, `hugify status` has each size's folios");
+  else if (rc)
+    snprintf(reason, cap, "reading the pagemap or kpageflags of process %d: %s", pid, strerror(-rc));
+  return rc;
+}
+
 int hugify_inspect(pid_t pid, struct hugify_inspect_report *report) {
   if (!report) return -EINVAL;
   memset(report, 0, sizeof *report);

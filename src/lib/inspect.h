@@ -148,4 +148,9 @@ enum allocator_kind allocator_of_mappings(const struct smaps_vma *vmas, size_t c
  * NULL otherwise, and when the allocator is not identified. */
 const char *inspect_churn_advice(const struct hugify_inspect_report *report);
 
+/* A process's resident memory by folio size (procfs.h struct folio_bytes: base pages, each mTHP size, PMD
+ * THPs, hugetlb), from its pagemap and /proc/kpageflags over every mapping with resident pages. 0, or -EPERM
+ * (PFNs and kpageflags need CAP_SYS_ADMIN: root) / -errno, with the reason in `reason`. */
+int inspect_folio_sizes(int pid, struct folio_bytes *out, char *reason, size_t cap);
+
 #endif

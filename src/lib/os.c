@@ -624,6 +624,38 @@ static int walk_entries(const struct os_walk *w, uintptr_t start, uintptr_t end,
   return rc;
 }
 
+/* The kpageflags of each entry's PFN (0 for an entry without one), one read per run of consecutive PFNs. */
+static int read_flags(int kpageflags, const uint64_t *entries, size_t n, uint64_t *flags) {
+  for (size_t i = 0; i < n;) {
+    uint64_t pfn = pagemap_pfn(entries[i]);
+    size_t k = 1;
+    if (!pfn) { flags[i++] = 0; continue; }
+    while (i + k < n && pagemap_pfn(entries[i + k]) == pfn + k) k++;
+    int rc = pread_all(kpageflags, flags + i, k * sizeof *flags, pfn * 8);
+    if (rc) return rc;
+    i += k;
+  }
+  return 0;
+}
+
+int os_walk_folios(const struct os_walk *w, uintptr_t start, uintptr_t end, struct folio_bytes *out) {
+  if (w->source != OS_WALK_KPAGEFLAGS || w->kpageflags < 0) return -EPERM;
+  uint64_t page = os_base_page(), pmd = os_pmd_size(), pmd_pages = pmd / page;
+  uint64_t *entries = malloc(2 * pmd_pages * sizeof *entries);
+  if (!entries) return -ENOMEM;
+  uint64_t *flags = entries + pmd_pages;
+  int rc = 0;
+  for (uintptr_t at = start & ~(pmd - 1); at < end && rc == 0; at += pmd) {
+    uintptr_t from = at > start ? at : start, to = at + pmd < end ? at + pmd : end;
+    size_t n = (size_t)((to - from + page - 1) / page);
+    rc = pread_all(w->pagemap, entries, n * sizeof *entries, from / page * 8);
+    if (rc == 0) rc = read_flags(w->kpageflags, entries, n, flags);
+    if (rc == 0) kpageflags_folios(entries, flags, n, w->zero_pfn, page, out);
+  }
+  free(entries);
+  return rc;
+}
+
 int os_walk_windows(const struct os_walk *w, uintptr_t start, uintptr_t end, uint64_t window,
                     struct resident_bytes *windows) {
   if (w->source == OS_WALK_SCAN) return os_pagemap_windows_fd(w->pagemap, start, end, window, windows);

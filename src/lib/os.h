@@ -199,6 +199,11 @@ int os_walk_windows(const struct os_walk *w, uintptr_t start, uintptr_t end, uin
 /* What the walk is, for reasons: "PAGEMAP_SCAN", "pagemap + kpageflags", "pagemap presence only". */
 const char *os_walk_name(enum os_walk_source source);
 
+/* Memory of [start, end) by folio size (procfs.h kpageflags_folios), through an open walk that reads
+ * kpageflags (OS_WALK_KPAGEFLAGS: root). Entries are read a PMD at a time (an anonymous folio never crosses a
+ * PMD boundary). 0, -EPERM (PFNs hidden: no CAP_SYS_ADMIN) or -errno. */
+int os_walk_folios(const struct os_walk *w, uintptr_t start, uintptr_t end, struct folio_bytes *out);
+
 /* Bytes of [start, end) backed by private anonymous pages, present or swapped: in a file mapping, the
  * pages written since it was mapped (copy-on-write: breakpoints, uprobes, relocations). Returns 0,
  * -ENOTTY when the kernel lacks PAGEMAP_SCAN, or -errno. */
