@@ -198,7 +198,7 @@ static void describe_failure(int error, int thp_disabled, char *out, size_t cap)
   const char *text;
   switch (error) {
   case EAGAIN: text = "a page was busy (locked, pinned or being migrated); trying again may work"; break;
-  case ENOMEM: text = "no free 2 MiB page could be had (memory short or fragmented; try "
+  case ENOMEM: text = "no free huge page could be had (memory short or fragmented; try "
                       "'echo 1 > /proc/sys/vm/compact_memory'), or the range is no longer mapped"; break;
   case EBUSY: text = "the memory cgroup could not be charged for the huge page (the target's cgroup is at its "
                      "limit: memory.max, or v1's memory.limit_in_bytes; nothing is OOM-killed for it)"; break;

@@ -51,7 +51,7 @@ static const struct { const char *name, *text; } reasons[HUGIFY_WHY_COUNT] = {
                                    "shared memory that can be huge, on 4 KiB pages (shmem_enabled never, or advise "
                                    "without MADV_HUGEPAGE); `hugify collapse PID` fixes it now; for memory to come: "
                                    "echo advise > /sys/kernel/mm/transparent_hugepage/shmem_enabled and `hugify run`"},
-    [HUGIFY_WHY_TOO_SMALL] = {"too_small", "no 2 MiB-aligned 2 MiB window fits in the mapping"},
+    [HUGIFY_WHY_TOO_SMALL] = {"too_small", "no aligned huge-page (PMD: 2 MiB on x86-64) window fits in the mapping"},
     [HUGIFY_WHY_THP_NEVER] = {"thp_never",
                               "system THP mode is never (or THP is absent); `hugify collapse PID` still works"},
     [HUGIFY_WHY_NOT_ADVISED] = {"not_advised",

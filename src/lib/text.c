@@ -128,8 +128,10 @@ static const char *object_filtered(const struct remap *r, const struct hugify_te
     return why;
   }
   if (o->window_bytes == 0) {
+    char pmd[32];
     format_bytes(o->text_bytes, have, sizeof have);
-    snprintf(why, cap, "no 2 MiB-aligned window in its %s of code", have);
+    page_sizes_name(os_pmd_size(), pmd, sizeof pmd);
+    snprintf(why, cap, "no %s-aligned window in its %s of code", pmd, have);
     return why;
   }
   return NULL;
@@ -256,7 +258,9 @@ static bool use_hugetlb(const struct remap *r, struct hugify_text_segment *s, si
   if (r->opts.kind != HUGIFY_PAGE_2M) return false;
   struct hugify_hugetlb_size pool;
   if (os_hugetlb_read(os_pmd_size(), &pool) != 0) {
-    reason_add(s->reason, sizeof s->reason, "2M: no hugetlb pool of 2 MiB pages");
+    char pmd[32];
+    page_sizes_name(os_pmd_size(), pmd, sizeof pmd);
+    reason_add(s->reason, sizeof s->reason, "2M: no hugetlb pool of %s pages (the PMD size)", pmd);
     return false;
   }
   uint64_t available = pool.available, pages = length / os_pmd_size();
@@ -458,7 +462,9 @@ static int visit_object(struct dl_phdr_info *info, size_t info_size, void *data)
   for (unsigned i = 0; i < kept; i++) {
     struct hugify_text_segment *s = &o->segments[i];
     if (s->window_end == s->window_start) {
-      snprintf(s->reason, sizeof s->reason, "no 2 MiB-aligned window");
+      char pmd[32];
+      page_sizes_name(os_pmd_size(), pmd, sizeof pmd);
+      snprintf(s->reason, sizeof s->reason, "no %s-aligned window", pmd);
       report->skipped_segments++;
       continue;
     }

@@ -141,7 +141,7 @@ static void advise_shared(void *start, size_t length, const char *how) {
     preload_fallback(what, "shmem_enabled is 'deny': it stays on 4 KiB pages and cannot be collapsed; fix: echo "
                      "advise > " OS_SYSFS_THP "/shmem_enabled, then restart the program");
   else
-    preload_fallback(what, "shmem_enabled is '%s': it stays on 4 KiB pages when touched (placed 2 MiB-aligned, so "
+    preload_fallback(what, "shmem_enabled is '%s': it stays on base pages when touched (placed PMD-aligned, so "
                      "`hugify collapse PID` can move it); fix: echo advise > " OS_SYSFS_THP "/shmem_enabled, then "
                      "restart the program", shmem_mode[0] ? shmem_mode : "absent");
 }
@@ -599,7 +599,7 @@ void preload_heap_at_exit(uint64_t heap_resident, uint64_t heap_hugetlb) {
   uint64_t free_now, total_now;
   read_pool(&free_now, &total_now);
   preload_fallback("heap hugetlb",
-                   "%llu MiB of the heap on normal pages: the 2 MiB pool had %llu free pages (of %llu) at start and "
+                   "%llu MiB of the heap on normal pages: the PMD-size pool had %llu free pages (of %llu) at start and "
                    "%llu at exit; glibc falls back to normal pages when the pool is short and for the main arena's "
                    "first allocations (grow it with `hugify pool`)",
                    (unsigned long long)((heap_resident - heap_hugetlb) >> 20), (unsigned long long)pool_free_at_start,

@@ -571,7 +571,8 @@ static bool hugetlb_pool_has_free_pages(char *reason, size_t cap) {
     snprintf(reason, cap, "the PMD-size hugetlb pool has no free pages ('hugify pool' reserves some)");
     return false;
   }
-  snprintf(reason, cap, "this kernel has no 2 MiB hugetlb pages");
+  snprintf(reason, cap, "this kernel has no hugetlb pages of its PMD size (%llu MiB)",
+           (unsigned long long)(hugify_pmd_size() >> 20));
   return false;
 }
 
