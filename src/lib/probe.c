@@ -211,10 +211,16 @@ static enum hugify_feature_state try_file_thp_text(char *detail, size_t cap) {
 }
 
 static enum hugify_feature_state try_pagemap_scan(char *detail, size_t cap) {
-  static char probe_page[8192];
   struct resident_bytes r;
-  uintptr_t start = ((uintptr_t)probe_page + 4095) & ~(uintptr_t)4095;
-  int rc = os_pagemap_resident(start, start + 4096, &r);
+  size_t page = (size_t)os_base_page(); /* the ioctl takes whole pages: 4, 16 or 64 KiB */
+  void *probe_page;
+  int rc = os_mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0, &probe_page);
+  if (rc) {
+    snprintf(detail, cap, "scratch page: %s", strerror(-rc));
+    return HUGIFY_FEATURE_UNKNOWN;
+  }
+  rc = os_pagemap_resident((uintptr_t)probe_page, (uintptr_t)probe_page + page, &r);
+  os_munmap(probe_page, page);
   if (rc == 0) return HUGIFY_FEATURE_YES;
   snprintf(detail, cap, "%s", strerror(-rc));
   return HUGIFY_FEATURE_NO;
@@ -252,14 +258,15 @@ static enum hugify_feature_state try_thp_except_advised(char *detail, size_t cap
  * bit is never set. */
 static int child_soft_dirty(void) {
   void *mapped;
-  if (os_mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0, &mapped)) return 2;
+  size_t page_size = (size_t)os_base_page();
+  if (os_mmap(NULL, page_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0, &mapped)) return 2;
   volatile char *page = mapped;
   page[0] = 1;
   if (os_write_file("/proc/self/clear_refs", "4") != 0) return 2;
   page[0] = 2;
   int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
   uint64_t entry = 0;
-  bool read_ok = fd >= 0 && pread(fd, &entry, sizeof entry, (off_t)((uintptr_t)mapped / 4096 * 8)) == sizeof entry;
+  bool read_ok = fd >= 0 && pread(fd, &entry, sizeof entry, (off_t)((uintptr_t)mapped / page_size * 8)) == sizeof entry;
   if (fd >= 0) close(fd);
   if (!read_ok || !(entry >> 63)) return 2; /* unreadable, or the page is not present */
   return (entry >> 55) & 1 ? HUGIFY_FEATURE_YES : HUGIFY_FEATURE_NO;
