@@ -77,7 +77,7 @@ int main(int argc, char **argv) {
     else return usage();
     i++;
   }
-  const uint64_t pmd = OS_HUGE_2M;
+  const uint64_t pmd = os_pmd_size();
   uint64_t size = ((uint64_t)(size_mib * 1048576) + pmd - 1) & ~(pmd - 1);
   if (size < 8 * pmd || stripes < 1 || stripes > 64 || hot_percent <= 0 || hot_percent >= 100 || hot_share < 0 ||
       hot_share > 100)

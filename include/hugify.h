@@ -24,8 +24,8 @@ extern "C" {
 
 #define HUGIFY_VERSION_MAJOR 0
 #define HUGIFY_VERSION_MINOR 3
-#define HUGIFY_VERSION_PATCH 0
-#define HUGIFY_VERSION_STRING "0.3.0"
+#define HUGIFY_VERSION_PATCH 1
+#define HUGIFY_VERSION_STRING "0.3.1"
 
 /** The version of the library actually loaded (may differ from the header's). */
 const char *hugify_version(void);
@@ -90,6 +90,12 @@ struct hugify_system {
   char reason[HUGIFY_REASON_MAX]; /* why any feature is UNKNOWN or NO */
   uint64_t reserved[4];           /* zero: room to grow without an ABI break */
 };
+
+/** The PMD huge page of the running kernel, in bytes: what THP and MADV_COLLAPSE make, and the size of the
+ *  HUGIFY_PAGE_2M hugetlb kind (named for x86-64). 2 MiB on x86-64 and on arm64 with 4 KiB base pages, 32 MiB
+ *  with 16 KiB pages, 512 MiB with 64 KiB pages (transparent_hugepage/hpage_pmd_size; on a kernel without
+ *  THP, the PMD its base page implies). Read once; thread-safe. Since 0.3.1. */
+uint64_t hugify_pmd_size(void);
 
 /** Fill *sys with what this machine offers. Returns 0, or -errno (only for sys == NULL). Takes a few ms:
  *  it maps, populates and collapses a 4 MiB scratch region to test MADV_COLLAPSE. */
@@ -731,7 +737,9 @@ struct hugify_elf_info {
   uint64_t reserved[4];           /* zero: room to grow without an ABI break */
 };
 
-/** The linker flags that make executable segments 2 MiB aligned. */
+/** The linker flags that make executable segments 2 MiB aligned: the PMD of x86-64 and of arm64 with 4 KiB
+ *  pages, kept as it was (API). A kernel with another PMD (hugify_pmd_size(): 32 MiB on arm64's 16 KiB pages)
+ *  needs that size instead: "-Wl,-z,max-page-size=SIZE -Wl,-z,common-page-size=SIZE". */
 #define HUGIFY_ELF_LINK_FLAGS "-Wl,-z,max-page-size=0x200000 -Wl,-z,common-page-size=0x200000"
 
 /** Pure: analyse an ELF64 little-endian image of `size` bytes (the whole file, or at least its headers).
@@ -815,7 +823,7 @@ struct hugify_tlb_rates {
 void hugify_counters_rates(const struct hugify_counter_values *values, struct hugify_tlb_rates *out);
 
 #define HUGIFY_TLB_MISS_RATE_HELPS 0.05            /* dTLB load miss rate above which huge pages help  */
-#define HUGIFY_TLB_WORKING_SET_HELPS (8ull << 20)  /* working set above which they can: the 4 KiB TLB reach */
+#define HUGIFY_TLB_WORKING_SET_HELPS (8ull * 1024 * 1024)  /* working set above which they can: the 4 KiB TLB reach */
 
 /** Pure: the rule of thumb for data — huge pages help when the dTLB load miss rate is above ~5-10 %
  *  (HUGIFY_TLB_MISS_RATE_HELPS) and the working set is larger than the TLB covers with 4 KiB pages

@@ -10,8 +10,9 @@
 //   hugify::alloc_error           the std::bad_alloc both throw, carrying errno and hugify's reason.
 //
 // The small-request rule of hugify::allocator (why a std::unordered_map's nodes are not on huge pages):
-//   a request of n objects is "large" when n * sizeof(T) >= Policy::huge_threshold (2 MiB, one huge page,
-//   for every policy below). Large requests are mapped by hugify_alloc with Policy::opts() and unmapped by
+//   a request of n objects is "large" when n * sizeof(T) >= one huge page: Policy::run_time_threshold()
+//   where the policy has it (every policy below: hugify_pmd_size(), the kernel's PMD, 2 MiB on x86-64 and
+//   32 MiB on arm64's 16 KiB pages), else Policy::huge_threshold (the compile-time constant, 2 MiB). Large requests are mapped by hugify_alloc with Policy::opts() and unmapped by
 //   hugify_free with the same size; smaller ones go to ::operator new / ::operator delete. The rule is a
 //   pure function of the size, so deallocate() always takes the path allocate() took. A small request
 //   never maps (and never burns) a huge page of its own; put node-based containers on
@@ -59,12 +60,15 @@ class alloc_error : public std::bad_alloc {
 // A policy is a type with
 //   static hugify_opts opts() noexcept;              the chain and flags passed to hugify_alloc
 //   static constexpr std::size_t huge_threshold;     requests of at least this many bytes use hugify_alloc
+//   static std::size_t run_time_threshold() noexcept; optional (since 0.3.1): the same from the running
+//                                                     kernel, preferred to huge_threshold where present
 // hugify::policy builds one from flags and an explicit chain; write your own struct for anything else.
 template <unsigned Flags, hugify_page_kind... Kinds>
 struct policy {
   static_assert(sizeof...(Kinds) <= HUGIFY_PAGE_KIND_COUNT, "at most one entry per page kind");
   static_assert((Flags & ~HUGIFY_FLAGS_ALL) == 0, "unknown hugify flags");
-  static constexpr std::size_t huge_threshold = std::size_t{1} << 21;
+  static constexpr std::size_t huge_threshold = std::size_t{1} << 21; // x86-64's PMD (API: kept)
+  static std::size_t run_time_threshold() noexcept { return static_cast<std::size_t>(hugify_pmd_size()); }
   static hugify_opts opts() noexcept {
     hugify_opts o{};
     const hugify_page_kind chain[] = {Kinds..., HUGIFY_PAGE_4K}; // the trailing entry only avoids a 0-size array
@@ -100,6 +104,13 @@ template <class P>
 using populate = with_flags<P, HUGIFY_POPULATE>;
 
 namespace detail {
+
+// The threshold in effect: Policy::run_time_threshold() where the policy has one, else its constant (int and
+// long: the first overload wins where both fit).
+template <class Policy>
+auto threshold_of(int) noexcept -> decltype(Policy::run_time_threshold()) { return Policy::run_time_threshold(); }
+template <class Policy>
+std::size_t threshold_of(long) noexcept { return Policy::huge_threshold; }
 
 inline void *small_allocate(std::size_t bytes, std::size_t alignment) {
   if (alignment > __STDCPP_DEFAULT_NEW_ALIGNMENT__) return ::operator new(bytes, std::align_val_t(alignment));
@@ -146,9 +157,14 @@ class allocator {
   template <class U>
   allocator(const allocator<U, Policy> &) noexcept {}
 
-  // Whether a request for n objects goes to hugify_alloc (the small-request rule above).
+  // Whether a request for n objects goes to hugify_alloc at Policy::huge_threshold (the compile-time rule,
+  // constexpr as before 0.3.1), and at the threshold in effect on this kernel (the small-request rule
+  // above), which allocate() and deallocate() follow.
   static constexpr bool uses_huge_pages(std::size_t n) noexcept {
     return n <= max_size() && n * sizeof(T) >= Policy::huge_threshold;
+  }
+  static bool uses_huge_pages_here(std::size_t n) noexcept {
+    return n <= max_size() && n * sizeof(T) >= detail::threshold_of<Policy>(0);
   }
   static constexpr std::size_t max_size() noexcept { return std::numeric_limits<std::size_t>::max() / sizeof(T); }
 
@@ -156,7 +172,7 @@ class allocator {
   // when hugify_alloc fails, std::bad_alloc when ::operator new does.
   T *allocate(std::size_t n) {
     if (n > max_size()) throw std::bad_array_new_length();
-    if (!uses_huge_pages(n)) return static_cast<T *>(detail::small_allocate(n * sizeof(T), alignof(T)));
+    if (!uses_huge_pages_here(n)) return static_cast<T *>(detail::small_allocate(n * sizeof(T), alignof(T)));
     hugify_opts opts = Policy::opts();
     hugify_info info;
     return static_cast<T *>(detail::huge_allocate(n * sizeof(T), opts, &info));
@@ -164,7 +180,7 @@ class allocator {
 
   void deallocate(T *p, std::size_t n) noexcept {
     if (!p) return;
-    if (!uses_huge_pages(n)) detail::small_deallocate(p, n * sizeof(T), alignof(T));
+    if (!uses_huge_pages_here(n)) detail::small_deallocate(p, n * sizeof(T), alignof(T));
     else hugify_free(p, n * sizeof(T)); // -EINVAL only for a pointer this allocator never returned
   }
 };
@@ -193,14 +209,19 @@ class memory_resource : public std::pmr::memory_resource {
  public:
   struct options {
     hugify_opts alloc{};                           // chain and flags for chunks and large blocks
-    std::size_t first_chunk = std::size_t{2} << 20; // 2 MiB
-    std::size_t max_chunk = std::size_t{64} << 20;  // 64 MiB
+    std::size_t first_chunk = 0;                        // 0: one huge page (hugify_pmd_size(), at most
+                                                        // max_chunk); 2 MiB before 0.3.1
+    std::size_t max_chunk = std::size_t{64} * 1024 * 1024; // 64 MiB
   };
-  static constexpr std::size_t max_pooled = std::size_t{1} << 20; // larger requests: a block of their own
+  static constexpr std::size_t max_pooled = std::size_t{1024} * 1024; // larger requests: a block of their own
   static constexpr std::size_t max_alignment = 4096;
 
   memory_resource() : memory_resource(options{}) {}
   explicit memory_resource(const options &o) : options_(o) {
+    if (options_.first_chunk == 0) {
+      std::size_t pmd = static_cast<std::size_t>(hugify_pmd_size());
+      options_.first_chunk = pmd < options_.max_chunk ? pmd : options_.max_chunk;
+    }
     if (options_.first_chunk < max_pooled) options_.first_chunk = max_pooled;
     if (options_.max_chunk < options_.first_chunk) options_.max_chunk = options_.first_chunk;
     next_chunk_ = options_.first_chunk;

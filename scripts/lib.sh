@@ -113,6 +113,10 @@ restore_pools() {
 # The THP settings some tests change (and restore themselves, also on failure): remembered here too, so
 # that even a test killed midway cannot leave the machine changed.
 THP_SETTINGS="/sys/kernel/mm/transparent_hugepage/shmem_enabled /sys/kernel/mm/transparent_hugepage/enabled"
+for _size in /sys/kernel/mm/transparent_hugepage/hugepages-*kB/enabled; do # mTHP sizes (tests/integration/mthp_folios)
+  if [ -e "$_size" ]; then THP_SETTINGS+=" $_size"; fi
+done
+unset _size
 declare -A SAVED_THP=()
 save_thp_settings() {
   for file in $THP_SETTINGS; do

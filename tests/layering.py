@@ -61,7 +61,7 @@ COMMAND_ENTRY = re.compile(r"^(cmd|help)_\w+$")
 FUNCTION_LINES_MAX = 80
 HUGIFY_GETENV = re.compile(r'\b(secure_)?getenv\s*\(\s*"HUGIFY_')
 # The files docs/design.md calls pure: no I/O, nothing above them.
-PURE = {"procfs", "units", "reason", "agent_policy", "planner"}
+PURE = {"procfs", "units", "reason", "agent_policy", "planner", "page_sizes"}
 # What a pure file may use of the C library (and the compiler's runtime): computation only.
 # (glibc 2.38 and later name C23's strto* and sscanf __isoc23_*: Debian 13's glibc 2.41 does)
 PURE_LIBC = re.compile(r"^((__isoc23_)?str\w*|mem\w*|__ctype_\w+|(__isoc99_|__isoc23_)?sscanf|v?snprintf|free|malloc|calloc|"

@@ -24,13 +24,14 @@ static const char *const pace_names[] = {"gentle", "full", NULL}; /* enum hugify
 static const struct option_spec collapse_options[] = {
     OPT_GROUP("Options"),
     OPT_SIZE("min-size", struct collapse_args, min_size, "SIZE", 0,
-             "only mappings with at least SIZE in aligned 2 MiB windows (default 2M)"),
+             "only mappings with at least SIZE in aligned huge-page (PMD) windows (default: one)"),
     OPT_ENUM("pace", struct collapse_args, pace, "gentle|full", pace_names,
-             "gentle (default): one 2 MiB window per call, each call followed by a rest as long as\n"
+             "gentle (default): one PMD window (2 MiB on x86-64) per call, each call followed by a rest as long as\n"
              "its CPU time, so the process never waits for more than one window at a time;\n"
              "full: calls of --chunk back to back, the least wall time, longer stalls"),
-    OPT_SIZE("chunk", struct collapse_args, chunk_size, "SIZE", 2 << 20,
-             "with --pace full: at most SIZE per kernel call (default 64M; implies --pace full)"),
+    OPT_SIZE("chunk", struct collapse_args, chunk_size, "SIZE", 1,
+             "with --pace full: at most SIZE per kernel call, at least one PMD (default 64M; implies\n"
+             "--pace full)"),
     OPT_FLAG("dry-run", 0, struct collapse_args, dry_run, "show what would be collapsed; change nothing"),
     OPT_FLAG("override-opt-out", 0, struct collapse_args, override_opt_out,
              "collapse memory the program excluded anyway, where the kernel allows it ('disabled\n"
@@ -329,8 +330,11 @@ int cmd_collapse(int argc, char **argv) {
     return usage_error("collapse", "'%s' is not a process id", argv[parsed.operands[0]]);
   bool pace_given = option_table_given(collapse_options, &parsed, "pace");
   if (args.chunk_size && pace_given && args.pace == HUGIFY_COLLAPSE_PACE_GENTLE)
-    return usage_error("collapse", "--chunk sets the call size of --pace full; the gentle pace sends one 2 MiB "
+    return usage_error("collapse", "--chunk sets the call size of --pace full; the gentle pace sends one PMD "
                                    "window per call");
+  if (args.chunk_size && args.chunk_size < hugify_pmd_size())
+    return usage_error("collapse", "--chunk must hold one huge page at least: %llu MiB here (the PMD size)",
+                       (unsigned long long)(hugify_pmd_size() >> 20));
   if (args.chunk_size) args.pace = HUGIFY_COLLAPSE_PACE_FULL;
   struct hugify_collapse_opts opts = {
       .min_size = args.min_size, .chunk_size = args.chunk_size, .pace = (uint32_t)args.pace,

@@ -9,6 +9,7 @@
 #include "fleet.h"
 #include "hugify.h"
 #include "inspect.h"
+#include "os.h"
 #include "units.h"
 
 struct inspect_args {
@@ -92,7 +93,61 @@ static const char *thp_stance_text(const struct hugify_inspect_report *r) {
   return "enabled for this process, or disabled except where it advised: no unadvised anonymous mapping to tell by";
 }
 
-static void print_text(const struct hugify_inspect_report *r, bool maps) {
+/* ---- memory by folio size (pagemap + kpageflags: root) ------------------------------------------- */
+
+struct folios {
+  int rc; /* inspect_folio_sizes's */
+  struct folio_bytes bytes;
+  char reason[256];
+};
+
+/* mthp: some mTHP size is enabled, so some of the 4K column may be mTHP, which only the folio walk tells. */
+static void print_folios(const struct folios *f, bool mthp) {
+  if (f->rc) {
+    printf("  by folio size: not known (%s)\n", f->reason);
+    if (mthp) printf("  (smaps does not report mTHP per process: PTE-mapped mTHP is counted as 4K)\n");
+    return;
+  }
+  printf("  by folio size (pagemap + kpageflags):");
+  const char *sep = " ";
+  for (unsigned order = 0; order < FOLIO_ORDERS; order++) {
+    if (!f->bytes.by_order[order]) continue;
+    char size[32], amount[32];
+    format_page_size(os_base_page() << order, size, sizeof size);
+    bytes(f->bytes.by_order[order], amount, sizeof amount);
+    printf("%s%s %s", sep, size, amount);
+    sep = ", ";
+  }
+  char amount[32];
+  if (f->bytes.hugetlb) printf("%shugetlb %s", sep, (bytes(f->bytes.hugetlb, amount, sizeof amount), amount));
+  if (f->bytes.partial) printf("%sin folios mapped in part %s", sep, (bytes(f->bytes.partial, amount, sizeof amount), amount));
+  printf("%s\n", *sep == ' ' ? "none resident" : "");
+}
+
+static void put_folios_json(struct json_writer *j, const struct folios *f) {
+  json_open_object(j, "folios");
+  json_put_bool(j, "known", f->rc == 0);
+  json_put_string(j, "reason", f->rc ? f->reason : NULL);
+  json_open_array(j, "by_size");
+  for (unsigned order = 0; f->rc == 0 && order < FOLIO_ORDERS; order++) {
+    if (!f->bytes.by_order[order]) continue;
+    json_open_object(j, NULL);
+    json_put_u64(j, "page_size_bytes", os_base_page() << order);
+    json_put_u64(j, "bytes", f->bytes.by_order[order]);
+    json_close(j);
+  }
+  json_close(j);
+  if (f->rc) {
+    json_put_null(j, "hugetlb_bytes");
+    json_put_null(j, "partial_bytes");
+  } else {
+    json_put_u64(j, "hugetlb_bytes", f->bytes.hugetlb);
+    json_put_u64(j, "partial_bytes", f->bytes.partial);
+  }
+  json_close(j);
+}
+
+static void print_text(const struct hugify_inspect_report *r, bool maps, const struct folios *folios) {
   char a[32], b[32], c[32];
   uint64_t huge = hugify_usage_huge(&r->total);
   bytes(r->total.resident, a, sizeof a);
@@ -101,7 +156,7 @@ static void print_text(const struct hugify_inspect_report *r, bool maps) {
   printf("process %d (%s): resident %s, on huge pages %s (%s)\n", (int)r->pid, r->command, a, b, c);
   printf("  THP: system mode %s; %s; mTHP enabled: %s\n", r->thp_mode[0] ? r->thp_mode : "absent",
          thp_stance_text(r), r->mthp_sizes[0] ? r->mthp_sizes : "none");
-  if (r->mthp_sizes[0]) printf("  (smaps does not report mTHP per process: PTE-mapped mTHP is counted as 4K)\n");
+  print_folios(folios, r->mthp_sizes[0] != '\0');
   enum allocator_kind allocator = allocator_of_name(r->allocator);
   if (allocator_is_runtime(allocator)) /* the data bypasses malloc: say what holds it */
     printf("  allocator: %s: data in %s, not malloc's\n", r->allocator, allocator_description(allocator));
@@ -174,7 +229,8 @@ static void print_text(const struct hugify_inspect_report *r, bool maps) {
 
 /* ---- JSON ------------------------------------------------------------------------------------------ */
 
-static void print_json_process(struct json_writer *j, const struct hugify_inspect_report *r, bool maps) {
+static void print_json_process(struct json_writer *j, const struct hugify_inspect_report *r, bool maps,
+                               const struct folios *folios) {
   json_open_object(j, NULL);
   json_put_i64(j, "pid", r->pid);
   json_put_string(j, "command", r->command);
@@ -232,6 +288,7 @@ static void print_json_process(struct json_writer *j, const struct hugify_inspec
     }
     json_close(j);
   }
+  put_folios_json(j, folios);
   json_put_string(j, "note", r->reason);
   json_close(j);
 }
@@ -440,10 +497,12 @@ static int inspect_processes(const int *pids, int pid_count, FILE *out, bool tex
     struct hugify_inspect_report report;
     int rc = hugify_inspect(pids[i], &report);
     if (rc == 0) {
-      if (out) print_json_process(&j, &report, maps);
+      struct folios folios;
+      folios.rc = inspect_folio_sizes(pids[i], &folios.bytes, folios.reason, sizeof folios.reason);
+      if (out) print_json_process(&j, &report, maps, &folios);
       if (text) {
         if (i > 0) putchar('\n');
-        print_text(&report, maps);
+        print_text(&report, maps, &folios);
       }
     } else {
       int code = rc == -EPERM ? EXIT_PRIVILEGE : EXIT_SHORT;

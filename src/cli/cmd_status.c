@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "measure.h"
+#include "page_sizes.h"
 #include "pool_view.h"
 #include "procfs.h"
 #include "reason.h"
@@ -93,10 +94,17 @@ static void print_thp(const struct status_snapshot *s) {
            "  (hugify pool set 2M=N; hugify run --heap hugetlb PROGRAM)\n");
     return;
   }
-  char pmd[32], n[24];
+  char pmd[32], n[24], base[32];
   printf("  enabled %s, defrag %s, shmem_enabled %s, use_zero_page %s, PMD size %s\n", s->thp_enabled,
          s->thp_defrag[0] ? s->thp_defrag : "?", s->thp_shmem_enabled[0] ? s->thp_shmem_enabled : "?",
          view_number(s->thp_use_zero_page, n, sizeof n), bytes_or_unknown(s->thp_pmd_size, pmd, sizeof pmd));
+  if (s->thp_pmd_size != STATUS_UNKNOWN && s->base_page_size) {
+    page_sizes_name(s->base_page_size, base, sizeof base);
+    page_sizes_name(s->thp_pmd_size, pmd, sizeof pmd);
+    printf("  page sizes: base %s, PMD %s (%llu base pages)%s\n", base, pmd,
+           (unsigned long long)(s->thp_pmd_size / s->base_page_size),
+           !page_sizes_collapse_wise(s->thp_pmd_size) ? ": too big to collapse wisely (see the diagnoses)" : "");
+  }
   if (s->mthp_count) {
     /* one column per size: its enabled and shmem_enabled controls */
     int w = 7;
@@ -123,6 +131,35 @@ static void print_thp(const struct status_snapshot *s) {
            view_number(status_khugepaged_value(&s->khugepaged, &status_khugepaged_fields[f]), value, sizeof value));
   }
   putchar('\n');
+}
+
+/* The folios of each size now and how faults fared (hugepages-<N>kB/stats): the contiguous-PTE memory that
+ * AnonHugePages (PMD-mapped only) does not count. */
+static void print_folios(const struct status_snapshot *s) {
+  bool known = false;
+  for (unsigned i = 0; i < s->mthp_count; i++) known |= s->mthp[i].folios_known;
+  if (!known) {
+    printf("  folios per size: not counted by this kernel (hugepages-<N>kB/stats, Linux 6.9+)\n");
+    return;
+  }
+  print_size_header(s, "folios per size (mTHP)", 29, 7);
+  printf("    %-27s", "anonymous memory (nr_anon)");
+  for (unsigned i = 0; i < s->mthp_count; i++) {
+    char value[24] = "-";
+    uint64_t n = s->mthp[i].folios[0];
+    if (n != STATUS_UNKNOWN) format_page_size(n * s->mthp[i].page_size, value, sizeof value);
+    printf(" %7s", n == 0 ? "0" : value);
+  }
+  putchar('\n');
+  for (size_t f = 0; f < STATUS_MTHP_FOLIO_FIELDS; f++) {
+    printf("    %-27s", status_mthp_folio_fields[f]);
+    for (unsigned i = 0; i < s->mthp_count; i++) {
+      char value[24];
+      uint64_t n = s->mthp[i].folios[f];
+      printf(" %7s", n == STATUS_UNKNOWN ? "-" : view_number(n, value, sizeof value));
+    }
+    putchar('\n');
+  }
 }
 
 static void print_usage_and_counters(const struct status_snapshot *s) {
@@ -213,6 +250,7 @@ static void print_kernel_collapses(const struct status_snapshot *s) {
   }
   bool counted = false;
   for (unsigned i = 0; i < s->mthp_count; i++) counted |= s->mthp[i].collapse_known;
+  print_folios(s);
   if (!counted) {
     printf("  khugepaged's collapses per size: not counted by this kernel (khugepaged mTHP collapse, Linux %s+)\n",
            probe_features[PROBE_KHUGEPAGED_MTHP].since);
@@ -360,6 +398,7 @@ static void json_thp(struct json_writer *j, const struct status_snapshot *s) {
   json_put_string(j, "shmem_enabled", s->thp_shmem_enabled);
   view_json_known(j, "use_zero_page", s->thp_use_zero_page);
   view_json_known(j, "pmd_size_bytes", s->thp_pmd_size);
+  json_put_bool(j, "pmd_collapse_wise", s->thp_pmd_size != STATUS_UNKNOWN && page_sizes_collapse_wise(s->thp_pmd_size));
   json_open_array(j, "sizes");
   for (unsigned i = 0; i < s->mthp_count; i++) {
     json_open_object(j, NULL);
@@ -373,6 +412,16 @@ static void json_thp(struct json_writer *j, const struct status_snapshot *s) {
       json_close(j);
     } else {
       json_put_null(j, "collapse");
+    }
+    if (s->mthp[i].folios_known) {
+      json_open_object(j, "folios");
+      for (size_t f = 0; f < STATUS_MTHP_FOLIO_FIELDS; f++)
+        view_json_known(j, status_mthp_folio_fields[f], s->mthp[i].folios[f]);
+      view_json_known(j, "anon_bytes", s->mthp[i].folios[0] == STATUS_UNKNOWN ? STATUS_UNKNOWN
+                                                                               : s->mthp[i].folios[0] * s->mthp[i].page_size);
+      json_close(j);
+    } else {
+      json_put_null(j, "folios");
     }
     json_close(j);
   }

@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "hugify.h"
+#include "os.h"
 #include "units.h"
 
 struct elf_args {
@@ -66,7 +67,7 @@ static const char *kind_text(enum hugify_elf_kind kind) {
 /* Where the loader puts it: a fixed address, a multiple of max p_align (glibc 2.35+), or any page. */
 static const char *load_name(const struct hugify_elf_info *info) {
   if (info->kind == HUGIFY_ELF_EXECUTABLE) return "fixed";
-  return info->max_align >= (UINT64_C(2) << 20) ? "2m-aligned" : "4k-aligned";
+  return info->max_align >= os_pmd_size() ? "2m-aligned" : "4k-aligned"; /* "2m": the PMD size, named for x86-64 */
 }
 
 static const char *symbol_table(const struct hugify_elf_info *info) {
@@ -86,12 +87,44 @@ static double percent(uint64_t part, uint64_t whole) { return whole ? 100.0 * (d
 
 /* ---- text ------------------------------------------------------------------------------------------ */
 
+/* Whether the text is aligned for huge pages, and what relinking would give: the link flags of this kernel's
+ * PMD (HUGIFY_ELF_LINK_FLAGS is 2 MiB's). */
+static void print_alignment(const struct hugify_elf_info *info, const char *pmd) {
+  char a[32], b[32], c[32];
+  if (info->text_aligned) {
+    printf("  %s-aligned text: yes (p_align %s)\n", pmd, (format_bytes(info->max_align, a, sizeof a), a));
+    return;
+  }
+  if (info->huge_relinked <= info->huge_expected) {
+    printf("  %s-aligned text: no; relinking would not add huge pages (no segment gains a whole %s window)\n", pmd,
+           pmd);
+    return;
+  }
+  format_bytes(info->huge_relinked, a, sizeof a);
+  format_bytes(info->relinked_size_estimate, b, sizeof b);
+  format_bytes(info->relinked_size_estimate > info->file_size ? info->relinked_size_estimate - info->file_size : 0, c,
+               sizeof c);
+  char flags[128] = HUGIFY_ELF_LINK_FLAGS;
+  if (hugify_pmd_size() != (uint64_t)1024 * 1024 * 2) /* not the constant's PMD: the flags of this one */
+    snprintf(flags, sizeof flags, "-Wl,-z,max-page-size=0x%llx -Wl,-z,common-page-size=0x%llx",
+             (unsigned long long)hugify_pmd_size(), (unsigned long long)hugify_pmd_size());
+  printf("  %s-aligned text: no. Linked with\n"
+         "      %s\n"
+         "    (CMake: hugify_enable_huge_text(target)) it would have %s on huge pages (%.1f %%);\n"
+         "    the file would grow to about %s (+%s, padding between segments; not loaded into memory).\n",
+         pmd, flags, a, percent(info->huge_relinked, info->text_bytes), b, c);
+}
+
 static void print_file(const char *path, const struct hugify_elf_info *info) {
-  char size[32], text[32], a[32], b[32], c[32];
+  char size[32], text[32], a[32], b[32], pmd[32], short_pmd[16], window_header[40], aligned_at[64];
   format_bytes(info->file_size, size, sizeof size);
   format_bytes(info->text_bytes, text, sizeof text);
+  page_sizes_name(os_pmd_size(), pmd, sizeof pmd);
+  format_page_size(os_pmd_size(), short_pmd, sizeof short_pmd);
+  snprintf(window_header, sizeof window_header, "in %s windows*", short_pmd);
+  snprintf(aligned_at, sizeof aligned_at, "loaded at a %s-aligned address", pmd);
   printf("%s: %s, machine %u, %s\n", path, kind_text(info->kind), info->machine, size);
-  static const char *const headers[] = {"segment", "flags", "offset", "address", "size", "p_align", "in 2M windows*"};
+  const char *const headers[] = {"segment", "flags", "offset", "address", "size", "p_align", window_header};
   static const bool right[] = {true, false, true, true, true, true, true};
   struct table t;
   table_init(&t, 7, headers, right);
@@ -110,13 +143,13 @@ static void print_file(const char *path, const struct hugify_elf_info *info) {
   }
   table_print(&t, stdout, "  ");
   table_free(&t);
-  printf("  * executable segments, loaded at a 2 MiB-aligned address\n");
+  printf("  * executable segments, %s\n", aligned_at);
   printf("  code: %s in %u executable segment%s\n", text, info->text_segments, info->text_segments == 1 ? "" : "s");
   if (info->text_segments == 0) return;
 
   printf("  on huge pages with hugify's text remap:\n");
   format_bytes(info->huge_at_2m, a, sizeof a);
-  printf("    %-38s %s (%.1f %%)\n", "loaded at a 2 MiB-aligned address", a, percent(info->huge_at_2m, info->text_bytes));
+  printf("    %-38s %s (%.1f %%)\n", aligned_at, a, percent(info->huge_at_2m, info->text_bytes));
   format_bytes(info->huge_at_4k_min, a, sizeof a);
   format_bytes(info->huge_at_4k_mean, b, sizeof b);
   printf("    %-38s %s worst case, %s on average\n", "loaded at a 4 KiB-aligned address", a, b);
@@ -124,29 +157,13 @@ static void print_file(const char *path, const struct hugify_elf_info *info) {
   const char *load = load_name(info);
   printf("    %-38s %s (%.1f %%)\n",
          strcmp(load, "fixed") == 0        ? "where it loads (fixed address)"
-         : strcmp(load, "2m-aligned") == 0 ? "where it loads (2 MiB-aligned)"
+         : strcmp(load, "2m-aligned") == 0 ? "where it loads (PMD-aligned)"
                                            : "where it loads (any page: worst case)",
          a, percent(info->huge_expected, info->text_bytes));
   if (info->symbols < 0) printf("  function symbols: unknown (section headers beyond the file)\n");
   else printf("  function symbols for the perf map: %d (%s)\n", info->symbols, symbol_table(info));
 
-  if (info->text_aligned) {
-    printf("  2 MiB-aligned text: yes (p_align %s)\n", (format_bytes(info->max_align, a, sizeof a), a));
-    return;
-  }
-  if (info->huge_relinked <= info->huge_expected) {
-    printf("  2 MiB-aligned text: no; relinking would not add huge pages (no segment gains a whole 2 MiB window)\n");
-    return;
-  }
-  format_bytes(info->huge_relinked, a, sizeof a);
-  format_bytes(info->relinked_size_estimate, b, sizeof b);
-  format_bytes(info->relinked_size_estimate > info->file_size ? info->relinked_size_estimate - info->file_size : 0, c,
-               sizeof c);
-  printf("  2 MiB-aligned text: no. Linked with\n"
-         "      " HUGIFY_ELF_LINK_FLAGS "\n"
-         "    (CMake: hugify_enable_huge_text(target)) it would have %s on huge pages (%.1f %%);\n"
-         "    the file would grow to about %s (+%s, padding between segments; not loaded into memory).\n",
-         a, percent(info->huge_relinked, info->text_bytes), b, c);
+  print_alignment(info, pmd);
 }
 
 /* ---- JSON ------------------------------------------------------------------------------------------ */

@@ -105,7 +105,7 @@ double agent_pass_ceiling(double fraction, double interval_seconds);
  * held), and at least AGENT_WALK_MIN_BYTES. A multiple of window_bytes. */
 #define AGENT_WINDOW_CPU_GUESS 0.002                 /* seconds: 1 s per GiB, measured 0.9 here (warm pages) */
 #define AGENT_WALK_SLACK 4
-#define AGENT_WALK_MIN_BYTES (UINT64_C(256) << 20)
+#define AGENT_WALK_MIN_BYTES ((uint64_t)256 * 1024 * 1024)
 uint64_t agent_walk_limit(double cpu_available, double cpu_per_window, uint64_t window_bytes);
 
 /* Whether the work of a pass goes on, and if not, why (each said and counted apart). */

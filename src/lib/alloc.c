@@ -182,20 +182,35 @@ static void *map_hugetlb(struct attempt *a) {
   return MAP_FAILED;
 }
 
+/* What the THP kind aligns and rounds to: the PMD, or where it is too big to fault wisely (512 MiB on 64 KiB
+ * pages) the largest mTHP size faults take; 0: none is enabled. */
+static uint64_t thp_unit(void) {
+  if (page_sizes_collapse_wise(os_pmd_size())) return os_pmd_size();
+  struct page_sizes_choice choice;
+  os_page_sizes_choose("", os_page_sizes(), &choice);
+  return choice.fault_size;
+}
+
 static void *map_anonymous(struct attempt *a) {
   bool thp = a->kind == HUGIFY_PAGE_THP;
-  uint64_t page = page_kind_size(a->kind);
+  uint64_t page = thp ? thp_unit() : page_kind_size(a->kind);
   if (thp) {
-    char mode[16];
+    char mode[16], pmd[32];
     probe_thp_setting("enabled", mode, sizeof mode);
     if (!mode[0] || strcmp(mode, "never") == 0) {
       reason_add(a->reason, a->reason_cap, "THP: %s (echo madvise > %s/enabled)",
                     mode[0] ? "disabled system-wide (never)" : "not in this kernel", OS_SYSFS_THP);
       return MAP_FAILED;
     }
+    page_sizes_name(os_pmd_size(), pmd, sizeof pmd);
+    if (!page) {
+      reason_add(a->reason, a->reason_cap, "THP: the PMD huge page is %s, too big to fault wisely, and no mTHP "
+                 "size below it is enabled (echo madvise > %s/hugepages-2048kB/enabled)", pmd, OS_SYSFS_THP);
+      return MAP_FAILED;
+    }
   }
   a->mapped = round_up(a->size, page);
-  void *p; /* THP: aligned to the PMD so every 2 MiB window can be one huge page */
+  void *p; /* THP: aligned to the unit so every window of it can be one huge page (or mTHP folio) */
   int rc = os_map_aligned(a->mapped, thp ? page : 0, PROT_READ | PROT_WRITE, &p);
   if (rc) {
     reason_add(a->reason, a->reason_cap, "%s: mmap failed (%s)", hugify_page_kind_name(a->kind), strerror(-rc));

@@ -17,7 +17,7 @@ double hugify_backing_huge_fraction(const struct hugify_backing *b) {
 
 static void add_huge(struct hugify_backing *out, uint64_t page_size, uint64_t bytes) {
   if (page_size >= OS_HUGE_1G) out->resident_1g += bytes;
-  else if (page_size >= OS_HUGE_2M) out->resident_2m += bytes;
+  else if (page_size >= os_pmd_size()) out->resident_2m += bytes;
   else out->resident_thp += bytes;
 }
 

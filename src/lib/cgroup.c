@@ -250,7 +250,7 @@ bool cgroup_key_of(const char *path, enum cgroup_key by, char *name, size_t name
 bool cgroup_thp_agrees(uint64_t kernel, uint64_t walk) {
   uint64_t difference = kernel > walk ? kernel - walk : walk - kernel;
   uint64_t larger = kernel > walk ? kernel : walk;
-  return difference <= (UINT64_C(2) << 20) || difference * 50 <= larger;
+  return difference <= os_pmd_size() || difference * 50 <= larger; /* one huge page, or 2 % */
 }
 
 const char *cgroup_thp_difference(const struct cgroup_thp *kernel, const struct cgroup_thp *walk, unsigned unreadable,

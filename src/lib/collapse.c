@@ -38,7 +38,7 @@
 #include "probe.h"
 #include "procfs.h"
 
-#define DEFAULT_CHUNK (UINT64_C(64) << 20)
+#define DEFAULT_CHUNK OS_MIB(64)
 #define MAX_IOVECS_PER_CALL 512 /* well under UIO_MAXIOV (1024) */
 /* The gentle pace's sleep after a call, per second of the call's CPU time: the target gets at least as
  * long to run as a window's work took. Paced by CPU time, not by the call's span, which also holds
@@ -198,7 +198,7 @@ static void describe_failure(int error, int thp_disabled, char *out, size_t cap)
   const char *text;
   switch (error) {
   case EAGAIN: text = "a page was busy (locked, pinned or being migrated); trying again may work"; break;
-  case ENOMEM: text = "no free 2 MiB page could be had (memory short or fragmented; try "
+  case ENOMEM: text = "no free huge page could be had (memory short or fragmented; try "
                       "'echo 1 > /proc/sys/vm/compact_memory'), or the range is no longer mapped"; break;
   case EBUSY: text = "the memory cgroup could not be charged for the huge page (the target's cgroup is at its "
                      "limit: memory.max, or v1's memory.limit_in_bytes; nothing is OOM-killed for it)"; break;
@@ -968,6 +968,16 @@ static int collapse_start(struct collapse_context *c, pid_t pid, bool self, bool
   if (probe_require(PROBE_MADV_COLLAPSE, report->reason, sizeof report->reason) ||
       (!self && probe_require(PROBE_PROCESS_MADVISE_COLLAPSE, report->reason, sizeof report->reason)))
     return -ENOSYS;
+  if (!page_sizes_collapse_wise(c->pmd)) {
+    char pmd[32];
+    page_sizes_name(c->pmd, pmd, sizeof pmd);
+    snprintf(report->reason, sizeof report->reason,
+             "the PMD huge page is %s on this kernel: too big to collapse wisely (one window's copy holds the "
+             "process's memory lock for long, and a sparse window grows by up to %s); faults get mTHP folios "
+             "instead where a size below the PMD is enabled (`hugify status` shows them; `hugify run` aligns for "
+             "them), or boot a kernel of 4 or 16 KiB pages (2 or 32 MiB PMDs)", pmd, pmd);
+    return -EOPNOTSUPP;
+  }
   return self ? 0 : check_target(c, report, dry_run);
 }
 

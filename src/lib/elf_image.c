@@ -21,10 +21,13 @@
 
 static uint64_t align_down(uint64_t x, uint64_t a) { return x & ~(a - 1); }
 static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) & ~(a - 1); }
+/* The huge page code can be on: this kernel's PMD size (a binary linked for 2 MiB lands 2 MiB-aligned, which
+ * a 32 MiB PMD does not cover). */
+static uint64_t huge_page(void) { return os_pmd_size(); }
 
 uint64_t elf_huge_window(uint64_t start, uint64_t end, uint64_t *window_start, uint64_t *window_end) {
-  uint64_t lo = align_up(align_down(start, SMALL_PAGE), ELF_HUGE_PAGE);
-  uint64_t hi = align_down(align_up(end, SMALL_PAGE), ELF_HUGE_PAGE);
+  uint64_t lo = align_up(align_down(start, SMALL_PAGE), huge_page());
+  uint64_t hi = align_down(align_up(end, SMALL_PAGE), huge_page());
   if (hi <= lo) hi = lo;
   if (window_start) *window_start = lo;
   if (window_end) *window_end = hi;
@@ -52,7 +55,7 @@ static uint64_t relinked_size(const struct hugify_elf_info *info) {
   uint64_t end = 0, last = 0;
   for (unsigned i = 0; i < info->load_count; i++) {
     const struct hugify_elf_load *l = &info->loads[i];
-    uint64_t start = i == 0 ? l->offset : align_up(end, ELF_HUGE_PAGE) + l->offset % SMALL_PAGE;
+    uint64_t start = i == 0 ? l->offset : align_up(end, huge_page()) + l->offset % SMALL_PAGE;
     end = start + l->file_size;
     if (l->offset + l->file_size > last) last = l->offset + l->file_size;
   }
@@ -121,24 +124,24 @@ static int read_program_headers(const unsigned char *bytes, size_t size, const E
 static void estimate_coverage(struct hugify_elf_info *out) {
   out->text_aligned = out->text_segments > 0;
   for (unsigned i = 0; i < out->load_count; i++)
-    if ((out->loads[i].flags & PF_X) && out->loads[i].align < ELF_HUGE_PAGE) out->text_aligned = 0;
+    if ((out->loads[i].flags & PF_X) && out->loads[i].align < huge_page()) out->text_aligned = 0;
 
   out->huge_at_2m = huge_at_base(out, 0);
   uint64_t sum = 0, min = UINT64_MAX;
-  for (uint64_t base = 0; base < ELF_HUGE_PAGE; base += SMALL_PAGE) {
+  for (uint64_t base = 0; base < huge_page(); base += SMALL_PAGE) {
     uint64_t h = huge_at_base(out, base);
     sum += h;
     if (h < min) min = h;
   }
   out->huge_at_4k_min = min;
-  out->huge_at_4k_mean = sum / (ELF_HUGE_PAGE / SMALL_PAGE);
-  bool lands_aligned = out->kind == HUGIFY_ELF_EXECUTABLE || out->max_align >= ELF_HUGE_PAGE;
+  out->huge_at_4k_mean = sum / (huge_page() / SMALL_PAGE);
+  bool lands_aligned = out->kind == HUGIFY_ELF_EXECUTABLE || out->max_align >= huge_page();
   out->huge_expected = lands_aligned ? out->huge_at_2m : out->huge_at_4k_min;
   out->relinked_size_estimate = relinked_size(out);
   for (unsigned i = 0; i < out->load_count; i++)
     if (out->loads[i].flags & PF_X)
       out->huge_relinked += align_down(align_up(out->loads[i].memory_size + out->loads[i].vaddr % SMALL_PAGE, SMALL_PAGE),
-                                       ELF_HUGE_PAGE);
+                                       huge_page());
   if (out->huge_relinked < out->huge_expected) out->huge_relinked = out->huge_expected;
 }
 

@@ -15,9 +15,8 @@
 extern "C" {
 #endif
 
-#define ELF_HUGE_PAGE (UINT64_C(2) << 20)
-
-/* Bytes of [start, end) (rounded out to 4 KiB pages) that lie in whole 2 MiB-aligned windows, and where
+/* Bytes of [start, end) (rounded out to 4 KiB pages) that lie in whole windows of this kernel's PMD size
+ * (os_pmd_size(): 2 MiB on x86-64, 32 MiB on arm64's 16 KiB pages), aligned to it, and where
  * those windows begin and end (*window_start == *window_end when there are none). */
 uint64_t elf_huge_window(uint64_t start, uint64_t end, uint64_t *window_start, uint64_t *window_end);
 

@@ -51,7 +51,7 @@ static const struct { const char *name, *text; } reasons[HUGIFY_WHY_COUNT] = {
                                    "shared memory that can be huge, on 4 KiB pages (shmem_enabled never, or advise "
                                    "without MADV_HUGEPAGE); `hugify collapse PID` fixes it now; for memory to come: "
                                    "echo advise > /sys/kernel/mm/transparent_hugepage/shmem_enabled and `hugify run`"},
-    [HUGIFY_WHY_TOO_SMALL] = {"too_small", "no 2 MiB-aligned 2 MiB window fits in the mapping"},
+    [HUGIFY_WHY_TOO_SMALL] = {"too_small", "no aligned huge-page (PMD: 2 MiB on x86-64) window fits in the mapping"},
     [HUGIFY_WHY_THP_NEVER] = {"thp_never",
                               "system THP mode is never (or THP is absent); `hugify collapse PID` still works"},
     [HUGIFY_WHY_NOT_ADVISED] = {"not_advised",
@@ -256,12 +256,12 @@ static enum hugify_not_huge_reason why_not_huge(const struct smaps_vma *vma, con
                                                 const struct inspect_context *context,
                                                 enum hugify_thp_stance stance, uint64_t aligned) {
   if (usage->resident <= hugify_usage_huge(usage)) return HUGIFY_WHY_NONE;
-  uint64_t pmd_size = context->pmd_size ? context->pmd_size : OS_HUGE_2M;
+  uint64_t pmd_size = context->pmd_size ? context->pmd_size : os_pmd_size();
   enum hugify_not_huge_reason opt_out = vma_opt_out(vma, stance, context->thp_stance_visible, pmd_size);
   if (opt_out != HUGIFY_WHY_NONE) return opt_out;
   if (vma_is_special(vma)) return HUGIFY_WHY_SPECIAL;
   if (vma_is_shmem(vma)) {
-    uint64_t pmd = context->pmd_size ? context->pmd_size : OS_HUGE_2M;
+    uint64_t pmd = context->pmd_size ? context->pmd_size : os_pmd_size();
     if (context->shmem_mode && strcmp(context->shmem_mode, "deny") == 0) return HUGIFY_WHY_SHMEM_DENY;
     if (!vma_shmem_aligned(vma, pmd)) return HUGIFY_WHY_SHMEM_UNALIGNED;
     if (aligned == 0) return HUGIFY_WHY_TOO_SMALL;
@@ -289,7 +289,7 @@ static int object_index(struct hugify_inspect_report *report, const char *path, 
 
 int inspect_classify(const struct smaps_vma *vmas, size_t count, const struct inspect_context *context,
                      struct hugify_inspect_report *report) {
-  uint64_t pmd = context->pmd_size ? context->pmd_size : OS_HUGE_2M;
+  uint64_t pmd = context->pmd_size ? context->pmd_size : os_pmd_size();
   free(report->mappings);
   free(report->objects);
   report->mappings = calloc(count ? count : 1, sizeof *report->mappings);
@@ -423,6 +423,30 @@ static void note_zero_page(pid_t pid, const struct smaps_vma *vmas, size_t count
                "%llu MiB were read but never written: they map the shared zero page and hold no memory of "
                "their own (in no figure above) until written",
                (unsigned long long)(zero >> 20));
+}
+
+int inspect_folio_sizes(int pid, struct folio_bytes *out, char *reason, size_t cap) {
+  memset(out, 0, sizeof *out);
+  struct os_walk walk;
+  int rc = os_walk_open(pid, false, &walk);
+  if (rc) {
+    snprintf(reason, cap, "/proc/%d/pagemap: %s", pid, strerror(-rc));
+    return rc;
+  }
+  struct smaps_vma *vmas = NULL;
+  long count = walk.source == OS_WALK_KPAGEFLAGS ? os_read_smaps(pid, &vmas) : -EPERM;
+  rc = count < 0 ? (int)count : 0;
+  for (long i = 0; i < count && rc == 0; i++)
+    if (vmas[i].rss || vmas[i].private_hugetlb || vmas[i].shared_hugetlb)
+      rc = os_walk_folios(&walk, (uintptr_t)vmas[i].start, (uintptr_t)vmas[i].end, out);
+  free(vmas);
+  os_walk_close(&walk);
+  if (rc == -EPERM)
+    snprintf(reason, cap, "folio sizes need the PFNs of /proc/PID/pagemap and /proc/kpageflags, which only "
+                          "CAP_SYS_ADMIN reads (run as root); machine-wide, `hugify status` has each size's folios");
+  else if (rc)
+    snprintf(reason, cap, "reading the pagemap or kpageflags of process %d: %s", pid, strerror(-rc));
+  return rc;
 }
 
 int hugify_inspect(pid_t pid, struct hugify_inspect_report *report) {

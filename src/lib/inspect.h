@@ -33,7 +33,7 @@ struct inspect_context {
 
 /* Largest PROT_NONE mapping taken for a thread stack's guard page (glibc/musl use one page by default;
  * pthread_attr_setguardsize can make it larger). */
-#define INSPECT_GUARD_MAX (UINT64_C(1) << 20)
+#define INSPECT_GUARD_MAX ((uint64_t)1024 * 1024)
 
 /* Fill report->total, classes, not_huge, collapsible, mappings, objects, stacks_by_*, thp_stance and allocator
  * from smaps. Leaves pid, command, the other thp_* fields and reason alone. Returns 0 or -ENOMEM (arrays malloc'd; free with
@@ -147,5 +147,10 @@ enum allocator_kind allocator_of_mappings(const struct smaps_vma *vmas, size_t c
  * pages (or any such windows while THP is "always", where they would have been huge from the first fault).
  * NULL otherwise, and when the allocator is not identified. */
 const char *inspect_churn_advice(const struct hugify_inspect_report *report);
+
+/* A process's resident memory by folio size (procfs.h struct folio_bytes: base pages, each mTHP size, PMD
+ * THPs, hugetlb), from its pagemap and /proc/kpageflags over every mapping with resident pages. 0, or -EPERM
+ * (PFNs and kpageflags need CAP_SYS_ADMIN: root) / -errno, with the reason in `reason`. */
+int inspect_folio_sizes(int pid, struct folio_bytes *out, char *reason, size_t cap);
 
 #endif

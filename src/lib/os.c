@@ -286,6 +286,91 @@ int os_hugepage_size_dirs(const char *path, uint64_t *sizes, int cap) {
   return count;
 }
 
+/* The names in a directory, one a line, into buf (cut at cap): what page_sizes_parse reads. */
+static int list_names(const char *path, char *buf, size_t cap) {
+  buf[0] = '\0';
+  DIR *dir = opendir(path);
+  if (!dir) return -errno;
+  size_t used = 0;
+  for (struct dirent *entry; (entry = readdir(dir)) != NULL;) {
+    int n = snprintf(buf + used, cap - used, "%s\n", entry->d_name);
+    if (n < 0 || (size_t)n >= cap - used) break;
+    used += (size_t)n;
+  }
+  buf[used] = '\0';
+  closedir(dir);
+  return 0;
+}
+
+int os_page_sizes_read(const char *root, struct page_sizes *out) {
+  char path[4096], pmd[64], thp_dirs[2048], hugetlb_dirs[2048];
+  long base = sysconf(_SC_PAGESIZE);
+  snprintf(path, sizeof path, "%s" OS_SYSFS_THP "/hpage_pmd_size", root);
+  bool has_pmd = os_read_small(path, pmd, sizeof pmd) >= 0;
+  snprintf(path, sizeof path, "%s" OS_SYSFS_THP, root);
+  list_names(path, thp_dirs, sizeof thp_dirs);
+  snprintf(path, sizeof path, "%s" OS_SYSFS_HUGEPAGES, root);
+  list_names(path, hugetlb_dirs, sizeof hugetlb_dirs);
+  struct page_sizes_report report = {base > 0 ? (uint64_t)base : 4096, has_pmd ? pmd : NULL, thp_dirs, hugetlb_dirs};
+  return page_sizes_parse(&report, out);
+}
+
+static struct page_sizes system_sizes;
+static pthread_once_t system_sizes_once = PTHREAD_ONCE_INIT;
+static void read_system_sizes(void) {
+  if (os_page_sizes_read("", &system_sizes) == 0) return;
+  long base = sysconf(_SC_PAGESIZE);
+  struct page_sizes_report bare = {base > 0 ? (uint64_t)base : 4096, NULL, NULL, NULL};
+  page_sizes_parse(&bare, &system_sizes);
+}
+
+const struct page_sizes *os_page_sizes(void) {
+  pthread_once(&system_sizes_once, read_system_sizes);
+  return &system_sizes;
+}
+
+/* The PMD alone, read once: one small file, not the directories (the preload asks it at every start). */
+static uint64_t pmd_size, base_page;
+static pthread_once_t pmd_size_once = PTHREAD_ONCE_INIT;
+static void read_pmd_size(void) {
+  char text[64];
+  long base = sysconf(_SC_PAGESIZE);
+  bool has_pmd = os_read_small(OS_SYSFS_THP "/hpage_pmd_size", text, sizeof text) >= 0;
+  struct page_sizes_report report = {base > 0 ? (uint64_t)base : 4096, has_pmd ? text : NULL, NULL, NULL};
+  struct page_sizes sizes;
+  if (page_sizes_parse(&report, &sizes) != 0) { /* a PMD size no kernel reports: what the base page implies */
+    report.pmd_size = NULL;
+    page_sizes_parse(&report, &sizes);
+  }
+  pmd_size = sizes.pmd;
+  base_page = sizes.base;
+}
+
+uint64_t os_pmd_size(void) {
+  pthread_once(&pmd_size_once, read_pmd_size);
+  return pmd_size;
+}
+
+uint64_t os_base_page(void) {
+  pthread_once(&pmd_size_once, read_pmd_size);
+  return base_page;
+}
+
+void os_page_sizes_choose(const char *root, const struct page_sizes *sizes, struct page_sizes_choice *out) {
+  char path[4096], text[256], top[32] = "", size[32];
+  bool takes[PAGE_SIZES_MAX] = {false};
+  snprintf(path, sizeof path, "%s" OS_SYSFS_THP "/enabled", root);
+  if (os_read_small(path, text, sizeof text) >= 0) parse_bracketed_choice(text, top, sizeof top);
+  for (unsigned i = 0; i < sizes->mthp_count; i++) {
+    snprintf(path, sizeof path, "%s" OS_SYSFS_THP "/hugepages-%llukB/enabled", root,
+             (unsigned long long)(sizes->mthp[i] >> 10));
+    if (os_read_small(path, text, sizeof text) < 0) continue;
+    parse_bracketed_choice(text, size, sizeof size);
+    takes[i] = page_sizes_faults_take(size, top);
+  }
+  page_sizes_choose(sizes, takes, out);
+}
+
 int os_hugetlb_sizes(uint64_t *sizes, int cap) { return os_hugepage_size_dirs(OS_SYSFS_HUGEPAGES, sizes, cap); }
 
 void os_hugetlb_path(char *buf, size_t cap, uint64_t page_size, const char *leaf) {
@@ -501,10 +586,9 @@ const char *os_walk_name(enum os_walk_source source) {
 }
 
 /* What one PMD's entries are: a whole aligned run has its kpageflags read (one pread for the PMD). */
-static enum kpage_run judge_pmd(const struct os_walk *w, const uint64_t *entries, size_t pmd_pages) {
-  uint64_t flags[512];
-  if (w->kpageflags < 0 || pmd_pages > sizeof flags / sizeof flags[0] || !pagemap_aligned_run(entries, pmd_pages, pmd_pages) ||
-      pread_all(w->kpageflags, flags, pmd_pages * sizeof flags[0], pagemap_pfn(entries[0]) * 8) != 0)
+static enum kpage_run judge_pmd(const struct os_walk *w, const uint64_t *entries, size_t pmd_pages, uint64_t *flags) {
+  if (w->kpageflags < 0 || !pagemap_aligned_run(entries, pmd_pages, pmd_pages) ||
+      pread_all(w->kpageflags, flags, pmd_pages * sizeof *flags, pagemap_pfn(entries[0]) * 8) != 0)
     return KPAGE_RUN_SMALL;
   return kpageflags_run(flags, pmd_pages);
 }
@@ -513,9 +597,11 @@ static enum kpage_run judge_pmd(const struct os_walk *w, const uint64_t *entries
  * part inside [start, end) counted into its windows. */
 static int walk_entries(const struct os_walk *w, uintptr_t start, uintptr_t end, uint64_t window,
                         struct resident_bytes *windows) {
-  uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), pmd = OS_HUGE_2M, pmd_pages = pmd / page;
-  uint64_t *entries = malloc(WALK_BATCH_PMDS * pmd_pages * sizeof *entries);
+  /* a PMD of 512 (4 KiB pages), 2048 (16 KiB) or 8192 (64 KiB) entries: its kpageflags in one read */
+  uint64_t page = os_base_page(), pmd = os_pmd_size(), pmd_pages = pmd / page;
+  uint64_t *entries = malloc((WALK_BATCH_PMDS + 1) * pmd_pages * sizeof *entries);
   if (!entries) return -ENOMEM;
+  uint64_t *flags = entries + WALK_BATCH_PMDS * pmd_pages;
   uintptr_t first = start & ~(pmd - 1), last = (end + pmd - 1) & ~(pmd - 1);
   uintptr_t from_page = start & ~(page - 1), to_page = (end + page - 1) & ~(page - 1);
   int rc = 0;
@@ -524,7 +610,7 @@ static int walk_entries(const struct os_walk *w, uintptr_t start, uintptr_t end,
     rc = pread_all(w->pagemap, entries, (batch_end - batch) / page * sizeof *entries, batch / page * 8);
     for (uintptr_t at = batch; rc == 0 && at < batch_end; at += pmd) {
       const uint64_t *own = entries + (at - batch) / page;
-      enum kpage_run run = judge_pmd(w, own, (size_t)pmd_pages);
+      enum kpage_run run = judge_pmd(w, own, (size_t)pmd_pages, flags);
       uintptr_t piece = at > from_page ? at : from_page, pmd_end = at + pmd < to_page ? at + pmd : to_page;
       while (piece < pmd_end) { /* the PMD's part in each window */
         size_t index = (size_t)((piece > start ? piece - start : 0) / window);
@@ -533,6 +619,38 @@ static int walk_entries(const struct os_walk *w, uintptr_t start, uintptr_t end,
         piece = upto;
       }
     }
+  }
+  free(entries);
+  return rc;
+}
+
+/* The kpageflags of each entry's PFN (0 for an entry without one), one read per run of consecutive PFNs. */
+static int read_flags(int kpageflags, const uint64_t *entries, size_t n, uint64_t *flags) {
+  for (size_t i = 0; i < n;) {
+    uint64_t pfn = pagemap_pfn(entries[i]);
+    size_t k = 1;
+    if (!pfn) { flags[i++] = 0; continue; }
+    while (i + k < n && pagemap_pfn(entries[i + k]) == pfn + k) k++;
+    int rc = pread_all(kpageflags, flags + i, k * sizeof *flags, pfn * 8);
+    if (rc) return rc;
+    i += k;
+  }
+  return 0;
+}
+
+int os_walk_folios(const struct os_walk *w, uintptr_t start, uintptr_t end, struct folio_bytes *out) {
+  if (w->source != OS_WALK_KPAGEFLAGS || w->kpageflags < 0) return -EPERM;
+  uint64_t page = os_base_page(), pmd = os_pmd_size(), pmd_pages = pmd / page;
+  uint64_t *entries = malloc(2 * pmd_pages * sizeof *entries);
+  if (!entries) return -ENOMEM;
+  uint64_t *flags = entries + pmd_pages;
+  int rc = 0;
+  for (uintptr_t at = start & ~(pmd - 1); at < end && rc == 0; at += pmd) {
+    uintptr_t from = at > start ? at : start, to = at + pmd < end ? at + pmd : end;
+    size_t n = (size_t)((to - from + page - 1) / page);
+    rc = pread_all(w->pagemap, entries, n * sizeof *entries, from / page * 8);
+    if (rc == 0) rc = read_flags(w->kpageflags, entries, n, flags);
+    if (rc == 0) kpageflags_folios(entries, flags, n, w->zero_pfn, page, out);
   }
   free(entries);
   return rc;

@@ -12,6 +12,7 @@
 #include <sys/uio.h> /* struct iovec: glibc's sys/mman.h brings it, musl's does not */
 
 #include "hugify.h"
+#include "page_sizes.h"
 #include "procfs.h" /* struct resident_bytes */
 #include "reason.h" /* reason_add: most users of os.h fill reasons */
 
@@ -63,8 +64,8 @@ struct smaps_vma;
 #define PR_SET_VMA_ANON_NAME 0
 #endif
 
-#define OS_HUGE_2M (UINT64_C(2) << 20)
 #define OS_HUGE_1G (UINT64_C(1) << 30)
+#define OS_MIB(n) ((uint64_t)(n) * 1024 * 1024) /* a size in MiB; never a page size: those are os_page_sizes() */
 #define OS_SYSFS_HUGEPAGES "/sys/kernel/mm/hugepages"
 #define OS_SYSFS_THP "/sys/kernel/mm/transparent_hugepage"
 
@@ -73,7 +74,7 @@ struct smaps_vma;
  * a regular file is read (a FIFO or device is -EINVAL: safe_file_open_read), and at most OS_READ_FILE_MAX
  * bytes (-EFBIG beyond: smaps of 65530 mappings is ~70 MB). Returns 0 or -errno (*text NULL). length may be
  * NULL. */
-#define OS_READ_FILE_MAX (UINT64_C(256) << 20)
+#define OS_READ_FILE_MAX OS_MIB(256)
 int os_read_file(const char *path, char **text, size_t *length);
 /* The same from an fd opened by the caller (safe_file_open_read, then checks on it), which it closes. */
 int os_read_fd(int fd, char **text, size_t *length);
@@ -133,6 +134,18 @@ int os_map_aligned(size_t length, size_t alignment, int prot, void **out);
 /* Name an anonymous mapping (shows in maps/smaps as [anon:NAME]). Returns 0 or -errno. */
 int os_name_anon(void *start, size_t length, const char *name);
 
+/* ---- page sizes (page_sizes.h): the base page, the PMD, the mTHP and hugetlb sizes ---- */
+/* Read under a directory that stands in for / ("" for /: a captured tree's base page is this machine's).
+ * 0 or -errno (-EINVAL: the kernel reports sizes page_sizes_parse cannot take). */
+int os_page_sizes_read(const char *root, struct page_sizes *out);
+/* This kernel's, read once (they are fixed for its life); never NULL (on a failed read: the base page and
+ * the PMD it implies, no mTHP or hugetlb sizes). */
+const struct page_sizes *os_page_sizes(void);
+uint64_t os_pmd_size(void);  /* os_page_sizes()->pmd, from hpage_pmd_size alone (read once) */
+uint64_t os_base_page(void); /* os_page_sizes()->base */
+/* What to do on these sizes now: whether faults take each mTHP size is read each call (settings change). */
+void os_page_sizes_choose(const char *root, const struct page_sizes *sizes, struct page_sizes_choice *out);
+
 /* ---- hugetlb sizes ---- */
 /* Page sizes of /sys/kernel/mm/hugepages, ascending. Returns the count (<= cap) or -errno. */
 int os_hugetlb_sizes(uint64_t *sizes, int cap);
@@ -185,6 +198,11 @@ int os_walk_windows(const struct os_walk *w, uintptr_t start, uintptr_t end, uin
                     struct resident_bytes *windows);
 /* What the walk is, for reasons: "PAGEMAP_SCAN", "pagemap + kpageflags", "pagemap presence only". */
 const char *os_walk_name(enum os_walk_source source);
+
+/* Memory of [start, end) by folio size (procfs.h kpageflags_folios), through an open walk that reads
+ * kpageflags (OS_WALK_KPAGEFLAGS: root). Entries are read a PMD at a time (an anonymous folio never crosses a
+ * PMD boundary). 0, -EPERM (PFNs hidden: no CAP_SYS_ADMIN) or -errno. */
+int os_walk_folios(const struct os_walk *w, uintptr_t start, uintptr_t end, struct folio_bytes *out);
 
 /* Bytes of [start, end) backed by private anonymous pages, present or swapped: in a file mapping, the
  * pages written since it was mapped (copy-on-write: breakpoints, uprobes, relocations). Returns 0,

@@ -38,7 +38,7 @@ int pool_node_ids_at(const char *root, int *ids, int cap) {
   struct dirent *entry;
   while ((entry = readdir(d)) && count < cap) {
     uint64_t id;
-    if (strncmp(entry->d_name, "node", 4) == 0 && parse_u64(entry->d_name + 4, &id) && id < 1u << 20)
+    if (strncmp(entry->d_name, "node", 4) == 0 && parse_u64(entry->d_name + 4, &id) && id < 1048576u) /* any node number: the kernel has at most 1024 */
       ids[count++] = (int)id;
   }
   closedir(d);

@@ -36,19 +36,14 @@ void probe_thp_setting(const char *leaf, char *buf, size_t cap) {
   parse_bracketed_choice(text, buf, cap);
 }
 
-/* The PMD size, read once (it is fixed for the life of the kernel); threads race to read it otherwise. */
-static uint64_t pmd_size;
-static pthread_once_t pmd_size_once = PTHREAD_ONCE_INIT;
-static void read_pmd_size(void) {
-  if (os_read_u64(OS_SYSFS_THP "/hpage_pmd_size", &pmd_size) != 0 || pmd_size == 0) pmd_size = OS_HUGE_2M;
-}
+uint64_t hugify_pmd_size(void) { return os_pmd_size(); }
 
 uint64_t page_kind_size(enum hugify_page_kind kind) {
   switch (kind) {
   case HUGIFY_PAGE_1G: return OS_HUGE_1G;
-  case HUGIFY_PAGE_2M: return OS_HUGE_2M;
-  case HUGIFY_PAGE_THP: pthread_once(&pmd_size_once, read_pmd_size); return pmd_size;
-  default: return (uint64_t)sysconf(_SC_PAGESIZE);
+  case HUGIFY_PAGE_2M: /* hugetlb pages of the PMD size: 2 MiB on x86-64, the kind's name */
+  case HUGIFY_PAGE_THP: return os_pmd_size();
+  default: return os_base_page();
   }
 }
 
@@ -114,17 +109,23 @@ static bool exists_under(const char *root, const char *path) {
 
 /* ---- probes by trying -------------------------------------------------------------------------------- */
 
+/* The window a collapse probe collapses: one PMD, or, where the PMD is too big to make a page of for a probe
+ * (512 MiB), one base page (the kernel still checks the advice, and collapses nothing). */
+static size_t probe_window(void) {
+  return page_sizes_collapse_wise(os_pmd_size()) ? (size_t)os_pmd_size() : (size_t)os_base_page();
+}
+
 static enum hugify_feature_state try_madv_collapse(char *detail, size_t cap) {
-  size_t length = 2 * OS_HUGE_2M;
+  size_t window = probe_window(), length = 2 * window;
   void *scratch;
-  int rc = os_map_aligned(length, OS_HUGE_2M, PROT_READ | PROT_WRITE, &scratch);
+  int rc = os_map_aligned(length, window, PROT_READ | PROT_WRITE, &scratch);
   if (rc) {
     snprintf(detail, cap, "scratch mapping failed (%s)", strerror(-rc));
     return HUGIFY_FEATURE_UNKNOWN;
   }
   char *p = scratch;
   p[0] = 1;
-  int collapsed = os_madvise(p, OS_HUGE_2M, MADV_COLLAPSE);
+  int collapsed = os_madvise(p, window, MADV_COLLAPSE);
   os_munmap(p, length);
   if (collapsed == -EINVAL) {
     snprintf(detail, cap, "EINVAL: not supported by this kernel");
@@ -160,6 +161,12 @@ static enum hugify_feature_state try_process_madvise_collapse(char *detail, size
 /* Whether MADV_COLLAPSE works on a read-only, executable, file-backed private mapping of a file on a
  * regular (non-tmpfs) filesystem: that needs CONFIG_READ_ONLY_THP_FOR_FS. */
 static enum hugify_feature_state try_file_thp_text(char *detail, size_t cap) {
+  if (!page_sizes_collapse_wise(os_pmd_size())) {
+    char pmd[32];
+    page_sizes_name(os_pmd_size(), pmd, sizeof pmd);
+    snprintf(detail, cap, "the PMD huge page is %s: too big to put code on", pmd);
+    return HUGIFY_FEATURE_NO;
+  }
   const char *dirs[] = {getenv("TMPDIR"), "/var/tmp", "/tmp", "."};
   char path[4096] = "";
   int fd = -1;
@@ -173,29 +180,29 @@ static enum hugify_feature_state try_file_thp_text(char *detail, size_t cap) {
     snprintf(detail, cap, "no writable non-tmpfs directory to probe in");
     return HUGIFY_FEATURE_UNKNOWN;
   }
-  size_t length = 2 * OS_HUGE_2M;
+  size_t window = probe_window(), length = 2 * window;
   char *chunk = calloc(1, 65536);
   int ok = chunk != NULL;
   for (size_t done = 0; ok && done < length; done += 65536)
     ok = write(fd, chunk, 65536) == 65536;
   free(chunk);
   void *where = NULL;
-  int rc = ok ? os_map_aligned(OS_HUGE_2M, OS_HUGE_2M, PROT_NONE, &where) : -EIO;
+  int rc = ok ? os_map_aligned(window, window, PROT_NONE, &where) : -EIO;
   void *mapped = NULL;
-  if (!rc) rc = os_mmap(where, OS_HUGE_2M, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_FIXED, fd, 0, &mapped);
+  if (!rc) rc = os_mmap(where, window, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_FIXED, fd, 0, &mapped);
   char *p = mapped;
   close(fd); /* no writer may remain for a read-only file THP */
   unlink(path);
   if (!p) {
-    if (where) os_munmap(where, OS_HUGE_2M);
+    if (where) os_munmap(where, window);
     snprintf(detail, cap, "could not set up a probe file (%s)", strerror(-rc));
     return HUGIFY_FEATURE_UNKNOWN;
   }
-  os_madvise(p, OS_HUGE_2M, MADV_HUGEPAGE);
+  os_madvise(p, window, MADV_HUGEPAGE);
   volatile char touch = p[0];
   (void)touch;
-  int collapsed = os_madvise(p, OS_HUGE_2M, MADV_COLLAPSE);
-  os_munmap(p, OS_HUGE_2M);
+  int collapsed = os_madvise(p, window, MADV_COLLAPSE);
+  os_munmap(p, window);
   if (collapsed == 0) return HUGIFY_FEATURE_YES;
   int err = -collapsed;
   snprintf(detail, cap, "MADV_COLLAPSE of file-backed text failed (%s)%s", strerror(err),
@@ -204,10 +211,16 @@ static enum hugify_feature_state try_file_thp_text(char *detail, size_t cap) {
 }
 
 static enum hugify_feature_state try_pagemap_scan(char *detail, size_t cap) {
-  static char probe_page[8192];
   struct resident_bytes r;
-  uintptr_t start = ((uintptr_t)probe_page + 4095) & ~(uintptr_t)4095;
-  int rc = os_pagemap_resident(start, start + 4096, &r);
+  size_t page = (size_t)os_base_page(); /* the ioctl takes whole pages: 4, 16 or 64 KiB */
+  void *probe_page;
+  int rc = os_mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0, &probe_page);
+  if (rc) {
+    snprintf(detail, cap, "scratch page: %s", strerror(-rc));
+    return HUGIFY_FEATURE_UNKNOWN;
+  }
+  rc = os_pagemap_resident((uintptr_t)probe_page, (uintptr_t)probe_page + page, &r);
+  os_munmap(probe_page, page);
   if (rc == 0) return HUGIFY_FEATURE_YES;
   snprintf(detail, cap, "%s", strerror(-rc));
   return HUGIFY_FEATURE_NO;
@@ -245,14 +258,15 @@ static enum hugify_feature_state try_thp_except_advised(char *detail, size_t cap
  * bit is never set. */
 static int child_soft_dirty(void) {
   void *mapped;
-  if (os_mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0, &mapped)) return 2;
+  size_t page_size = (size_t)os_base_page();
+  if (os_mmap(NULL, page_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0, &mapped)) return 2;
   volatile char *page = mapped;
   page[0] = 1;
   if (os_write_file("/proc/self/clear_refs", "4") != 0) return 2;
   page[0] = 2;
   int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
   uint64_t entry = 0;
-  bool read_ok = fd >= 0 && pread(fd, &entry, sizeof entry, (off_t)((uintptr_t)mapped / 4096 * 8)) == sizeof entry;
+  bool read_ok = fd >= 0 && pread(fd, &entry, sizeof entry, (off_t)((uintptr_t)mapped / page_size * 8)) == sizeof entry;
   if (fd >= 0) close(fd);
   if (!read_ok || !(entry >> 63)) return 2; /* unreadable, or the page is not present */
   return (entry >> 55) & 1 ? HUGIFY_FEATURE_YES : HUGIFY_FEATURE_NO;
@@ -538,7 +552,7 @@ static enum hugify_feature_state khugepaged_mthp_at(const char *root, char *deta
   root_path(dir, sizeof dir, root, OS_SYSFS_THP);
   int count = os_hugepage_size_dirs(dir, sizes, 32);
   snprintf(path, sizeof path, "%s/hpage_pmd_size", dir);
-  if (os_read_u64(path, &pmd) != 0 || pmd == 0) pmd = OS_HUGE_2M;
+  if (os_read_u64(path, &pmd) != 0 || pmd == 0) pmd = os_pmd_size();
   for (int i = 0; i < count; i++) {
     snprintf(path, sizeof path, "%s/hugepages-%llukB/stats/collapse_alloc", dir, (unsigned long long)(sizes[i] >> 10));
     if (sizes[i] < pmd && access(path, F_OK) == 0) return HUGIFY_FEATURE_YES;

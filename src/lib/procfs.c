@@ -566,7 +566,7 @@ bool parse_cgroup_limit(const char *text, uint64_t *value) {
 
 void cgroup_hugetlb_size_name(uint64_t page_size, char *out, size_t cap) {
   if (page_size >= (UINT64_C(1) << 30)) snprintf(out, cap, "%lluGB", (unsigned long long)(page_size >> 30));
-  else if (page_size >= (UINT64_C(1) << 20)) snprintf(out, cap, "%lluMB", (unsigned long long)(page_size >> 20));
+  else if (page_size >= (uint64_t)1024 * 1024) snprintf(out, cap, "%lluMB", (unsigned long long)(page_size >> 20));
   else snprintf(out, cap, "%lluKB", (unsigned long long)(page_size >> 10));
 }
 
@@ -770,6 +770,33 @@ enum kpage_run kpageflags_run(const uint64_t *flags, size_t n) {
   bool thp = (flags[0] & (KPAGE_THP | KPAGE_COMPOUND_HEAD)) == (KPAGE_THP | KPAGE_COMPOUND_HEAD) &&
              all_have(flags, 1, n, KPAGE_THP | KPAGE_COMPOUND_TAIL);
   return thp ? KPAGE_RUN_HUGE : KPAGE_RUN_SMALL;
+}
+
+/* How many entries from `i` map the folio whose head entries[i] maps: tails at the following PFNs. */
+static size_t folio_run(const uint64_t *entries, const uint64_t *flags, size_t i, size_t n) {
+  uint64_t head = pagemap_pfn(entries[i]);
+  size_t k = 1;
+  while (i + k < n && pagemap_pfn(entries[i + k]) == head + k &&
+         (flags[i + k] & (KPAGE_COMPOUND_HEAD | KPAGE_COMPOUND_TAIL)) == KPAGE_COMPOUND_TAIL)
+    k++;
+  return k;
+}
+
+void kpageflags_folios(const uint64_t *entries, const uint64_t *flags, size_t n, uint64_t zero_pfn, uint64_t page,
+                       struct folio_bytes *out) {
+  for (size_t i = 0; i < n;) {
+    uint64_t pfn = pagemap_pfn(entries[i]), f = flags[i];
+    if (!pfn || pfn == zero_pfn || (f & KPAGE_ZERO_PAGE)) { i++; continue; }
+    if (f & KPAGE_HUGE) { out->hugetlb += page; i++; continue; }
+    if (!(f & (KPAGE_COMPOUND_HEAD | KPAGE_COMPOUND_TAIL))) { out->by_order[0] += page; i++; continue; }
+    if (!(f & KPAGE_COMPOUND_HEAD)) { out->partial += page; i++; continue; } /* its head is not here */
+    size_t k = folio_run(entries, flags, i, n);
+    unsigned order = 0;
+    while (order + 1 < FOLIO_ORDERS && ((size_t)1 << (order + 1)) <= k) order++;
+    if (k == ((size_t)1 << order) && pfn % k == 0) out->by_order[order] += k * page;
+    else out->partial += k * page;
+    i += k;
+  }
 }
 
 void pagemap_count(const uint64_t *entries, size_t n, enum kpage_run run, uint64_t zero_pfn, uint64_t page,

@@ -272,6 +272,20 @@ enum kpage_run kpageflags_run(const uint64_t *flags, size_t n);
  * count as base). */
 void pagemap_count(const uint64_t *entries, size_t n, enum kpage_run run, uint64_t zero_pfn, uint64_t page,
                    struct resident_bytes *out);
+/* Memory by folio size, from pagemap entries and the kpageflags words of their PFNs (flags[i] for
+ * entries[i]; anything for an entry without a PFN). A folio is a compound head followed by its tails at the
+ * next PFNs: k of them mapped in a row, k a power of two and the head's PFN a multiple of k (folios are
+ * naturally aligned), count as one folio of order log2(k); base pages (neither head nor tail) as order 0;
+ * hugetlb pages (KPF_HUGE) apart; a run that is no whole folio (its head before the entries given, part of
+ * it unmapped) as `partial`. The zero page (zero_pfn, and KPF_ZERO_PAGE) is not counted. */
+#define FOLIO_ORDERS 20 /* up to 2^19 base pages: a 1 GiB folio of 4 KiB pages, 512 MiB of 64 KiB */
+struct folio_bytes {
+  uint64_t by_order[FOLIO_ORDERS]; /* bytes in folios of 2^order base pages */
+  uint64_t hugetlb, partial;
+};
+void kpageflags_folios(const uint64_t *entries, const uint64_t *flags, size_t n, uint64_t zero_pfn, uint64_t page,
+                       struct folio_bytes *out);
+
 /* Without PFNs: which windows of a mapping are huge, from its smaps huge bytes (AnonHugePages +
  * ShmemPmdMapped, which count PMD-mapped pages only). A huge window is fully present, so the fully present
  * windows are made huge in address order until huge_bytes is used up. Returns true when that is certain (no

@@ -12,6 +12,7 @@
 
 #include "cgroup.h"
 #include "os.h"
+#include "page_sizes.h"
 #include "probe.h"
 #include "pool.h"
 #include "units.h"
@@ -84,6 +85,9 @@ const char *const status_mthp_collapse_fields[STATUS_MTHP_COLLAPSE_FIELDS] = {
     "collapse_alloc", "collapse_alloc_failed", "collapse_exceed_none_pte", "collapse_exceed_swap_pte",
     "collapse_exceed_shared_pte"};
 
+const char *const status_mthp_folio_fields[STATUS_MTHP_FOLIO_FIELDS] = {
+    "nr_anon", "nr_anon_partially_mapped", "anon_fault_alloc", "anon_fault_fallback", "shmem_alloc", "split"};
+
 /* ---- the parts ------------------------------------------------------------------------------------ */
 
 static void read_pools(struct status_snapshot *s) {
@@ -153,6 +157,12 @@ static void read_thp(struct status_snapshot *s) {
                status_mthp_collapse_fields[f]);
       m->collapse[f] = read_number(s, path);
       m->collapse_known |= m->collapse[f] != STATUS_UNKNOWN;
+    }
+    for (size_t f = 0; f < STATUS_MTHP_FOLIO_FIELDS; f++) {
+      snprintf(path, sizeof path, THP_DIR "/hugepages-%llukB/stats/%s", (unsigned long long)(sizes[i] >> 10),
+               status_mthp_folio_fields[f]);
+      m->folios[f] = read_number(s, path);
+      m->folios_known |= m->folios[f] != STATUS_UNKNOWN;
     }
   }
   for (size_t i = 0; i < STATUS_KHUGEPAGED_FIELDS; i++) {
@@ -360,6 +370,50 @@ static void diagnose_missing(const struct status_snapshot *s, struct diagnoses *
   diagnose(d, id, STATUS_NOTE, fix, "this kernel lacks %s (Linux %s+): %s", f->name, f->since, f->without);
 }
 
+/* max_ptes_none at its default (one page short of a PMD: 511 of 512 4 KiB pages, 2047 of 2048 16 KiB ones):
+ * khugepaged bloats sparse memory; half the PMD's pages is the fix. */
+static void diagnose_bloat(const struct status_snapshot *s, struct diagnoses *d, bool always) {
+  uint64_t base = s->base_page_size ? s->base_page_size : 4096;
+  uint64_t ptes = s->thp_pmd_size != STATUS_UNKNOWN ? s->thp_pmd_size / base : page_sizes_pmd_of(base) / base;
+  bool bloating = s->khugepaged.max_ptes_none != STATUS_UNKNOWN && ptes && s->khugepaged.max_ptes_none >= ptes - 1;
+  char fix[512];
+  if (bloating && always) {
+    snprintf(fix, sizeof fix,
+             "echo %llu > " THP_DIR "/khugepaged/max_ptes_none (khugepaged then collapses only ranges at least half "
+             "in use); or echo madvise > " THP_DIR "/enabled and let `hugify agent` choose what to collapse (its "
+             "--min-present guard keeps sparse memory small): only madvise also ends the faults' own bloat, which "
+             "max_ptes_none does not limit", (unsigned long long)(ptes / 2 - 1));
+    diagnose(d, "always_bloat", STATUS_WARNING, fix,
+             "THP is 'always' with khugepaged max_ptes_none %llu (the default): every program's memory is "
+             "eligible, a fault in an empty aligned %llu-page range takes a whole huge page, and khugepaged "
+             "collapses a range with one page of it in use, so sparse memory grows up to %llux (memory bloat)",
+             (unsigned long long)s->khugepaged.max_ptes_none, (unsigned long long)ptes, (unsigned long long)ptes);
+  } else if (bloating && strcmp(s->thp_enabled, "never") != 0) {
+    snprintf(fix, sizeof fix, "echo %llu > " THP_DIR "/khugepaged/max_ptes_none", (unsigned long long)(ptes / 2 - 1));
+    diagnose(d, "max_ptes_none_bloat", STATUS_NOTE, fix,
+             "khugepaged max_ptes_none is %llu: it collapses a %llu-page range even when only one page of it is in "
+             "use, so sparse memory grows up to %llux (%llu collapses only ranges at least half in use)",
+             (unsigned long long)s->khugepaged.max_ptes_none, (unsigned long long)ptes, (unsigned long long)ptes,
+             (unsigned long long)(ptes / 2 - 1));
+  }
+}
+
+/* A PMD too big to collapse wisely (512 MiB on 64 KiB pages): faults are to get mTHP folios instead. */
+static void diagnose_pmd_size(const struct status_snapshot *s, struct diagnoses *d) {
+  if (s->thp_pmd_size == STATUS_UNKNOWN || page_sizes_collapse_wise(s->thp_pmd_size)) return;
+  char pmd[32], largest[32] = "";
+  for (unsigned i = 0; i < s->mthp_count; i++)
+    if (s->mthp[i].page_size < s->thp_pmd_size && page_sizes_faults_take(s->mthp[i].enabled, s->thp_enabled))
+      page_sizes_name(s->mthp[i].page_size, largest, sizeof largest);
+  page_sizes_name(s->thp_pmd_size, pmd, sizeof pmd);
+  diagnose(d, "pmd_too_big", largest[0] ? STATUS_NOTE : STATUS_WARNING,
+           "echo madvise > " THP_DIR "/hugepages-2048kB/enabled (or another size below the PMD)",
+           "the PMD huge page is %s: too big to collapse wisely (one copy holds the process's lock for long, and a "
+           "sparse range bloats by up to %s), so `hugify collapse` and the agent leave memory alone and `hugify "
+           "run` aligns and advises for the largest mTHP size faults take: %s", pmd, pmd,
+           largest[0] ? largest : "none enabled, so memory stays on base pages");
+}
+
 static void diagnose_thp(const struct status_snapshot *s, struct diagnoses *d) {
   if (!s->thp_present) {
     diagnose(d, "thp_absent", STATUS_WARNING,
@@ -380,23 +434,8 @@ static void diagnose_thp(const struct status_snapshot *s, struct diagnoses *d) {
     diagnose(d, "defrag_always", STATUS_WARNING, "echo defer+madvise > " THP_DIR "/defrag",
              "THP defrag is 'always': a page fault that finds no free huge page stalls in direct compaction "
              "(latency spikes of milliseconds)");
-  uint64_t ptes = s->thp_pmd_size != STATUS_UNKNOWN ? s->thp_pmd_size / s->base_page_size : 512;
-  bool bloating = s->khugepaged.max_ptes_none != STATUS_UNKNOWN && ptes && s->khugepaged.max_ptes_none >= ptes - 1;
-  if (bloating && always)
-    diagnose(d, "always_bloat", STATUS_WARNING,
-             "echo 255 > " THP_DIR "/khugepaged/max_ptes_none (khugepaged then collapses only ranges at least half "
-             "in use); or echo madvise > " THP_DIR "/enabled and let `hugify agent` choose what to collapse (its "
-             "--min-present guard keeps sparse memory small): only madvise also ends the faults' own bloat, which "
-             "max_ptes_none does not limit",
-             "THP is 'always' with khugepaged max_ptes_none %llu (the default): every program's memory is "
-             "eligible, a fault in an empty aligned %llu-page range takes a whole huge page, and khugepaged "
-             "collapses a range with one page of it in use, so sparse memory grows up to %llux (memory bloat)",
-             (unsigned long long)s->khugepaged.max_ptes_none, (unsigned long long)ptes, (unsigned long long)ptes);
-  else if (bloating && strcmp(s->thp_enabled, "never") != 0)
-    diagnose(d, "max_ptes_none_bloat", STATUS_NOTE, "echo 255 > " THP_DIR "/khugepaged/max_ptes_none",
-             "khugepaged max_ptes_none is %llu: it collapses a %llu-page range even when only one page of it is in "
-             "use, so sparse memory grows up to %llux (255 collapses only ranges at least half in use)",
-             (unsigned long long)s->khugepaged.max_ptes_none, (unsigned long long)ptes, (unsigned long long)ptes);
+  diagnose_bloat(s, d, always);
+  diagnose_pmd_size(s, d);
   diagnose_missing(s, d, PROBE_MADV_COLLAPSE, "no_madv_collapse");
   diagnose_missing(s, d, PROBE_PAGEMAP_SCAN, "no_pagemap_scan");
 }
@@ -555,7 +594,7 @@ static const char *shmem_mode(const struct status_snapshot *s) {
  * shmem_enabled is never or deny. Worth saying from 512 MiB of it. */
 static void diagnose_shmem(const struct status_snapshot *s, struct diagnoses *d) {
   const char *mode = shmem_mode(s);
-  if (!s->thp_present || s->shmem == STATUS_UNKNOWN || s->shmem < (UINT64_C(512) << 20)) return;
+  if (!s->thp_present || s->shmem == STATUS_UNKNOWN || s->shmem < OS_MIB(512)) return;
   if (strcmp(mode, "never") != 0 && strcmp(mode, "deny") != 0) return;
   uint64_t huge = s->shmem_huge == STATUS_UNKNOWN ? 0 : s->shmem_huge;
   if (huge * 10 >= s->shmem * 9) return; /* it is huge already (hugify run placed it, and collapse did the rest) */

@@ -37,12 +37,19 @@ struct status_mount {
 #define STATUS_MTHP_COLLAPSE_FIELDS 5
 extern const char *const status_mthp_collapse_fields[STATUS_MTHP_COLLAPSE_FIELDS];
 
+/* The folios of one size (hugepages-<N>kB/stats/<name>, Linux 6.9+; nr_anon 6.13+): how many anonymous
+ * folios of that size exist now and how faults fared, in the order status shows them. */
+#define STATUS_MTHP_FOLIO_FIELDS 6
+extern const char *const status_mthp_folio_fields[STATUS_MTHP_FOLIO_FIELDS];
+
 struct status_mthp {
   uint64_t page_size;
   char enabled[16];       /* "always", "inherit", "madvise", "never"; "" when the size has no such file */
   char shmem_enabled[24];
   bool collapse_known;    /* the size has khugepaged's collapse counters (khugepaged_mthp: 7.2 seen) */
   uint64_t collapse[STATUS_MTHP_COLLAPSE_FIELDS]; /* STATUS_UNKNOWN each absent */
+  bool folios_known;      /* the size has folio counters (stats/, 6.9+) */
+  uint64_t folios[STATUS_MTHP_FOLIO_FIELDS];      /* STATUS_UNKNOWN each absent */
 };
 
 struct status_khugepaged {

@@ -128,8 +128,10 @@ static const char *object_filtered(const struct remap *r, const struct hugify_te
     return why;
   }
   if (o->window_bytes == 0) {
+    char pmd[32];
     format_bytes(o->text_bytes, have, sizeof have);
-    snprintf(why, cap, "no 2 MiB-aligned window in its %s of code", have);
+    page_sizes_name(os_pmd_size(), pmd, sizeof pmd);
+    snprintf(why, cap, "no %s-aligned window in its %s of code", pmd, have);
     return why;
   }
   return NULL;
@@ -215,7 +217,7 @@ static int check_window(const struct hugify_text_segment *s, struct window_state
 
 static bool try_in_place(struct remap *r, struct hugify_text_segment *s, const struct window_state *state) {
   if ((r->opts.flags & HUGIFY_TEXT_NO_IN_PLACE) || !state->file_backed || r->opts.kind == HUGIFY_PAGE_2M ||
-      state->file_offset % OS_HUGE_2M != 0)
+      state->file_offset % os_pmd_size() != 0)
     return false;
   /* Probed only now, for a window that could use it: the probe writes a 4 MiB scratch file. */
   if (probe_file_thp_text(NULL, 0) != HUGIFY_FEATURE_YES) return false;
@@ -245,9 +247,9 @@ static bool try_in_place(struct remap *r, struct hugify_text_segment *s, const s
  * Returns 0 or -errno. */
 static int reserve_copy(size_t length, bool hugetlb, void **copy) {
   if (hugetlb) /* never MAP_NORESERVE: the pool pages are reserved now or the mmap fails */
-    return os_mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | os_map_hugetlb_flags(OS_HUGE_2M),
+    return os_mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | os_map_hugetlb_flags(os_pmd_size()),
                    -1, 0, copy);
-  return os_map_aligned(length, OS_HUGE_2M, PROT_READ | PROT_WRITE, copy);
+  return os_map_aligned(length, os_pmd_size(), PROT_READ | PROT_WRITE, copy);
 }
 
 /* hugetlb when asked for and the pool has free pages for the whole window; otherwise not, saying why (the
@@ -255,11 +257,13 @@ static int reserve_copy(size_t length, bool hugetlb, void **copy) {
 static bool use_hugetlb(const struct remap *r, struct hugify_text_segment *s, size_t length) {
   if (r->opts.kind != HUGIFY_PAGE_2M) return false;
   struct hugify_hugetlb_size pool;
-  if (os_hugetlb_read(OS_HUGE_2M, &pool) != 0) {
-    reason_add(s->reason, sizeof s->reason, "2M: no hugetlb pool of 2 MiB pages");
+  if (os_hugetlb_read(os_pmd_size(), &pool) != 0) {
+    char pmd[32];
+    page_sizes_name(os_pmd_size(), pmd, sizeof pmd);
+    reason_add(s->reason, sizeof s->reason, "2M: no hugetlb pool of %s pages (the PMD size)", pmd);
     return false;
   }
-  uint64_t available = pool.available, pages = length / OS_HUGE_2M;
+  uint64_t available = pool.available, pages = length / os_pmd_size();
   if (available >= pages) return true;
   reason_add(s->reason, sizeof s->reason, "2M: the pool has %llu free pages, %llu needed",
                 (unsigned long long)available, (unsigned long long)pages);
@@ -458,7 +462,9 @@ static int visit_object(struct dl_phdr_info *info, size_t info_size, void *data)
   for (unsigned i = 0; i < kept; i++) {
     struct hugify_text_segment *s = &o->segments[i];
     if (s->window_end == s->window_start) {
-      snprintf(s->reason, sizeof s->reason, "no 2 MiB-aligned window");
+      char pmd[32];
+      page_sizes_name(os_pmd_size(), pmd, sizeof pmd);
+      snprintf(s->reason, sizeof s->reason, "no %s-aligned window", pmd);
       report->skipped_segments++;
       continue;
     }

@@ -41,7 +41,11 @@
 #ifndef MAP_32BIT
 #define MAP_32BIT 0
 #endif
-#define COVER_MIN OS_HUGE_2M
+/* The cover's unit: the PMD huge page, or, where it is too big to fault and collapse wisely (512 MiB on
+ * 64 KiB pages), the largest mTHP size faults take (page_sizes_choose). Set by preload_heap_start before
+ * anything is covered; 0: nothing is (no size to cover for). */
+static size_t cover_size;
+static bool cover_is_pmd; /* the kernel aligns an anonymous mapping of whole PMDs itself */
 
 typedef void *(*mmap_function)(void *, size_t, int, int, int, off_t);
 static mmap_function next_mmap;   /* the mmap after ours (libc's), resolved in the constructor */
@@ -98,14 +102,14 @@ static bool cover_on(void) {
  * page-size wishes of its own: stacks (MAP_STACK gets MADV_NOHUGEPAGE from the kernel), MAP_GROWSDOWN,
  * MAP_32BIT, MAP_HUGETLB, shared memory. */
 static bool wants_cover(size_t length, int flags) {
-  if (length < COVER_MIN || !(flags & MAP_ANONYMOUS) || (flags & MAP_TYPE) != MAP_PRIVATE) return false;
+  if (!cover_size || length < cover_size || !(flags & MAP_ANONYMOUS) || (flags & MAP_TYPE) != MAP_PRIVATE) return false;
   return !(flags & (MAP_STACK | MAP_GROWSDOWN | MAP_32BIT | MAP_HUGETLB)) && cover_on();
 }
 
 /* ---- shared memory --------------------------------------------------------------------------------- */
 
 static bool wants_shared_cover(size_t length, int flags) {
-  if (!atomic_load_explicit(&shared_active, memory_order_relaxed) || length < COVER_MIN) return false;
+  if (!atomic_load_explicit(&shared_active, memory_order_relaxed) || !cover_size || length < cover_size) return false;
   if (!(flags & MAP_ANONYMOUS) || (flags & MAP_TYPE) != MAP_SHARED) return false;
   return !(flags & (MAP_STACK | MAP_GROWSDOWN | MAP_32BIT | MAP_HUGETLB));
 }
@@ -141,7 +145,7 @@ static void advise_shared(void *start, size_t length, const char *how) {
     preload_fallback(what, "shmem_enabled is 'deny': it stays on 4 KiB pages and cannot be collapsed; fix: echo "
                      "advise > " OS_SYSFS_THP "/shmem_enabled, then restart the program");
   else
-    preload_fallback(what, "shmem_enabled is '%s': it stays on 4 KiB pages when touched (placed 2 MiB-aligned, so "
+    preload_fallback(what, "shmem_enabled is '%s': it stays on base pages when touched (placed PMD-aligned, so "
                      "`hugify collapse PID` can move it); fix: echo advise > " OS_SYSFS_THP "/shmem_enabled, then "
                      "restart the program", shmem_mode[0] ? shmem_mode : "absent");
 }
@@ -149,11 +153,11 @@ static void advise_shared(void *start, size_t length, const char *how) {
 /* A reservation of length + 2 MiB, inaccessible: the aligned address inside it, *base and *size of it. */
 static char *reserve_aligned(size_t length, char **base, size_t *size) {
   size_t rounded = preload_page_up(length);
-  *size = rounded + COVER_MIN;
+  *size = rounded + cover_size;
   if (*size < rounded) return NULL;
   *base = call_next_mmap(NULL, *size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (*base == MAP_FAILED) return NULL;
-  return (char *)(((uintptr_t)*base + COVER_MIN - 1) & ~(uintptr_t)(COVER_MIN - 1));
+  return (char *)(((uintptr_t)*base + cover_size - 1) & ~(uintptr_t)(cover_size - 1));
 }
 
 /* Give back the parts of a reservation around [used, used + length). */
@@ -190,8 +194,8 @@ __attribute__((visibility("default"))) void *shmat(int id, const void *address, 
   if (!next_shmat) next_shmat = (shmat_function)dlsym(RTLD_NEXT, "shmat");
   if (!next_shmat) { errno = ENOSYS; return (void *)-1; }
   struct shmid_ds segment;
-  if (address || !atomic_load_explicit(&shared_active, memory_order_relaxed) || shmctl(id, IPC_STAT, &segment) != 0 ||
-      segment.shm_segsz < COVER_MIN)
+  if (address || !atomic_load_explicit(&shared_active, memory_order_relaxed) || !cover_size ||
+      shmctl(id, IPC_STAT, &segment) != 0 || segment.shm_segsz < cover_size)
     return next_shmat(id, address, flags);
   uint64_t started = preload_now_ns();
   int saved = errno;
@@ -248,8 +252,8 @@ struct carver {
  * measured: every runtime arena on 4 KiB pages; 6.13+ allocates a huge page there). A window that begins
  * inside an earlier piece was touched when that piece was carved. */
 static void first_write(char *piece, size_t length) {
-  uintptr_t window = ((uintptr_t)piece + COVER_MIN - 1) & ~(uintptr_t)(COVER_MIN - 1);
-  for (; window < (uintptr_t)piece + length; window += COVER_MIN) *(volatile char *)window = 0;
+  uintptr_t window = ((uintptr_t)piece + cover_size - 1) & ~(uintptr_t)(cover_size - 1);
+  for (; window < (uintptr_t)piece + length; window += cover_size) *(volatile char *)window = 0;
 }
 
 /* A piece of `length` bytes from the carver's current region, or NULL (then the caller maps as usual). */
@@ -260,7 +264,7 @@ static void *carve(struct carver *carver, size_t length) {
     int count = atomic_load_explicit(&carver->region_count, memory_order_relaxed);
     void *region;
     if (count >= carver->region_max ||
-        os_map_aligned(carver->region_size, COVER_MIN, PROT_READ | PROT_WRITE, &region) != 0) {
+        os_map_aligned(carver->region_size, cover_size, PROT_READ | PROT_WRITE, &region) != 0) {
       atomic_flag_clear_explicit(&carver->lock, memory_order_release);
       return NULL;
     }
@@ -290,8 +294,8 @@ static bool carver_holds(struct carver *carver, void *addr, size_t length) {
  * whole (its head and its tail), when that window is one of the carver's, has its huge page split. */
 static void split_before_release(struct carver *carver, void *addr, size_t length) {
   uintptr_t start = (uintptr_t)addr, end = start + length;
-  uintptr_t head_end = (start + COVER_MIN - 1) & ~(uintptr_t)(COVER_MIN - 1);
-  uintptr_t tail_start = end & ~(uintptr_t)(COVER_MIN - 1);
+  uintptr_t head_end = (start + cover_size - 1) & ~(uintptr_t)(cover_size - 1);
+  uintptr_t tail_start = end & ~(uintptr_t)(cover_size - 1);
   if (end <= start) return;
   if (head_end > end) head_end = end;
   if (head_end > start && carver_holds(carver, addr, head_end - start)) os_madvise(addr, head_end - start, MADV_COLD);
@@ -310,11 +314,11 @@ static bool runtime_enabled;
 static atomic_uint runtime_seen;
 #define RUNTIME_REGION_MAX 65536 /* 128 GiB of arenas; then they are left to the kernel */
 static char *runtime_regions[RUNTIME_REGION_MAX];
-static struct carver runtime_carver = {.region_size = COVER_MIN, .lock = ATOMIC_FLAG_INIT, .regions = runtime_regions,
+static struct carver runtime_carver = {.region_size = 0, /* cover_size, at start */ .lock = ATOMIC_FLAG_INIT, .regions = runtime_regions,
                                        .region_max = RUNTIME_REGION_MAX};
 
 static bool wants_runtime_piece(void *addr, size_t length, int prot, int flags) {
-  if (!runtime_enabled || addr || length < RUNTIME_PIECE_MIN || length >= COVER_MIN || prot != (PROT_READ | PROT_WRITE))
+  if (!runtime_enabled || addr || length < RUNTIME_PIECE_MIN || length >= cover_size || prot != (PROT_READ | PROT_WRITE))
     return false;
   if (!(flags & MAP_ANONYMOUS) || (flags & MAP_TYPE) != MAP_PRIVATE) return false;
   if (flags & (MAP_FIXED | MAP_FIXED_NOREPLACE | MAP_STACK | MAP_GROWSDOWN | MAP_32BIT | MAP_HUGETLB | MAP_NORESERVE |
@@ -330,17 +334,17 @@ static bool wants_runtime_piece(void *addr, size_t length, int prot, int flags) 
  * most 8 KiB inside a region (that alignment slack) is not done: a hole would split the huge page around
  * it. So this carver lists its regions. */
 #define TCMALLOC_REGION_MAX 4096 /* 256 GiB of heap; then TCMalloc's chunks are left to the kernel */
-#define TCMALLOC_PIECE_MIN ((size_t)1 << 20)
+#define TCMALLOC_PIECE_MIN ((size_t)OS_MIB(1))
 #define TCMALLOC_SLACK_MAX 8192
 static atomic_int tcmalloc_active;
 static char *tcmalloc_regions[TCMALLOC_REGION_MAX];
-static struct carver tcmalloc_carver = {.region_size = (size_t)64 << 20, .lock = ATOMIC_FLAG_INIT,
+static struct carver tcmalloc_carver = {.region_size = OS_MIB(64), .lock = ATOMIC_FLAG_INIT,
                                         .regions = tcmalloc_regions, .region_max = TCMALLOC_REGION_MAX};
 
 static bool wants_tcmalloc_piece(void *addr, size_t length, int prot, int flags) {
   return atomic_load_explicit(&tcmalloc_active, memory_order_relaxed) && !addr &&
          flags == (MAP_PRIVATE | MAP_ANONYMOUS) && prot == (PROT_READ | PROT_WRITE) && length >= TCMALLOC_PIECE_MIN &&
-         length < COVER_MIN && wants_cover(COVER_MIN, flags);
+         length < cover_size && wants_cover(cover_size, flags);
 }
 
 bool preload_heap_keeps(void *addr, size_t length) {
@@ -363,11 +367,11 @@ static struct carver *carver_for(void *addr, size_t length, int prot, int flags)
 
 /* A 2 MiB-aligned mapping of `length` bytes: map 2 MiB more, unmap the ends. */
 static void *map_aligned(size_t length, int prot, int flags, int fd, off_t offset) {
-  size_t rounded = preload_page_up(length), reserve = rounded + COVER_MIN - preload_page_size();
+  size_t rounded = preload_page_up(length), reserve = rounded + cover_size - preload_page_size();
   if (reserve < rounded) return call_next_mmap(NULL, length, prot, flags, fd, offset);
   char *raw = call_next_mmap(NULL, reserve, prot, flags & ~MAP_POPULATE, fd, offset);
   if (raw == MAP_FAILED) return call_next_mmap(NULL, length, prot, flags, fd, offset);
-  uintptr_t aligned = ((uintptr_t)raw + COVER_MIN - 1) & ~(uintptr_t)(COVER_MIN - 1);
+  uintptr_t aligned = ((uintptr_t)raw + cover_size - 1) & ~(uintptr_t)(cover_size - 1);
   size_t head = aligned - (uintptr_t)raw, tail = reserve - head - rounded;
   if (head) os_munmap(raw, head);
   if (tail) os_munmap((char *)aligned + rounded, tail);
@@ -404,9 +408,9 @@ __attribute__((visibility("default"))) void *mmap(void *addr, size_t length, int
   uint64_t started = preload_now_ns();
   int saved = errno;
   void *result;
-  /* The kernel aligns anonymous mappings whose length is a multiple of 2 MiB by itself; a caller's
-   * address (hint or fixed) is the caller's business. Either way the mapping is advised. */
-  if (addr || (flags & (MAP_FIXED | MAP_FIXED_NOREPLACE)) || length % COVER_MIN == 0) {
+  /* The kernel aligns anonymous mappings whose length is a multiple of the PMD size by itself (not of an
+   * mTHP size); a caller's address (hint or fixed) is the caller's business. Either way it is advised. */
+  if (addr || (flags & (MAP_FIXED | MAP_FIXED_NOREPLACE)) || (cover_is_pmd && length % cover_size == 0)) {
     result = call_next_mmap(addr, length, prot, flags, fd, offset);
     if (result != MAP_FAILED) advise(result, length);
   } else {
@@ -506,10 +510,29 @@ static void check_thp_usable(const char *mode_name) {
 static void read_pool(uint64_t *free_pages, uint64_t *total_pages) {
   struct hugify_hugetlb_size pool;
   *free_pages = *total_pages = 0;
-  if (os_hugetlb_read(OS_HUGE_2M, &pool) == 0) {
+  if (os_hugetlb_read(os_pmd_size(), &pool) == 0) {
     *free_pages = pool.available;
     *total_pages = pool.total;
   }
+}
+
+/* The cover's unit from the kernel's sizes: the PMD's file alone where it can be collapsed (every start
+ * reads it), the mTHP settings only where it is too big (512 MiB on 64 KiB pages). */
+static void set_cover_size(bool told) {
+  struct page_sizes_choice choice = {.collapse = true, .fault_size = os_pmd_size()};
+  if (!page_sizes_collapse_wise(choice.fault_size)) os_page_sizes_choose("", os_page_sizes(), &choice);
+  cover_size = (size_t)choice.fault_size;
+  cover_is_pmd = choice.fault_size == os_pmd_size();
+  runtime_carver.region_size = cover_size;
+  char pmd[32];
+  page_sizes_name(os_pmd_size(), pmd, sizeof pmd);
+  if (told && !cover_size)
+    preload_fallback("heap", "the PMD huge page is %s, too big to fault or collapse wisely, and no smaller mTHP "
+                     "size is enabled: memory stays on base pages (fix: echo madvise > " OS_SYSFS_THP
+                     "/hugepages-2048kB/enabled, or another size there)", pmd);
+  else if (told && !cover_is_pmd)
+    preload_fallback("heap", "the PMD huge page is %s, too big to fault or collapse wisely: memory is aligned "
+                     "and advised for the largest enabled mTHP size instead", pmd);
 }
 
 void preload_heap_start(const struct hugify_options *options) {
@@ -529,6 +552,7 @@ void preload_heap_start(const struct hugify_options *options) {
                      "neither glibc's tunables nor the mmap cover reach (the program's own mmaps are still covered)",
                      heap_owner, owner_fallback_detail(allocator));
   if (options->verbose) preload_heap_owner(); /* its line on stderr comes at start, as the others do */
+  if (options->heap != HEAP_OFF) set_cover_size(told);
   switch (options->heap) {
   case HEAP_OFF: return;
   case HEAP_AUTO:
@@ -575,11 +599,11 @@ void preload_heap_start(const struct hugify_options *options) {
 }
 
 void preload_heap_at_exit(uint64_t heap_resident, uint64_t heap_hugetlb) {
-  if (preload_options()->heap != HEAP_HUGETLB || heap_resident <= heap_hugetlb + OS_HUGE_2M) return;
+  if (preload_options()->heap != HEAP_HUGETLB || heap_resident <= heap_hugetlb + os_pmd_size()) return;
   uint64_t free_now, total_now;
   read_pool(&free_now, &total_now);
   preload_fallback("heap hugetlb",
-                   "%llu MiB of the heap on normal pages: the 2 MiB pool had %llu free pages (of %llu) at start and "
+                   "%llu MiB of the heap on normal pages: the PMD-size pool had %llu free pages (of %llu) at start and "
                    "%llu at exit; glibc falls back to normal pages when the pool is short and for the main arena's "
                    "first allocations (grow it with `hugify pool`)",
                    (unsigned long long)((heap_resident - heap_hugetlb) >> 20), (unsigned long long)pool_free_at_start,

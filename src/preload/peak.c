@@ -33,8 +33,8 @@
 #include "preload.h"
 #include "procfs.h"
 
-#define PEAK_UNMAP_MIN OS_HUGE_2M
-#define PEAK_FIRST_SNAPSHOT (4u << 20)   /* below this the exit report tells the same story */
+#define PEAK_UNMAP_MIN OS_MIB(2)       /* an unmap worth a sample first: a cost, not a page size */
+#define PEAK_FIRST_SNAPSHOT OS_MIB(4)  /* below this the exit report tells the same story */
 #define PEAK_GROWTH_NUMERATOR 17         /* a new snapshot at 17/16 of the last one's memory ... */
 #define PEAK_GROWTH_DENOMINATOR 16
 #define PEAK_REFRESH_NS 2000000000ull    /* ... or at any new high 2 s after it */

@@ -271,7 +271,7 @@ static bool measure(struct measured *m) {
   for (size_t i = 0; i < inspect.mapping_count && (mode == HEAP_AUTO || mode == HEAP_THP); i++) {
     const struct hugify_inspect_mapping *mapping = &inspect.mappings[i];
     if (strcmp(mapping->path, "[heap]") == 0 && mapping->why == HUGIFY_WHY_NOT_ADVISED &&
-        mapping->usage.resident >= OS_HUGE_2M)
+        mapping->usage.resident >= os_pmd_size())
       preload_fallback("heap glibc malloc", "glibc.malloc.hugetlb=1 did not take effect: [heap] (%llu KiB resident) "
                        "was never advised (malloc was initialized before the preload)",
                        (unsigned long long)(mapping->usage.resident >> 10));

@@ -4,6 +4,7 @@
  *
  *   collapse_target [--heap SIZE] [--writer] [--nohuge SIZE] [--thp SIZE] [--hugetlb SIZE] [--small SIZE]
  *                   [--shm SIZE] [--threads N] [--thp-disable] [--advised SIZE] [--except-advised]
+ *                   [--faulted SIZE]
  *
  * --heap SIZE    malloc(SIZE) (glibc mmaps it), filled with a pattern while THP is off for the process
  *                (prctl), so it sits on 4 KiB pages whatever the system THP mode; never madvised.
@@ -16,6 +17,8 @@
  * --shm SIZE     a shared anonymous region, filled.
  * --threads N    N extra threads, blocked in sigwait.
  * --advised SIZE a 2 MiB-aligned region marked MADV_HUGEPAGE, filled on 4 KiB pages (prctl off while filling).
+ * --faulted SIZE a 2 MiB-aligned region marked MADV_HUGEPAGE and filled, never collapsed: folios of the sizes
+ *                the per-size controls let faults take (mTHP), or the PMD's.
  * --thp-disable  prctl(PR_SET_THP_DISABLE, 1) at the end (the process keeps THP disabled).
  * --except-advised prctl(PR_SET_THP_DISABLE, 1, PR_THP_DISABLE_EXCEPT_ADVISED) at the end (Linux 6.18: THP
  *                only where advised); exits 3 when the kernel refuses it.
@@ -143,7 +146,7 @@ static size_t size_arg(const char *text) {
 }
 
 int main(int argc, char **argv) {
-  size_t heap_size = 0, nohuge = 0, thp = 0, hugetlb = 0, small = 0, shm = 0, advised = 0;
+  size_t heap_size = 0, nohuge = 0, thp = 0, hugetlb = 0, small = 0, shm = 0, advised = 0, faulted = 0;
   int threads = 0;
   bool with_writer = false, thp_disable = false, except_advised = false;
   for (int i = 1; i < argc; i++) {
@@ -157,6 +160,7 @@ int main(int argc, char **argv) {
     else if (strcmp(a, "--threads") == 0) threads = atoi(v), i++;
     else if (strcmp(a, "--writer") == 0) with_writer = true;
     else if (strcmp(a, "--advised") == 0) advised = size_arg(v), i++;
+    else if (strcmp(a, "--faulted") == 0) faulted = size_arg(v), i++;
     else if (strcmp(a, "--thp-disable") == 0) thp_disable = true;
     else if (strcmp(a, "--except-advised") == 0) except_advised = true;
     else { fprintf(stderr, "collapse_target: unknown argument %s\n", a); return 2; }
@@ -194,6 +198,11 @@ int main(int argc, char **argv) {
     madvise(r->words, thp, MADV_HUGEPAGE);
     fill(r, 6);
     madvise(r->words, thp, MADV_COLLAPSE); /* whatever faulting gave, make it huge (best effort) */
+  }
+  if (faulted) {
+    struct region *r = add("faulted", aligned_map(faulted), faulted);
+    madvise(r->words, faulted, MADV_HUGEPAGE);
+    fill(r, 8);
   }
   pthread_barrier_init(&threads_started, NULL, (unsigned)threads + 1);
   for (int t = 0; t < threads; t++) {

@@ -102,3 +102,52 @@ TEST(PagemapWords, HugeFromSmapsFillsFullWindowsAndSaysWhenItGuessed) {
 }
 
 }  // namespace
+
+namespace {
+
+// Entries at consecutive PFNs from `pfn` and their kpageflags: `pages` base pages in folios of `folio` pages.
+void folios_of(uint64_t pfn, size_t pages, size_t folio, std::vector<uint64_t> *entries, std::vector<uint64_t> *flags) {
+  for (size_t i = 0; i < pages; i++) {
+    entries->push_back(PAGEMAP_PRESENT | (pfn + i));
+    flags->push_back(folio == 1 ? 0 : KPAGE_THP | (i % folio == 0 ? KPAGE_COMPOUND_HEAD : KPAGE_COMPOUND_TAIL));
+  }
+}
+
+TEST(PagemapWords, FoliosCountedBySize) {
+  std::vector<uint64_t> entries, flags;
+  folios_of(0x1000, 32, 16, &entries, &flags);  // two 64 KiB folios
+  folios_of(0x5003, 3, 1, &entries, &flags);    // three base pages
+  folios_of(0x8000, 512, 512, &entries, &flags); // one 2 MiB THP
+  entries.push_back(0);                          // not present
+  flags.push_back(0);
+  folio_bytes out{};
+  kpageflags_folios(entries.data(), flags.data(), entries.size(), 0, PAGE, &out);
+  EXPECT_EQ(out.by_order[4], 32 * PAGE) << "order 4: 16 pages, 64 KiB";
+  EXPECT_EQ(out.by_order[0], 3 * PAGE);
+  EXPECT_EQ(out.by_order[9], PMD);
+  EXPECT_EQ(out.partial, 0u);
+  EXPECT_EQ(out.hugetlb, 0u);
+}
+
+TEST(PagemapWords, FoliosMappedInPartAreNotGivenASize) {
+  std::vector<uint64_t> entries, flags;
+  folios_of(0x1000, 16, 16, &entries, &flags);
+  entries.erase(entries.begin()); // the head is not in the range read: its tails alone
+  flags.erase(flags.begin());
+  folios_of(0x2000, 12, 16, &entries, &flags); // a head and 11 tails: part of a 64 KiB folio
+  folio_bytes out{};
+  kpageflags_folios(entries.data(), flags.data(), entries.size(), 0, PAGE, &out);
+  EXPECT_EQ(out.partial, 27 * PAGE);
+  for (uint64_t bytes : out.by_order) EXPECT_EQ(bytes, 0u);
+}
+
+TEST(PagemapWords, FoliosLeaveOutTheZeroPageAndCountHugetlbApart) {
+  std::vector<uint64_t> entries = {PAGEMAP_PRESENT | 0x77, PAGEMAP_PRESENT | 0x9000, PAGEMAP_PRESENT | 0x9001};
+  std::vector<uint64_t> flags = {KPAGE_ZERO_PAGE, KPAGE_HUGE | KPAGE_COMPOUND_HEAD, KPAGE_HUGE | KPAGE_COMPOUND_TAIL};
+  folio_bytes out{};
+  kpageflags_folios(entries.data(), flags.data(), entries.size(), 0x77, PAGE, &out);
+  EXPECT_EQ(out.hugetlb, 2 * PAGE);
+  EXPECT_EQ(out.by_order[0], 0u);
+}
+
+} // namespace

@@ -32,6 +32,10 @@ static int check_privileges(const struct agent_config *c, bool observe_only) {
   if (!observe_only && (probe_require(PROBE_MADV_COLLAPSE, missing, sizeof missing) ||
                         probe_require(PROBE_PROCESS_MADVISE_COLLAPSE, missing, sizeof missing)))
     return fail(EXIT_PRIVILEGE, COMMAND, "%s", missing);
+  if (!observe_only && !page_sizes_collapse_wise(hugify_pmd_size())) /* 512 MiB on 64 KiB pages */
+    return fail(EXIT_PRIVILEGE, COMMAND, "the PMD huge page is %llu MiB on this kernel: too big to collapse wisely "
+                "(`hugify status` says why); faults get mTHP folios instead where a size below it is enabled",
+                (unsigned long long)(hugify_pmd_size() >> 20));
   if (!observe_only && !c->dry_run && !has_capability(CAP_SYS_NICE_BIT))
     return fail(EXIT_PRIVILEGE, COMMAND,
                 "missing CAP_SYS_NICE: process_madvise(MADV_COLLAPSE) on another process needs it. Run as root, "

@@ -13,12 +13,12 @@
 
 static void config_defaults(struct agent_config *c) {
   memset(c, 0, sizeof *c);
-  c->selectors.min_rss = UINT64_C(16) << 20;
+  c->selectors.min_rss = (uint64_t)16 * 1024 * 1024;
   c->interval = 10;
   c->metrics_cgroups = 20;
   c->cpu_budget_percent = 2;
   c->min_present_percent = 50;
-  c->free_floor = UINT64_C(512) << 20;
+  c->free_floor = (uint64_t)512 * 1024 * 1024;
   c->max_pressure = 10;
   /* root's daemon leaves its ledger where --status finds it; another user names a file (--state-file) */
   if (geteuid() == 0) snprintf(c->state_file, sizeof c->state_file, "%s", AGENT_STATE_FILE_DEFAULT);

@@ -128,7 +128,7 @@ static void failure_family(const struct agent *a, FILE *out) {
   memcpy(totals, a->retired_failures, sizeof totals);
   for (size_t i = 0; i < a->process_count; i++) agent_add_failures(totals, a->processes[i].failures);
   const char *name = "hugify_agent_collapse_failures_total";
-  prometheus_family(out, name, "counter", "2 MiB windows the kernel refused to collapse, by errno.");
+  prometheus_family(out, name, "counter", "Huge-page (PMD) windows the kernel refused to collapse, by errno.");
   for (size_t r = 0; r < FAILURE_KINDS && totals[r].reason[0]; r++) {
     const char *labels[] = {"reason", totals[r].reason, NULL, NULL};
     prometheus_sample(out, name, labels, (double)totals[r].windows);
@@ -234,7 +234,7 @@ static void render_metrics(struct agent *a, FILE *out) {
   host_gauge(out, "hugify_agent_recollapsed_bytes_total", "counter", "Bytes collapsed again after a split.",
              (double)a->recollapsed_bytes);
   host_gauge(out, "hugify_agent_bloat_bytes_total", "counter",
-             "Bytes the agent's collapses zero-filled: per window collapsed, 2 MiB minus the bytes present before.",
+             "Bytes the agent's collapses zero-filled: per window collapsed, the PMD size minus the bytes present before.",
              (double)a->bloat_bytes);
   host_gauge(out, "hugify_agent_churn_backoffs_total", "counter",
              "Times a process was backed off because its collapses did not last.", (double)a->churn_backoffs);

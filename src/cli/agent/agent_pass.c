@@ -77,7 +77,7 @@ static void count_failures(struct process_state *p, const struct hugify_collapse
     for (size_t k = 0; k < FAILURE_KINDS; k++) {
       if (!p->failures[k].reason[0]) snprintf(p->failures[k].reason, sizeof p->failures[k].reason, "%s", name);
       if (!strcmp(p->failures[k].reason, name)) {
-        p->failures[k].windows += (f->end - f->start) / (UINT64_C(2) << 20);
+        p->failures[k].windows += (f->end - f->start) / page_kind_size(HUGIFY_PAGE_THP);
         break;
       }
     }

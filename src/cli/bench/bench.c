@@ -151,7 +151,7 @@ static int parse_arguments(struct bench *b, int argc, char **argv) {
     }
   } else {
     uint64_t half = b->mem_available / 2;
-    b->max_size = b->quick ? UINT64_C(256) << 20 : UINT64_C(4) << 30;
+    b->max_size = b->quick ? OS_MIB(256) : UINT64_C(4) << 30;
     if (half && half < b->max_size) b->max_size = half;
   }
   b->target_seconds = b->quick ? 0.01 : 0.04;

@@ -73,7 +73,7 @@ void run_absl(struct bench *b) {
     return;
   }
   /* The seed's 10 M elements make a table of about 288 MiB: scaled down with --max-size like the rest. */
-  double share = (double)b->max_size / (double)(UINT64_C(288) << 20), count = 10e6 * (share < 1.0 ? share : 1.0);
+  double share = (double)b->max_size / (double)OS_MIB(288), count = 10e6 * (share < 1.0 ? share : 1.0);
   char count_text[32], repeat_text[8];
   snprintf(count_text, sizeof count_text, "%.0f", count < 10000 ? 10000 : count);
   snprintf(repeat_text, sizeof repeat_text, "%d", b->repeats);

@@ -31,7 +31,7 @@ static volatile uint64_t bench_sink; /* every workload's result lands here, so n
 static void enable_hint(const struct bench *b, enum hugify_page_kind kind, uint64_t bytes, char *out, size_t cap) {
   out[0] = '\0';
   if (kind != HUGIFY_PAGE_2M && kind != HUGIFY_PAGE_1G) return;
-  uint64_t page = kind == HUGIFY_PAGE_2M ? UINT64_C(2) << 20 : UINT64_C(1) << 30, in_use = 0;
+  uint64_t page = kind == HUGIFY_PAGE_2M ? hugify_pmd_size() : UINT64_C(1) << 30, in_use = 0;
   for (unsigned i = 0; i < b->system.hugetlb_size_count; i++) {
     const struct hugify_hugetlb_size *h = &b->system.hugetlb[i];
     if (h->page_size != page) continue;

@@ -565,13 +565,14 @@ static bool hugetlb_pool_has_free_pages(char *reason, size_t cap) {
   hugify_probe(&sys);
   for (unsigned i = 0; i < sys.hugetlb_size_count; i++) {
     const struct hugify_hugetlb_size *h = &sys.hugetlb[i];
-    if (h->page_size != (UINT64_C(2) << 20)) continue;
+    if (h->page_size != hugify_pmd_size()) continue;
     uint64_t available = h->available;
     if (available > 0) return true;
-    snprintf(reason, cap, "the 2 MiB hugetlb pool has no free pages ('hugify pool' reserves some)");
+    snprintf(reason, cap, "the PMD-size hugetlb pool has no free pages ('hugify pool' reserves some)");
     return false;
   }
-  snprintf(reason, cap, "this kernel has no 2 MiB hugetlb pages");
+  snprintf(reason, cap, "this kernel has no hugetlb pages of its PMD size (%llu MiB)",
+           (unsigned long long)(hugify_pmd_size() >> 20));
   return false;
 }
 

@@ -210,7 +210,7 @@ enum allocator_kind run_program_runtime(const char *path) {
 
 static uint64_t free_2m_pages(void) {
   struct hugify_hugetlb_size pool;
-  if (os_hugetlb_read(OS_HUGE_2M, &pool) != 0) return 0;
+  if (os_hugetlb_read(os_pmd_size(), &pool) != 0) return 0;
   return pool.available;
 }
 
@@ -220,7 +220,7 @@ static enum heap_mode settle_heap_mode(const char *command, enum heap_mode heap)
   if (heap == HEAP_HUGETLB) {
     if (free_2m_pages() == 0)
       fail(EXIT_SHORT, command,
-           "--heap hugetlb: the 2 MiB hugetlb pool has no free pages, so malloc will use normal pages; reserve "
+           "--heap hugetlb: the PMD-size hugetlb pool has no free pages, so malloc will use normal pages; reserve "
            "some first (hugify pool, or: echo N > " OS_SYSFS_HUGEPAGES "/hugepages-2048kB/nr_hugepages)");
     return heap;
   }
@@ -235,7 +235,7 @@ static enum heap_mode settle_heap_mode(const char *command, enum heap_mode heap)
   const char *state = thp[0] ? "'never'" : "not built into this kernel (CONFIG_TRANSPARENT_HUGEPAGE)";
   if (heap == HEAP_AUTO && pool > 0) {
     fail(EXIT_SHORT, command, "transparent huge pages are %s on this machine; using the hugetlb pool for the heap "
-         "(%llu free 2 MiB pages) instead%s%s", state, (unsigned long long)pool, thp[0] ? "; " : "",
+         "(%llu free PMD-size pages) instead%s%s", state, (unsigned long long)pool, thp[0] ? "; " : "",
          thp[0] ? fix : "");
     return HEAP_HUGETLB;
   }

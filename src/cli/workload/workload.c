@@ -37,7 +37,7 @@ static int bad_usage(const char *format, const char *arg) {
 }
 
 int main(int argc, char **argv) {
-  uint64_t size = UINT64_C(64) << 20, loads = 10000000;
+  uint64_t size = (uint64_t)64 * 1024 * 1024, loads = 10000000;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       fputs(usage, stdout);
