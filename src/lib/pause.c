@@ -41,7 +41,10 @@ static size_t read_times(struct pause_probe *p) {
 void pause_probe_init(struct pause_probe *p, pid_t pid, double now) {
   memset(p, 0, sizeof *p);
   p->pid = pid;
-  note_activity(p, p->before, read_times(p), now, true);
+  /* read_times allocates p->before: it goes first (the order of a call's arguments is unspecified: gcc reads
+   * them right to left on x86-64, left to right on arm64, where p->before was still NULL). */
+  size_t count = read_times(p);
+  note_activity(p, p->before, count, now, true);
 }
 
 void pause_probe_free(struct pause_probe *p) {
