@@ -17,6 +17,9 @@ HUGIFY_SERVER_PACKAGES="redis-server redis-tools postgresql memcached libmemcach
 # (postgresql-server-dev-15); CPython's is Debian's libpython3.11-testsuite. Their sources come from
 # scripts/suite-source (dpkg-source).
 HUGIFY_SUITE_PACKAGES="tcl postgresql-server-dev-15 libpython3.11-testsuite dpkg-dev"
+# What scripts/demo needs, and no more: the compiler and build tools, and the hugify command's libraries
+# (jansson, inih, libmicrohttpd). It builds without the tests (scripts/test configures them in).
+HUGIFY_DEMO_PACKAGES="build-essential cmake ninja-build pkg-config libjansson-dev libinih-dev libmicrohttpd-dev"
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
