@@ -223,8 +223,9 @@ fetch_once() {
 # PACKAGE (so a suite tests the very build that runs), unpacked once under SOURCES_CACHE; prints its
 # directory. Its .complete line says which version it holds: when the archive no longer has the installed
 # one (a point release or a security update replaced it), the newest of this release's SOURCE with the
-# same upstream major stands in, and the line and stderr say so (the suites compare plain with hugify on
-# the same server, so the tests' version need not be the server's to the last digit).
+# same upstream major stands in, else the installed version's upstream tarball, and the line and stderr
+# say so (the suites compare plain with hugify on the same server, so the tests' version need not be the
+# server's to the last digit).
 SOURCES_CACHE=${HUGIFY_SOURCES_CACHE:-/var/cache/hugify/src}
 fetch_source() {
   local source=$1 package=$2 version dir
@@ -250,9 +251,20 @@ source_into() {
   # shellcheck disable=SC2046
   (cd "$1" && apt-get $(apt_options "$SOURCES_CACHE/apt") -qq source "$2=$3" >&2)
 }
+# orig_into DIR SOURCE VERSION: the upstream tarball of SOURCE=VERSION alone, unpacked in the empty
+# directory DIR (apt-get source fetches it before it finds the .dsc or Debian's part missing, and leaves it):
+# upstream's tests, without Debian's patches.
+orig_into() {
+  local tarball
+  rm -rf "$1" && mkdir "$1" || return
+  # shellcheck disable=SC2046
+  (cd "$1" && apt-get $(apt_options "$SOURCES_CACHE/apt") -qq source --download-only "$2=$3" >&2)
+  tarball=$(find "$1" -maxdepth 1 -name "$2_*.orig.tar.*" ! -name '*.asc' | head -1)
+  [ -n "$tarball" ] && tar -xf "$tarball" -C "$1" && rm -f "$1/$2"_*
+}
 # fetch_source_into WORK SOURCE VERSION: fetch_source's FETCHER (fetch_once). The installed VERSION, else
 # the newest of the same major that the archive still serves (its index may name a version whose files
-# are gone).
+# are gone), else the installed version's upstream tarball alone (a mirror may keep it and lose the rest).
 fetch_source_into() {
   local work=$1 source=$2 version=$3 suite fetched="" candidate note=""
   suite=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
@@ -267,12 +279,16 @@ fetch_source_into() {
       say "$source $version cannot be fetched from Debian $suite's archive; trying $candidate"
       source_into "$work/source" "$source" "$candidate" && { fetched=$candidate; break; }
     done
+    note=" (the installed $version cannot be fetched from Debian $suite's archive: $fetched, the newest of the same major it serves, stands in)"
+    if [ -z "$fetched" ] && orig_into "$work/source" "$source" "$version"; then
+      fetched="$version, upstream's tarball only"
+      note=" (Debian $suite's archive serves no whole $source of major $(upstream_major "$version"): the installed version's upstream tarball, without Debian's patches, stands in)"
+    fi
     if [ -z "$fetched" ]; then
-      say "apt-get source $source=$version failed, and Debian $suite's deb-src serves no other $source of major $(upstream_major "$version") (is it reachable?)"
+      say "apt-get source $source=$version failed, and Debian $suite's deb-src serves no other $source of major $(upstream_major "$version") nor its upstream tarball (is it reachable?)"
       return 3
     fi
-    note=" (the installed $version cannot be fetched from Debian $suite's archive: $fetched, the newest of the same major it serves, stands in)"
-    say "$source $fetched stands in for the installed $version"
+    say "$source $fetched$note"
   fi
   mv "$(find "$work/source" -mindepth 1 -maxdepth 1 -type d | head -1)" "$work/root" &&
     echo "$source $fetched$note" > "$work/root/.complete"
