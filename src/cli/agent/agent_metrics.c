@@ -244,6 +244,12 @@ static void render_metrics(struct agent *a, FILE *out) {
   host_gauge(out, "hugify_agent_kernel_collapse_allocs_total", "counter",
              "The kernel's thp_collapse_alloc (/proc/vmstat) since the agent started: host-wide, the agent's own "
              "collapses included.", (double)a->kernel_collapse_allocs);
+  host_gauge(out, "hugify_agent_damos_processes", "gauge",
+             "Selected processes left to the kernel: another owner's DAMOS collapse or hugepage scheme targets them.",
+             (double)a->damos_processes);
+  host_gauge(out, "hugify_agent_damos_huge_bytes", "gauge",
+             "Huge bytes of the processes left to another owner's DAMOS scheme (made huge by the kernel).",
+             (double)a->damos_huge_bytes);
   host_gauge(out, "hugify_agent_thp_disabled_processes", "gauge",
              "Processes the selectors match that disabled THP (prctl PR_SET_THP_DISABLE, e.g. systemd MemoryTHP=).",
              (double)a->thp_disabled_count);
