@@ -54,6 +54,7 @@ struct agent_config {
   uint64_t metrics_cgroups; /* cgroups with series of their own; the rest are summed as cgroup="other" */
   int heat;                 /* --heat: enum heat_mode, which access signal orders the windows (heat.h) */
   bool once, dry_run;
+  bool first_touch;         /* --first-touch: a DAMOS hugepage scheme of the agent's own marks hot regions */
   /* the command line only (never in the file): */
   const char *config_path;
   bool status;

@@ -202,6 +202,9 @@ static void heat_family(const struct agent *a, FILE *out) {
        w->kdamond_cpu, w->kdamond_cpu >= 0 && a->heat.signal == HEAT_DAMON},
       {"hugify_agent_heat_soft_dirty_clears_total", "counter",
        "Soft-dirty resets (clear_refs 4) of the selected processes.", (double)w->clears, true},
+      {"hugify_agent_first_touch_applied_bytes_total", "counter",
+       "Bytes the agent's DAMOS hugepage scheme (--first-touch) marked MADV_HUGEPAGE (DAMON's sz_applied).",
+       (double)w->first_touch_applied_bytes, a->heat.first_touch},
   };
   for (size_t k = 0; k < sizeof work / sizeof work[0]; k++)
     if (work[k].shown) host_gauge(out, work[k].name, work[k].type, work[k].help, work[k].value);

@@ -246,6 +246,10 @@ static void put_heat(struct json_writer *j, const struct agent *a) {
   if (w->kdamond_cpu >= 0 && a->heat.signal == HEAT_DAMON) json_put_double(j, "kdamond_cpu_seconds", w->kdamond_cpu);
   else json_put_null(j, "kdamond_cpu_seconds");
   json_put_u64(j, "soft_dirty_clears", w->clears);
+  json_put_bool(j, "first_touch", a->heat.first_touch);
+  json_put_u64(j, "first_touch_tried_regions", w->first_touch_tried_regions);
+  json_put_u64(j, "first_touch_applied_regions", w->first_touch_applied_regions);
+  json_put_u64(j, "first_touch_applied_bytes", w->first_touch_applied_bytes);
   json_close(j);
 }
 
