@@ -409,9 +409,11 @@ int run_environment_build(const char *command, const struct run_settings *settin
   out->heap = settle_heap_mode(command, settings->heap);
   if (options_heap_is_engine(out->heap)) {
     /* The allocator's library, and the Debian package that has it. gperftools' minimal TCMalloc is enough
-     * (no profiler); the full libtcmalloc.so.4 (libgoogle-perftools4) serves when only it is installed. */
+     * (no profiler); the full libtcmalloc.so.4 (libgoogle-perftools4) serves when only it is installed.
+     * mimalloc is 2.x on Debian 12 (libmimalloc.so.2), 3.x on Debian 13 (libmimalloc.so.3, libmimalloc3);
+     * apt-get finds trixie's libtcmalloc-minimal4t64 by the name libtcmalloc-minimal4. */
     static const struct { enum heap_mode heap; const char *files[2], *package; } engines[] = {
-        {HEAP_MIMALLOC, {"libmimalloc.so.2", NULL}, "libmimalloc2.0"},
+        {HEAP_MIMALLOC, {"libmimalloc.so.2", "libmimalloc.so.3"}, "libmimalloc2.0 (Debian 13: libmimalloc3)"},
         {HEAP_JEMALLOC, {"libjemalloc.so.2", NULL}, "libjemalloc2"},
         {HEAP_TCMALLOC, {"libtcmalloc_minimal.so.4", "libtcmalloc.so.4"}, "libtcmalloc-minimal4"},
     };
