@@ -25,7 +25,10 @@
 #include <gtest/gtest.h>
 
 #include "test_support.hpp"
+
+extern "C" {
 #include "units.h"
+}
 
 namespace {
 
