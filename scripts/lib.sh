@@ -5,18 +5,45 @@
 # Sourced, not run.
 
 HUGIFY_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# debian_release: the Debian release whose package names the lists below use: HUGIFY_RELEASE when set (a
+# script preparing another release's root sets it), else this machine's VERSION_CODENAME (/etc/os-release).
+# release_versions RELEASE: "LLVM POSTGRESQL PYTHON TCMALLOC", what the packages that carry a version in
+# their name are called there: bookworm (Debian 12) 14 15 3.11 libtcmalloc-minimal4, trixie (Debian 13) 19
+# 17 3.13 libtcmalloc-minimal4t64 (its 64-bit time_t rename); another release's are read from this
+# machine's apt (clang's, postgresql's and python3's dependencies), "" when apt cannot say.
+debian_release() {
+  if [ -n "${HUGIFY_RELEASE:-}" ]; then echo "$HUGIFY_RELEASE"; return; fi
+  (. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
+}
+release_versions() {
+  case $1 in
+    bookworm) echo "14 15 3.11 libtcmalloc-minimal4" ;;
+    trixie) echo "19 17 3.13 libtcmalloc-minimal4t64" ;;
+    *)
+      local llvm pg py tcmalloc=libtcmalloc-minimal4t64
+      llvm=$(apt-cache depends clang 2>/dev/null | sed -n 's/.*Depends: clang-\([0-9]*\)$/\1/p' | head -1)
+      pg=$(apt-cache depends postgresql 2>/dev/null | sed -n 's/.*Depends: postgresql-\([0-9]*\)$/\1/p' | head -1)
+      py=$(apt-cache depends python3 2>/dev/null | sed -n 's/.*Depends: python\(3\.[0-9]*\)$/\1/p' | head -1)
+      apt-cache show "$tcmalloc" >/dev/null 2>&1 || tcmalloc=libtcmalloc-minimal4
+      [ -n "$llvm" ] && [ -n "$pg" ] && [ -n "$py" ] && echo "$llvm $pg $py $tcmalloc"
+      ;;
+  esac
+}
+read -r HUGIFY_LLVM HUGIFY_POSTGRESQL HUGIFY_PYTHON HUGIFY_TCMALLOC <<<"$(release_versions "$(debian_release)")" || true
+: "${HUGIFY_LLVM:=14}" "${HUGIFY_POSTGRESQL:=15}" "${HUGIFY_PYTHON:=3.11}" "${HUGIFY_TCMALLOC:=libtcmalloc-minimal4}"
+
 HUGIFY_PACKAGES="build-essential cmake ninja-build pkg-config libgtest-dev libabsl-dev libmimalloc-dev
-  libjemalloc-dev libtcmalloc-minimal4 libhugetlbfs-bin python3 python3-prometheus-client util-linux libjansson-dev libinih-dev
-  libmicrohttpd-dev clang libfuzzer-14-dev libclang-rt-14-dev valgrind strace prometheus tmux podman runc
-  musl-tools"
+  libjemalloc-dev $HUGIFY_TCMALLOC libhugetlbfs-bin python3 python3-prometheus-client util-linux libjansson-dev libinih-dev
+  libmicrohttpd-dev clang libfuzzer-$HUGIFY_LLVM-dev libclang-rt-$HUGIFY_LLVM-dev valgrind strace prometheus tmux
+  podman runc musl-tools"
 # The servers the server tests and recipes use (tests/integration/servers.cpp, docs/servers.md), with their
-# load tools: redis-benchmark (redis-tools), pgbench (postgresql-15), memcaslap (libmemcached-tools).
+# load tools: redis-benchmark (redis-tools), pgbench (postgresql-$HUGIFY_POSTGRESQL), memcaslap (libmemcached-tools).
 HUGIFY_SERVER_PACKAGES="redis-server redis-tools postgresql memcached libmemcached-tools python3-yaml"
 # The servers' own test suites (tests/integration/server_suites.cpp, docs/reliability.md): Redis's runtest
 # needs tcl; PostgreSQL's regression suite its regress.c built against the server's headers
-# (postgresql-server-dev-15); CPython's is Debian's libpython3.11-testsuite. Their sources come from
+# (postgresql-server-dev-N); CPython's is Debian's libpythonX.Y-testsuite. Their sources come from
 # scripts/suite-source (dpkg-source).
-HUGIFY_SUITE_PACKAGES="tcl postgresql-server-dev-15 libpython3.11-testsuite dpkg-dev"
+HUGIFY_SUITE_PACKAGES="tcl postgresql-server-dev-$HUGIFY_POSTGRESQL libpython$HUGIFY_PYTHON-testsuite dpkg-dev"
 # What scripts/demo needs, and no more: the compiler and build tools, and the hugify command's libraries
 # (jansson, inih, libmicrohttpd). It builds without the tests (scripts/test configures them in).
 HUGIFY_DEMO_PACKAGES="build-essential cmake ninja-build pkg-config libjansson-dev libinih-dev libmicrohttpd-dev"

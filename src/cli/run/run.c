@@ -57,7 +57,7 @@ const struct command_help help_run = {
     "  hugetlb   glibc.malloc.hugetlb=2: malloc from the 2 MiB hugetlb pool (checked first),\n"
     "            normal pages when it runs short; the shortfall is in the report\n"
     "  mimalloc  preload mimalloc with MIMALLOC_LARGE_OS_PAGES=1, MIMALLOC_EAGER_COMMIT_DELAY=0\n"
-    "            (Debian: libmimalloc2.0)\n"
+    "            (Debian 12: libmimalloc2.0; not Debian 13's mimalloc 3)\n"
     "  jemalloc  preload jemalloc with MALLOC_CONF=thp:always,metadata_thp:always (Debian: libjemalloc2)\n"
     "  tcmalloc  preload gperftools' TCMalloc with TCMALLOC_SKIP_SBRK=true, TCMALLOC_RELEASE_RATE=0; its\n"
     "            mmap()s 2 MiB-aligned and advised (Debian: libtcmalloc-minimal4)\n"
