@@ -119,28 +119,17 @@ static const char *secure_execution(const char *path) {
   return NULL;
 }
 
-/* A statically linked program, a Go program, and one of another C library: what reaches their memory.
- * *libc: the program's C library by its interpreter (glibc when it cannot be read: the preload as always).
+/* A Go program, and one of another C library: what reaches their memory. *libc: the program's C library;
  * *outside: why nothing can be preloaded into it (run then collapses its memory from outside), or NULL. */
 static void check_static_and_go(const char *shown, const char *binary, enum elf_libc *libc, const char **outside) {
-  size_t size = 0;
-  void *image = NULL;
-  struct hugify_elf_info elf;
-  bool mapped = elf_map_file(binary, &image, &size) == 0; /* one mapping for all the questions */
-  bool go = mapped && elf_is_go(image, size);
-  bool parsed = mapped && hugify_elf_parse(image, size, &elf) == 0;
-  bool is_static = parsed && !elf.interpreter[0];
-  elf_unmap(image, size);
-  *libc = parsed ? elf_libc_of_interpreter(elf.interpreter) : ELF_LIBC_GLIBC;
-  *outside = NULL;
-  /* Go's runtime maps its heap with its own system calls, a static program's loader (none) ignores
-   * LD_PRELOAD: nothing run sets reaches them, so their memory is collapsed from outside (run_outside.c) */
-  if (is_static) *outside = go ? "a statically linked Go program" : "statically linked (no program interpreter)";
-  else if (*libc == ELF_LIBC_OTHER) *outside = "of a C library hugify has no preload for";
-  if (*libc == ELF_LIBC_OTHER && !is_static)
+  struct run_program_elf elf;
+  run_program_elf(binary, &elf);
+  *libc = elf.libc;
+  *outside = elf.outside;
+  if (elf.libc == ELF_LIBC_OTHER && elf.interpreter[0])
     fail(EXIT_SHORT, "run", "%s: its program interpreter %s is neither glibc's (ld-linux) nor musl's (ld-musl): "
          "hugify has no preload for its C library (no mmap cover, no text remap)", shown, elf.interpreter);
-  else if (go && !is_static)
+  else if (elf.go && !elf.outside)
     /* Measured (docs/runtimes.md, Go): with cgo the runtime commits its arenas through the C library's mmap
      * (runtime/cgo routes mmap there on linux amd64, arm64 and loong64), which the cover advises; it exits
      * by exit_group, never through libc's exit, so the preload's report is never written. */
