@@ -751,8 +751,8 @@ static int choose_configs(struct check *c, struct check_options *o) {
   const char *outside = program_outside(path);
   for (int id = 1; id < CONFIG_COUNT && !o->explicit_configs; id++) /* a runtime's setting: for that runtime */
     if (config_kinds[id].runtime != ALLOCATOR_UNKNOWN) wanted[id] = config_kinds[id].runtime == runtime;
-  for (int id = 1; id < CONFIG_COUNT && !o->explicit_configs; id++) /* a static program: outside, only it */
-    wanted[id] = outside ? id == CONFIG_OUTSIDE : wanted[id] && id != CONFIG_OUTSIDE;
+  for (int id = 1; id < CONFIG_COUNT && !o->explicit_configs; id++) /* a static program: outside (the rest are */
+    wanted[id] = outside ? wanted[id] || id == CONFIG_OUTSIDE : wanted[id] && id != CONFIG_OUTSIDE; /* skipped) */
   for (int id = 1; id < CONFIG_COUNT; id++) {
     if (!wanted[id]) continue;
     struct config *config = new_config((enum config_id)id);
