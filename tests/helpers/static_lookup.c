@@ -2,12 +2,13 @@
 /* static_lookup.c - a statically linked program with a big heap: built with -static against glibc
  * (static_lookup) and with musl-gcc -static (musl_static_lookup, tests/CMakeLists.txt), what `hugify run`
  * collapses from outside (tests/integration/static_programs.cpp, bench/static_outside.sh).
- *   static_lookup MIB SECONDS STATUS [until-huge] [fork]
+ *   static_lookup MIB SECONDS STATUS [until-huge] [fork] [lookups=MILLIONS]
  * fills MIB MiB from malloc, does random lookups in it for SECONDS seconds (with until-huge: until 3 s after
  * 90 % of its anonymous memory is on huge pages, so that run's next pass measures it, or SECONDS at most: a
  * deadline, not a timing), prints one line that
  * does not depend on how long it ran, and exits STATUS. With fork the work is a child's, which the parent
- * waits for. */
+ * waits for. With lookups=MILLIONS it does exactly that many lookups instead (a fixed amount of work, which
+ * `hugify check` times), SECONDS ignored. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,7 +44,7 @@ static int mostly_huge(void) {
   return anonymous > 0 && huge * 10 >= anonymous * 9;
 }
 
-static int work(size_t mib, double seconds, int until_huge) {
+static int work(size_t mib, double seconds, int until_huge, unsigned long millions) {
   size_t count = mib << 17; /* 8-byte entries */
   uint64_t *table = malloc(count * sizeof *table);
   if (!table) return 1;
@@ -51,11 +52,13 @@ static int work(size_t mib, double seconds, int until_huge) {
   for (size_t i = 0; i < count; i++) checksum += table[i] = mix(i);
   volatile uint64_t sink = 0;
   uint64_t x = 1;
-  for (double end = now() + seconds; now() < end;) {
+  unsigned long done = 0; /* millions of lookups, said on stderr (stdout is compared) */
+  for (double end = now() + seconds; millions ? millions-- > 0 : now() < end; done++) {
     for (int k = 0; k < 1000000; k++) sink += table[(x = mix(x)) % count];
     if (until_huge && mostly_huge() && end > now() + 3) end = now() + 3; /* 3 s more: run's next look sees it */
   }
   printf("static_lookup %zu MiB checksum %llu\n", mib, (unsigned long long)checksum);
+  fprintf(stderr, "static_lookup: %lu million lookups\n", done);
   free(table);
   return 0;
 }
@@ -68,15 +71,17 @@ int main(int argc, char **argv) {
   size_t mib = strtoul(argv[1], NULL, 10);
   double seconds = atof(argv[2]);
   int status = atoi(argv[3]), until_huge = 0, in_child = 0;
+  unsigned long millions = 0;
   for (int i = 4; i < argc; i++) {
     if (!strcmp(argv[i], "until-huge")) until_huge = 1;
     if (!strcmp(argv[i], "fork")) in_child = 1;
+    if (!strncmp(argv[i], "lookups=", 8)) millions = strtoul(argv[i] + 8, NULL, 10);
   }
-  if (!in_child) return work(mib, seconds, until_huge) ? 1 : status;
+  if (!in_child) return work(mib, seconds, until_huge, millions) ? 1 : status;
   fflush(stdout);
   pid_t child = fork();
   if (child < 0) return 1;
-  if (child == 0) _exit(work(mib, seconds, until_huge));
+  if (child == 0) _exit(work(mib, seconds, until_huge, millions));
   int child_status;
   if (waitpid(child, &child_status, 0) != child || !WIFEXITED(child_status) || WEXITSTATUS(child_status)) return 1;
   return status;

@@ -76,7 +76,7 @@ const struct command_help help_run = {
     "Static programs (Go, musl or glibc -static, static-pie) and those of another C library: nothing can be\n"
     "preloaded, so hugify run stays CMD's parent and collapses its tree's anonymous memory from outside while\n"
     "it runs, as hugify agent does: a pass a second, the gentle pace, the bloat guard (50 % of a window\n"
-    "present), at most 25 % of one core; it needs CAP_SYS_NICE. The report's \"outside\" says what it\n"
+    "present), at most half of one core; it needs CAP_SYS_NICE. The report's \"outside\" says what it\n"
     "collapsed, what the guard left, the pauses and the CPU it cost.\n"
     "\n"
     "Programs built with a sanitizer: ASAN_OPTIONS gets verify_asan_link_order=0 in front (the user's own\n"

@@ -291,8 +291,11 @@ static void measure_tree(struct run_outside *o) {
   if (sample.allocated.resident >= o->peak.allocated.resident) o->peak = sample;
 }
 
-static void outside_pass(void *context, pid_t root) {
+/* One pass; the seconds until the next: sooner when the pass's ceiling cut a plan short and the bucket holds
+ * CPU still (a big heap is collapsed at the budget's pace, not one ceiling a second). */
+static double outside_pass(void *context, pid_t root) {
   struct run_outside *o = context;
+  uint64_t ceiling_stops = o->ceiling_stops;
   o->passes++;
   o->pass_cpu_start = measure_clock_seconds(CLOCK_PROCESS_CPUTIME_ID);
   bool may_collapse = memory_gate_open(o);
@@ -302,6 +305,8 @@ static void outside_pass(void *context, pid_t root) {
   for (size_t i = 0; i < o->tree_count; i++) serve(o, o->tree[i], may_collapse);
   measure_tree(o);
   keep_going(o); /* charge the rest of the pass: its walk of /proc and the measurement */
+  bool busy = o->ceiling_stops > ceiling_stops && agent_budget_allows(&o->budget);
+  return busy ? RUN_OUTSIDE_BUSY_INTERVAL : RUN_OUTSIDE_INTERVAL;
 }
 
 /* ---- the report ------------------------------------------------------------------------------------ */

@@ -370,20 +370,21 @@ static int end_like(int status) {
   return 128 + signal_number;
 }
 
-/* Wait for CMD (pid), a pass of the watcher every interval while it runs: the pidfd wakes the wait as soon as
- * CMD ends, so its end is not noticed an interval late. */
+/* Wait for CMD (pid), with the watcher's passes while it runs: the pidfd wakes the wait as soon as CMD ends,
+ * so its end is not noticed a pass late. */
 static void wait_watching(pid_t pid, const struct run_watcher *watcher, int *status) {
   int pidfd = watcher ? os_pidfd_open(pid) : -1;
+  double wait = watcher ? watcher->interval : 0;
   for (;;) {
     if (watcher && pidfd >= 0) {
       struct pollfd ready = {.fd = pidfd, .events = POLLIN};
-      poll(&ready, 1, (int)(watcher->interval * 1000));
+      poll(&ready, 1, (int)(wait * 1000));
     } else if (watcher) {
-      os_sleep(watcher->interval); /* no pidfd (before 5.3): CMD's end is seen at the next look */
+      os_sleep(wait); /* no pidfd (before 5.3): CMD's end is seen at the next look */
     }
     pid_t done = waitpid(pid, status, watcher ? WNOHANG : 0);
     if (done == pid || (done < 0 && errno != EINTR)) break;
-    if (done == 0) watcher->pass(watcher->context, pid);
+    if (done == 0) wait = watcher->pass(watcher->context, pid);
   }
   if (pidfd >= 0) close(pidfd);
 }

@@ -15,8 +15,9 @@ struct json_writer;
 /* What acts on CMD's tree from outside while it runs (run_outside.c: the collapse of a static program), and
  * says so in the report. */
 struct run_watcher {
-  double interval;                                        /* seconds between passes */
-  void (*pass)(void *context, pid_t root);                /* one pass over the tree of root */
+  double interval;                                        /* seconds before the first pass */
+  double (*pass)(void *context, pid_t root);              /* one pass over the tree of root; the seconds
+                                                             until the next */
   void (*json)(void *context, struct json_writer *j);     /* its member(s) of the hugify.run/1 document */
   void (*text)(void *context, FILE *out);                 /* its lines of the table */
   void *context;
@@ -33,7 +34,7 @@ int run_tree_read(const char *dir, struct run_tree *tree, char *reason, size_t c
 void run_tree_free(struct run_tree *tree);
 
 /* Start CMD (path, argv) as a child with HUGIFY_RUN_PID set to its pid, pass signals on to it, wait for it
- * (with a watcher: a pass of it every watcher->interval until CMD ends), then read the reports in `dir`
+ * (with a watcher: its passes, each after the wait the one before asked for, until CMD ends), then read the reports in `dir`
  * (where HUGIFY_REPORT points), write them to `target` (FILE, or - for stderr: a table, or JSON with `json`)
  * and remove `dir`. dir and target NULL: no report. Returns, or ends like, CMD's status. */
 int run_tree_run(const char *path, char *const argv[], const char *dir, const char *target, bool json,
