@@ -504,3 +504,22 @@ void run_environment_free(struct run_environment *environment) {
   for (unsigned i = 0; i < environment->count; i++) free(environment->variables[i].value);
   environment->count = 0;
 }
+
+void run_program_elf(const char *binary, struct run_program_elf *out) {
+  memset(out, 0, sizeof *out);
+  size_t size = 0;
+  void *image = NULL;
+  struct hugify_elf_info elf;
+  bool mapped = elf_map_file(binary, &image, &size) == 0; /* one mapping for all the questions */
+  out->go = mapped && elf_is_go(image, size);
+  bool parsed = mapped && hugify_elf_parse(image, size, &elf) == 0;
+  elf_unmap(image, size);
+  out->libc = parsed ? elf_libc_of_interpreter(elf.interpreter) : ELF_LIBC_GLIBC;
+  if (parsed) snprintf(out->interpreter, sizeof out->interpreter, "%s", elf.interpreter);
+  /* Go's runtime maps its heap with its own system calls, and a static program has no loader to read
+   * LD_PRELOAD: nothing run sets reaches them */
+  if (parsed && !elf.interpreter[0])
+    out->outside = out->go ? "a statically linked Go program" : "statically linked (no program interpreter)";
+  else if (out->libc == ELF_LIBC_OTHER)
+    out->outside = "of a C library hugify has no preload for";
+}
