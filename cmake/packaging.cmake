@@ -31,8 +31,11 @@ set(CPACK_DEBIAN_HUGIFY_PACKAGE_NAME hugify)
 set(CPACK_DEBIAN_HUGIFY_PACKAGE_SECTION utils)
 # The allocators of --heap (run, check, env): preloaded when installed, named with the package when not.
 # libmicrohttpd12: the agent's --listen (dlopened then, so shlibdeps cannot see it; off by default).
-set(CPACK_DEBIAN_HUGIFY_PACKAGE_RECOMMENDS "libmimalloc2.0, libjemalloc2, libtcmalloc-minimal4, libmicrohttpd12")
-set(CPACK_DEBIAN_HUGIFY_PACKAGE_SUGGESTS "libgoogle-perftools4, systemd")
+# Each as Debian 12 | Debian 13 names it (the 64-bit time_t renames): one package for both. Debian 13 has no
+# libmimalloc2.0 (only mimalloc 3, which run does not preload: src/cli/run/run_env.c), so apt skips it there.
+set(CPACK_DEBIAN_HUGIFY_PACKAGE_RECOMMENDS "libmimalloc2.0, libjemalloc2, \
+libtcmalloc-minimal4 | libtcmalloc-minimal4t64, libmicrohttpd12 | libmicrohttpd12t64")
+set(CPACK_DEBIAN_HUGIFY_PACKAGE_SUGGESTS "libgoogle-perftools4 | libgoogle-perftools4t64, systemd")
 set(CPACK_DEBIAN_HUGIFY_DESCRIPTION "huge pages for any program, measured
 hugify puts a program's heap, shared memory and code on Linux huge pages
 without changing it (hugify run, hugify env), says whether that helps and by

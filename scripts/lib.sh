@@ -5,18 +5,48 @@
 # Sourced, not run.
 
 HUGIFY_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# debian_release: the Debian release whose package names the lists below use: HUGIFY_RELEASE when set (a
+# script preparing another release's root sets it), else this machine's VERSION_CODENAME (/etc/os-release).
+# release_versions RELEASE: "LLVM POSTGRESQL PYTHON TCMALLOC", what the packages that carry a version in
+# their name are called there: bookworm (Debian 12) 14 15 3.11 libtcmalloc-minimal4, trixie (Debian 13) 19
+# 17 3.13 libtcmalloc-minimal4t64 (its 64-bit time_t rename); another release's are read from this
+# machine's apt (clang's, postgresql's and python3's dependencies), "" when apt cannot say.
+debian_release() {
+  if [ -n "${HUGIFY_RELEASE:-}" ]; then echo "$HUGIFY_RELEASE"; return; fi
+  (. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
+}
+release_versions() {
+  case $1 in
+    bookworm) echo "14 15 3.11 libtcmalloc-minimal4" ;;
+    trixie) echo "19 17 3.13 libtcmalloc-minimal4t64" ;;
+    *)
+      local llvm pg py tcmalloc=libtcmalloc-minimal4t64
+      llvm=$(apt-cache depends clang 2>/dev/null | sed -n 's/.*Depends: clang-\([0-9]*\)$/\1/p' | head -1)
+      pg=$(apt-cache depends postgresql 2>/dev/null | sed -n 's/.*Depends: postgresql-\([0-9]*\)$/\1/p' | head -1)
+      py=$(apt-cache depends python3 2>/dev/null | sed -n 's/.*Depends: python\(3\.[0-9]*\)$/\1/p' | head -1)
+      apt-cache show "$tcmalloc" >/dev/null 2>&1 || tcmalloc=libtcmalloc-minimal4
+      [ -n "$llvm" ] && [ -n "$pg" ] && [ -n "$py" ] && echo "$llvm $pg $py $tcmalloc"
+      ;;
+  esac
+}
+read -r HUGIFY_LLVM HUGIFY_POSTGRESQL HUGIFY_PYTHON HUGIFY_TCMALLOC <<<"$(release_versions "$(debian_release)")" || true
+: "${HUGIFY_LLVM:=14}" "${HUGIFY_POSTGRESQL:=15}" "${HUGIFY_PYTHON:=3.11}" "${HUGIFY_TCMALLOC:=libtcmalloc-minimal4}"
+
 HUGIFY_PACKAGES="build-essential cmake ninja-build pkg-config libgtest-dev libabsl-dev libmimalloc-dev
-  libjemalloc-dev libtcmalloc-minimal4 libhugetlbfs-bin python3 python3-prometheus-client util-linux libjansson-dev libinih-dev
-  libmicrohttpd-dev clang libfuzzer-14-dev libclang-rt-14-dev valgrind strace prometheus tmux podman runc
-  musl-tools"
+  libjemalloc-dev $HUGIFY_TCMALLOC libhugetlbfs-bin python3 python3-prometheus-client util-linux libjansson-dev libinih-dev
+  libmicrohttpd-dev clang libfuzzer-$HUGIFY_LLVM-dev libclang-rt-$HUGIFY_LLVM-dev valgrind strace prometheus tmux
+  podman runc musl-tools"
 # The servers the server tests and recipes use (tests/integration/servers.cpp, docs/servers.md), with their
-# load tools: redis-benchmark (redis-tools), pgbench (postgresql-15), memcaslap (libmemcached-tools).
+# load tools: redis-benchmark (redis-tools), pgbench (postgresql-$HUGIFY_POSTGRESQL), memcaslap (libmemcached-tools).
 HUGIFY_SERVER_PACKAGES="redis-server redis-tools postgresql memcached libmemcached-tools python3-yaml"
 # The servers' own test suites (tests/integration/server_suites.cpp, docs/reliability.md): Redis's runtest
 # needs tcl; PostgreSQL's regression suite its regress.c built against the server's headers
-# (postgresql-server-dev-15); CPython's is Debian's libpython3.11-testsuite. Their sources come from
+# (postgresql-server-dev-N); CPython's is Debian's libpythonX.Y-testsuite. Their sources come from
 # scripts/suite-source (dpkg-source).
-HUGIFY_SUITE_PACKAGES="tcl postgresql-server-dev-15 libpython3.11-testsuite dpkg-dev"
+HUGIFY_SUITE_PACKAGES="tcl postgresql-server-dev-$HUGIFY_POSTGRESQL libpython$HUGIFY_PYTHON-testsuite dpkg-dev"
+# What scripts/demo needs, and no more: the compiler and build tools, and the hugify command's libraries
+# (jansson, inih, libmicrohttpd). It builds without the tests (scripts/test configures them in).
+HUGIFY_DEMO_PACKAGES="build-essential cmake ninja-build pkg-config libjansson-dev libinih-dev libmicrohttpd-dev"
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
@@ -224,7 +254,11 @@ fetch_once() {
 
 # fetch_source SOURCE PACKAGE: Debian's source package SOURCE at the version of the installed binary
 # PACKAGE (so a suite tests the very build that runs), unpacked once under SOURCES_CACHE; prints its
-# directory.
+# directory. Its .complete line says which version it holds: when the archive no longer has the installed
+# one (a point release or a security update replaced it), the newest of this release's SOURCE with the
+# same upstream major stands in, else the installed version's upstream tarball, and the line and stderr
+# say so (the suites compare plain with hugify on the same server, so the tests' version need not be the
+# server's to the last digit).
 SOURCES_CACHE=${HUGIFY_SOURCES_CACHE:-/var/cache/hugify/src}
 fetch_source() {
   local source=$1 package=$2 version dir
@@ -233,19 +267,62 @@ fetch_source() {
   fetch_once "$SOURCES_CACHE" "$dir" fetch_source_into "$source" "$version" || return
   echo "$dir"
 }
-# fetch_source_into WORK SOURCE VERSION: fetch_source's FETCHER (fetch_once).
+# upstream_major VERSION: a Debian version's upstream major (5:7.0.15-1~deb12u10 -> 7, 15.20-0+deb12u1 -> 15).
+upstream_major() { local v=${1#*:}; echo "${v%%[.~+-]*}"; }
+# sources_of_major SOURCE MAJOR: the versions of SOURCE in our apt state's deb-src lists whose upstream
+# major is MAJOR, newest first.
+sources_of_major() {
+  local version
+  # shellcheck disable=SC2046
+  for version in $(apt-cache $(apt_options "$SOURCES_CACHE/apt") showsrc "$1" 2>/dev/null | sed -n 's/^Version: //p'); do
+    [ "$(upstream_major "$version")" = "$2" ] && echo "$version"
+  done | sort -u | sort -r -V
+}
+# source_into DIR SOURCE VERSION: apt-get source SOURCE=VERSION, unpacked in the empty directory DIR.
+source_into() {
+  rm -rf "$1" && mkdir "$1" || return
+  # shellcheck disable=SC2046
+  (cd "$1" && apt-get $(apt_options "$SOURCES_CACHE/apt") -qq source "$2=$3" >&2)
+}
+# orig_into DIR SOURCE VERSION: the upstream tarball of SOURCE=VERSION alone, unpacked in the empty
+# directory DIR (apt-get source fetches it before it finds the .dsc or Debian's part missing, and leaves it):
+# upstream's tests, without Debian's patches.
+orig_into() {
+  local tarball
+  rm -rf "$1" && mkdir "$1" || return
+  # shellcheck disable=SC2046
+  (cd "$1" && apt-get $(apt_options "$SOURCES_CACHE/apt") -qq source --download-only "$2=$3" >&2)
+  tarball=$(find "$1" -maxdepth 1 -name "$2_*.orig.tar.*" ! -name '*.asc' | head -1)
+  [ -n "$tarball" ] && tar -xf "$tarball" -C "$1" && rm -f "$1/$2"_*
+}
+# fetch_source_into WORK SOURCE VERSION: fetch_source's FETCHER (fetch_once). The installed VERSION, else
+# the newest of the same major that the archive still serves (its index may name a version whose files
+# are gone), else the installed version's upstream tarball alone (a mirror may keep it and lose the rest).
 fetch_source_into() {
-  local work=$1 source=$2 version=$3 suite
+  local work=$1 source=$2 version=$3 suite fetched="" candidate note=""
   suite=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
   [ -n "$suite" ] || { say "no Debian release named in /etc/os-release"; return 3; }
   command -v dpkg-source >/dev/null || { say "dpkg-source is missing (apt-get install dpkg-dev)"; return 3; }
   apt_setup "$SOURCES_CACHE/apt" deb-src "$suite" >&2 || { say "apt-get update failed for $suite's sources"; return 3; }
-  mkdir "$work/source"
-  # shellcheck disable=SC2046
-  if ! (cd "$work/source" && apt-get $(apt_options "$SOURCES_CACHE/apt") -qq source "$source=$version" >&2); then
-    say "apt-get source $source=$version failed (is Debian $suite's deb-src reachable?)"
-    return 3
+  if source_into "$work/source" "$source" "$version"; then
+    fetched=$version
+  else
+    for candidate in $(sources_of_major "$source" "$(upstream_major "$version")"); do
+      [ "$candidate" = "$version" ] && continue
+      say "$source $version cannot be fetched from Debian $suite's archive; trying $candidate"
+      source_into "$work/source" "$source" "$candidate" && { fetched=$candidate; break; }
+    done
+    note=" (the installed $version cannot be fetched from Debian $suite's archive: $fetched, the newest of the same major it serves, stands in)"
+    if [ -z "$fetched" ] && orig_into "$work/source" "$source" "$version"; then
+      fetched="$version, upstream's tarball only"
+      note=" (Debian $suite's archive serves no whole $source of major $(upstream_major "$version"): the installed version's upstream tarball, without Debian's patches, stands in)"
+    fi
+    if [ -z "$fetched" ]; then
+      say "apt-get source $source=$version failed, and Debian $suite's deb-src serves no other $source of major $(upstream_major "$version") nor its upstream tarball (is it reachable?)"
+      return 3
+    fi
+    say "$source $fetched$note"
   fi
   mv "$(find "$work/source" -mindepth 1 -maxdepth 1 -type d | head -1)" "$work/root" &&
-    echo "$source $version" > "$work/root/.complete"
+    echo "$source $fetched$note" > "$work/root/.complete"
 }

@@ -60,6 +60,25 @@ const char *agent_selection_name(enum agent_selection selection) {
   return "unknown";
 }
 
+/* ---- the kernel's own schemes -------------------------------------------------------------------- */
+
+static bool damos_makes_huge(const struct probe_damon_scheme *s) {
+  bool action = !strcmp(s->action, "collapse") || !strcmp(s->action, "hugepage");
+  bool virtual_addresses = !strcmp(s->operations, "vaddr") || !strcmp(s->operations, "fvaddr");
+  return action && virtual_addresses && !strcmp(s->state, "on");
+}
+
+const struct probe_damon_scheme *agent_damos_scheme_of(const struct probe_damon_scheme *schemes, size_t count,
+                                                       int own_kdamond, pid_t pid) {
+  for (size_t i = 0; i < count; i++) {
+    const struct probe_damon_scheme *s = &schemes[i];
+    if ((own_kdamond >= 0 && s->kdamond == (unsigned)own_kdamond) || !damos_makes_huge(s)) continue;
+    for (unsigned t = 0; t < s->target_count && t < PROBE_DAMON_TARGETS_MAX; t++)
+      if (s->targets[t] == pid) return s;
+  }
+  return NULL;
+}
+
 /* ---- CPU budget --------------------------------------------------------------------------------- */
 
 void agent_budget_init(struct agent_budget *b, double fraction, double window_seconds, double initial_seconds,

@@ -13,6 +13,7 @@
 
 #include "pause.h"
 #include "planner.h"
+#include "probe.h"
 #include "procfs.h"
 
 /* ---- which processes ---------------------------------------------------------------------------- */
@@ -67,6 +68,14 @@ const char *agent_selection_name(enum agent_selection selection);
 /* True when the cgroup path `path` is `selector` or lies below it ("/a/b" selects "/a/b" and "/a/b/c",
  * not "/a/bc"). */
 bool agent_cgroup_matches(const char *selector, const char *path);
+
+/* The DAMON scheme of another owner that makes the process's memory huge itself: a scheme of action `collapse`
+ * or `hugepage` (virtual-address operations) of a kdamond that is on, other than own_kdamond (the agent's own,
+ * -1 none), whose context targets pid. The agent leaves such a process to the kernel (PLAN_CUT_DAMOS): two
+ * owners collapsing one process's memory would spend CPU twice and blur what each bought. NULL when none.
+ * Only the first PROBE_DAMON_TARGETS_MAX targets of a context are known: a pid past them is not found. Pure. */
+const struct probe_damon_scheme *agent_damos_scheme_of(const struct probe_damon_scheme *schemes, size_t count,
+                                                       int own_kdamond, pid_t pid);
 
 /* ---- which windows, in which order: the planner (planner.h) -------------------------------------- */
 

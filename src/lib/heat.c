@@ -228,6 +228,7 @@ static void damon_off(struct heat_source *h) {
 static int damon_on(struct heat_source *h, char *reason, size_t cap) {
   int rc = damon_write(h, "state", "on", reason, cap);
   if (rc) return rc;
+  memset(h->first_touch_seen, 0, sizeof h->first_touch_seen); /* a start sets the scheme's stats to 0 */
   char pid[32];
   h->on = true;
   h->on_since = measure_now();
@@ -243,6 +244,64 @@ static double kdamond_cpu(const struct heat_source *h) {
   snprintf(path, sizeof path, "/proc/%d/schedstat", (int)h->kdamond_pid);
   bool read = h->kdamond_pid > 0 && os_read_small(path, text, sizeof text) >= 0 && parse_schedstat(text, &run, &wait);
   return read ? (double)run / 1e9 : HEAT_NO_CPU;
+}
+
+/* ---- first touch: the hugepage scheme ----------------------------------------------------------------- */
+
+#define FIRST_TOUCH CONTEXT "schemes/1/"
+
+uint32_t heat_first_touch_min_accesses(double min_present, uint64_t sample_us, uint64_t aggr_us) {
+  uint64_t samples = sample_us ? aggr_us / sample_us : 1;
+  double least = min_present * (double)samples;
+  uint32_t whole = (uint32_t)least;
+  if ((double)whole < least) whole++;
+  return whole ? whole : 1;
+}
+
+int heat_first_touch(struct heat_source *h, double min_present, uint64_t pmd_bytes, char *reason, size_t cap) {
+  if (h->signal != HEAT_DAMON) {
+    reason_add(reason, cap, "--first-touch marks regions DAMON finds hot: it needs DAMON's vaddr monitoring as the "
+               "heat signal (%s)", h->reason);
+    return -EOPNOTSUPP;
+  }
+  char detail[256] = "";
+  if (probe_feature(PROBE_DAMOS_HUGEPAGE, detail, sizeof detail) == HUGIFY_FEATURE_NO) {
+    probe_missing(PROBE_DAMOS_HUGEPAGE, detail, reason, cap);
+    return -EOPNOTSUPP;
+  }
+  char least[16], size[32];
+  snprintf(least, sizeof least, "%u", heat_first_touch_min_accesses(min_present, DAMON_SAMPLE_US, DAMON_AGGR_US));
+  snprintf(size, sizeof size, "%llu", (unsigned long long)pmd_bytes);
+  const char *const leaves[][2] = {{CONTEXT "schemes/nr_schemes", "2"},
+                                   {FIRST_TOUCH "access_pattern/sz/min", size},
+                                   {FIRST_TOUCH "access_pattern/sz/max", "18446744073709551615"},
+                                   {FIRST_TOUCH "access_pattern/nr_accesses/min", least},
+                                   {FIRST_TOUCH "access_pattern/nr_accesses/max", "4294967295"},
+                                   {FIRST_TOUCH "access_pattern/age/max", "4294967295"}};
+  int rc = 0;
+  for (size_t i = 0; i < sizeof leaves / sizeof leaves[0] && rc == 0; i++)
+    rc = damon_write(h, leaves[i][0], leaves[i][1], reason, cap);
+  if (rc == 0 && (rc = damon_write(h, FIRST_TOUCH "action", "hugepage", reason, cap)) == -EINVAL)
+    probe_missing(PROBE_DAMOS_HUGEPAGE, "EINVAL: DAMON's schemes do not take the action 'hugepage'", reason, cap);
+  if (rc) damon_write(h, CONTEXT "schemes/nr_schemes", "1", NULL, 0);
+  h->first_touch = rc == 0;
+  return rc == -EINVAL ? -EOPNOTSUPP : rc;
+}
+
+/* The hugepage scheme's stats (DAMON's, since the kdamond's start) into the work's totals. */
+static void first_touch_stats(struct heat_source *h) {
+  if (!h->first_touch || damon_write(h, "state", "update_schemes_stats", NULL, 0) != 0) return;
+  static const char *const leaves[3] = {FIRST_TOUCH "stats/nr_tried", FIRST_TOUCH "stats/nr_applied",
+                                        FIRST_TOUCH "stats/sz_applied"};
+  uint64_t *totals[3] = {&h->work.first_touch_tried_regions, &h->work.first_touch_applied_regions,
+                         &h->work.first_touch_applied_bytes};
+  for (int i = 0; i < 3; i++) {
+    char text[32];
+    if (damon_read(h, leaves[i], text, sizeof text) != 0) continue;
+    uint64_t now = strtoull(text, NULL, 10);
+    *totals[i] += now >= h->first_touch_seen[i] ? now - h->first_touch_seen[i] : now;
+    h->first_touch_seen[i] = now;
+  }
 }
 
 /* ---- the source ------------------------------------------------------------------------------------- */
@@ -389,6 +448,7 @@ int heat_refresh(struct heat_source *h, char *reason, size_t cap) {
     return 0;
   }
   damon_account_on_time(h);
+  first_touch_stats(h);
   char *text = NULL;
   size_t length = 0;
   /* The update at times returns before the scheme's next apply filled the directory (seen on 6.12 under

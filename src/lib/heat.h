@@ -90,6 +90,8 @@ struct heat_work {
   uint64_t sample_us, aggr_us;
   double kdamond_cpu;        /* CPU seconds of the kdamond thread (its schedstat), HEAT_NO_CPU unknown */
   uint64_t clears;           /* soft-dirty: clear_refs writes */
+  /* --first-touch: the `hugepage` scheme's stats (DAMON's, summed over the kdamond's restarts) */
+  uint64_t first_touch_tried_regions, first_touch_applied_regions, first_touch_applied_bytes;
 };
 
 #define HEAT_TARGETS_MAX 4096
@@ -115,6 +117,8 @@ struct heat_source {
   struct heat_target *targets;
   size_t target_count, target_cap;
   struct heat_work work;
+  bool first_touch;          /* the `hugepage` scheme (schemes/1) is set up (heat_first_touch) */
+  uint64_t first_touch_seen[3]; /* its stats at the last read since the kdamond's last start: tried, applied, bytes */
 };
 
 /* Choose the signal for `mode` and set DAMON up (no targets yet). auto: DAMON, else none (soft-dirty only when asked for).
@@ -133,6 +137,20 @@ int heat_refresh(struct heat_source *source, char *reason, size_t cap);
 const struct heat_snapshot *heat_snapshot_of(const struct heat_source *source, pid_t pid);
 /* After a plan of `pid` (soft-dirty: clear its bits, so the next plan sees what was written since). */
 void heat_after_plan(struct heat_source *source, pid_t pid);
+/* --first-touch (docs/agent.md, "First touch"): where DAMON is the signal (the agent's own kdamond) and the kernel
+ * takes the DAMOS action `hugepage`, a second scheme in the same context applies MADV_HUGEPAGE to the regions of
+ * the selected processes that are at least a PMD (pmd_bytes) and accessed at least as densely as the bloat
+ * guard asks (heat_first_touch_min_accesses): memory faulted there later is huge under THP `madvise`, and
+ * khugepaged collapses what is there already. Before heat_set_targets (the kdamond off). 0; -EOPNOTSUPP
+ * when DAMON is not the signal or the kernel lacks the action (reason: the version that has it). */
+int heat_first_touch(struct heat_source *source, double min_present, uint64_t pmd_bytes, char *reason, size_t cap);
+/* The least nr_accesses (of an aggregation of aggr_us / sample_us samples) of a region the first-touch scheme
+ * marks: DAMON checks one random page of a region per sample, so nr_accesses over the samples is the share of
+ * the region's pages being accessed, which is at most the share present; asking min_present of the samples
+ * keeps the sparse regions (fewer pages present than the guard) unmarked, the dense ones marked. At least 1.
+ * Pure. */
+uint32_t heat_first_touch_min_accesses(double min_present, uint64_t sample_us, uint64_t aggr_us);
+
 /* Stop and remove what heat_open set up (the kdamond off, its context removed, nr_kdamonds back to 0). */
 void heat_close(struct heat_source *source);
 

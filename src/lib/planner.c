@@ -20,6 +20,7 @@ const char *plan_cut_name(enum plan_cut cut) {
   case PLAN_CUT_COLD: return "cold";
   case PLAN_CUT_PROBE: return "probe";
   case PLAN_CUT_BUDGET: return "budget";
+  case PLAN_CUT_DAMOS: return "damos";
   case PLAN_CUT_COUNT: break;
   }
   return "unknown";

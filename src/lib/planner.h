@@ -45,10 +45,12 @@ enum plan_cut {
                         with none */
   PLAN_CUT_PROBE,    /* beyond the probe's window limit (a process with churn strikes) */
   PLAN_CUT_BUDGET,   /* beyond the pass's window or byte budget */
+  PLAN_CUT_DAMOS,    /* the process is another owner's DAMOS collapse or hugepage scheme's target: the kernel's
+                        (agent_damos_scheme_of; the process is not planned, its collapsible bytes cut) */
   PLAN_CUT_COUNT
 };
 /* "kept", "opt_out", "unknown", "kernel", "huge", "empty", "sparse", "unwritten", "held", "churn", "cold",
- * "probe", "budget". */
+ * "probe", "budget", "damos". */
 const char *plan_cut_name(enum plan_cut cut);
 
 /* One 2 MiB-aligned window of an eligible mapping, with every signal gathered for it. */

@@ -327,12 +327,15 @@ static bool wants_runtime_piece(void *addr, size_t length, int prot, int flags) 
   return cover_on() && atomic_fetch_add_explicit(&runtime_seen, 1, memory_order_relaxed) >= RUNTIME_AFTER;
 }
 
-/* TCMalloc's chunks (--heap tcmalloc): gperftools takes its memory 1 MiB at a time (mmap of 1 MiB + 4 KiB,
- * then munmap of the 4 KiB that is not 8 KiB-aligned; measured: 10.8 % of a 256 MiB heap of 64-byte nodes
- * huge). In that mode such requests (exactly MAP_PRIVATE|MAP_ANONYMOUS, read-write, 1 MiB up to 2 MiB, no
- * address) are carved from regions of 64 MiB (address space: resident only as used), and an munmap of at
- * most 8 KiB inside a region (that alignment slack) is not done: a hole would split the huge page around
- * it. So this carver lists its regions. */
+/* TCMalloc's chunks (--heap tcmalloc): gperftools takes its memory 1 MiB at a time (2.10, Debian 12: mmap of
+ * 1 MiB + 4 KiB, then munmap of the 4 KiB that is not 8 KiB-aligned; measured: 10.8 % of a 256 MiB heap of
+ * 64-byte nodes huge. 2.16, Debian 13: exactly 1 MiB, with the end of its previous chunk as a hint, which a
+ * top-down kernel places below it instead: each chunk touched alone, 16 of 63 MiB huge). In that mode such
+ * requests (exactly MAP_PRIVATE|MAP_ANONYMOUS, read-write, 1 MiB up to 2 MiB, no address or only a hint:
+ * never MAP_FIXED) are carved from regions of 64 MiB (address space: resident only as used), and an munmap
+ * of at most 8 KiB inside a region (that alignment slack) is not done: a hole would split the huge page
+ * around it. So this carver lists its regions. A hint is a wish the kernel too may not grant: gperftools
+ * takes the chunk wherever it lands. */
 #define TCMALLOC_REGION_MAX 4096 /* 256 GiB of heap; then TCMalloc's chunks are left to the kernel */
 #define TCMALLOC_PIECE_MIN ((size_t)OS_MIB(1))
 #define TCMALLOC_SLACK_MAX 8192
@@ -341,10 +344,10 @@ static char *tcmalloc_regions[TCMALLOC_REGION_MAX];
 static struct carver tcmalloc_carver = {.region_size = OS_MIB(64), .lock = ATOMIC_FLAG_INIT,
                                         .regions = tcmalloc_regions, .region_max = TCMALLOC_REGION_MAX};
 
-static bool wants_tcmalloc_piece(void *addr, size_t length, int prot, int flags) {
-  return atomic_load_explicit(&tcmalloc_active, memory_order_relaxed) && !addr &&
-         flags == (MAP_PRIVATE | MAP_ANONYMOUS) && prot == (PROT_READ | PROT_WRITE) && length >= TCMALLOC_PIECE_MIN &&
-         length < cover_size && wants_cover(cover_size, flags);
+static bool wants_tcmalloc_piece(size_t length, int prot, int flags) { /* any address: a hint (flags: no MAP_FIXED) */
+  return atomic_load_explicit(&tcmalloc_active, memory_order_relaxed) && flags == (MAP_PRIVATE | MAP_ANONYMOUS) &&
+         prot == (PROT_READ | PROT_WRITE) && length >= TCMALLOC_PIECE_MIN && length < cover_size &&
+         wants_cover(cover_size, flags);
 }
 
 bool preload_heap_keeps(void *addr, size_t length) {
@@ -358,14 +361,14 @@ void preload_heap_releasing(void *addr, size_t length) {
 
 /* The carver that serves this request, or NULL. */
 static struct carver *carver_for(void *addr, size_t length, int prot, int flags) {
-  if (wants_tcmalloc_piece(addr, length, prot, flags)) return &tcmalloc_carver;
+  if (wants_tcmalloc_piece(length, prot, flags)) return &tcmalloc_carver;
   if (wants_runtime_piece(addr, length, prot, flags)) return &runtime_carver;
   return NULL;
 }
 
 /* ---- private anonymous memory ------------------------------------------------------------------------- */
 
-/* A 2 MiB-aligned mapping of `length` bytes: map 2 MiB more, unmap the ends. */
+/* A mapping of `length` bytes aligned to the cover size: map one cover size more, unmap the ends. */
 static void *map_aligned(size_t length, int prot, int flags, int fd, off_t offset) {
   size_t rounded = preload_page_up(length), reserve = rounded + cover_size - preload_page_size();
   if (reserve < rounded) return call_next_mmap(NULL, length, prot, flags, fd, offset);

@@ -3,17 +3,22 @@
 // item 1): a chosen part of each, run twice side by side, once against the server as it is and once against
 // the server started with `hugify env`'s environment (the preload: heap cover, text remap) while a loop of
 // `hugify collapse` keeps collapsing its processes. The pass/fail/skip sets are compared, never timings.
-// Redis: runtest from Debian's source package of the installed redis-server, against /usr/bin/redis-server.
-// PostgreSQL: pg_regress (Debian's postgresql-15 ships it) with the parallel schedule's first groups, from
-// the postgresql-15 source package, against two temporary clusters on 127.0.0.1. CPython: Debian's
-// libpython3.11-testsuite, `python3 -m test` plain and under `hugify run`. The sources come from
-// scripts/suite-source (fetched once into /var/cache/hugify/src); the whole suites' runs are in
-// docs/reliability.md. A missing package or source is a skip that says which.
+// Each runs at the release's versions, read from what is installed (Debian 12: Redis 7.0, PostgreSQL 15,
+// CPython 3.11; Debian 13: 8.0, 17, 3.13). Redis: runtest from Debian's source package of the installed
+// redis-server, against /usr/bin/redis-server. PostgreSQL: pg_regress (Debian's postgresql-N ships it) with
+// the parallel schedule's first groups, from the postgresql-N source package, against two temporary clusters
+// on 127.0.0.1. CPython: Debian's libpythonX.Y-testsuite, `python3 -m test` plain and under `hugify run`.
+// The sources come from scripts/suite-source (fetched once into /var/cache/hugify/src; where the archive no
+// longer serves the installed version, the newest of the same major stands in, and the test prints which);
+// the whole suites' runs are in docs/reliability.md. A missing package or source is a skip that says which,
+// and a failure in CI (HUGIFY_TEST_STRICT, test_support::strict_prerequisites).
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -33,12 +38,25 @@ namespace {
 namespace fs = std::filesystem;
 using test_support::command_result;
 
-// A server's Debian source tree at the installed version (scripts/suite-source): its directory, or why not
-// in *why.
+// A server's Debian source tree at the installed version (scripts/suite-source): its directory, or "" and
+// why not in *why. Prints the version it holds (another of the same major when the archive no longer
+// serves the installed one).
 std::string suite_source(const std::string &name, std::string *why) {
   std::string said, dir = test_support::fetched_dir({"suite-source", name}, &said);
-  if (dir.empty()) *why = "the " + name + " source package could not be had (scripts/suite-source " + name + "): " + said;
+  while (!said.empty() && std::isspace(static_cast<unsigned char>(said.back()))) said.pop_back();
+  if (dir.empty()) {
+    *why = "the " + name + " source package could not be had (scripts/suite-source " + name + "): " + said;
+    return "";
+  }
+  std::string holds = test_support::read_file(dir + "/.complete");
+  std::printf("the suite's source: %s%s", holds.c_str(), holds.empty() || holds.back() != '\n' ? "\n" : "");
   return dir;
+}
+
+// The first line of a command's output ("" when it failed).
+std::string first_line(const std::vector<std::string> &argv) {
+  auto result = test_support::run(argv);
+  return result.status == 0 ? result.out.substr(0, result.out.find('\n')) : "";
 }
 
 // tests/helpers/suite_results.py: "STATUS\tNAME" lines, sorted, of a suite's output in FORMAT.
@@ -215,12 +233,13 @@ std::vector<int> live_redis(const std::string &file) {
 }
 
 TEST(ServerSuites, RedisRuntestSameWithHugify) {
-  for (std::string program : {"redis-server", "redis-cli", "tclsh8.6"})
+  for (std::string program : {"redis-server", "redis-cli", "tclsh"})
     if (!test_support::installed(program))
-      GTEST_SKIP() << program << " is not installed (Debian: redis-server, redis-tools, tcl)";
+      REQUIRE_PREREQUISITE(program + " is not installed (Debian: redis-server, redis-tools, tcl)");
   if (geteuid() != 0) GTEST_SKIP() << "collapsing the servers needs CAP_SYS_NICE (run as root)";
+  std::printf("%s\n", first_line({"redis-server", "--version"}).c_str());
   std::string why, source = suite_source("redis", &why);
-  if (source.empty()) GTEST_SKIP() << why;
+  REQUIRE_PREREQUISITE(why);
   test_support::scratch_dir dir("hugify-server-suites");
   ASSERT_EQ(write_hugify_env(dir.path + "/hugify.env"), "");
   std::string plain = dir.path + "/plain", hugify = dir.path + "/hugify", pids = dir.path + "/pids";
@@ -247,8 +266,21 @@ TEST(ServerSuites, RedisRuntestSameWithHugify) {
 
 // ---- PostgreSQL ----
 
-const std::string pg_bin = "/usr/lib/postgresql/15/bin";
-const std::string pg_regress = "/usr/lib/postgresql/15/lib/pgxs/src/test/regress/pg_regress";
+// The installed server's major version (Debian installs each under /usr/lib/postgresql/MAJOR: 15 on Debian
+// 12, 17 on 13): the newest there, "" when none.
+std::string postgres_major() {
+  int newest = 0;
+  std::error_code ignored;
+  for (const auto &entry : fs::directory_iterator("/usr/lib/postgresql", ignored)) {
+    int major = std::atoi(entry.path().filename().c_str());
+    if (major > newest && fs::exists(entry.path() / "bin/postgres")) newest = major;
+  }
+  return newest > 0 ? std::to_string(newest) : "";
+}
+const std::string pg_major = postgres_major();
+const std::string pg_lib = "/usr/lib/postgresql/" + pg_major;
+const std::string pg_bin = pg_lib + "/bin";
+const std::string pg_regress = pg_lib + "/lib/pgxs/src/test/regress/pg_regress";
 const std::vector<std::string> as_postgres = {"setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups", "--"};
 
 // The parallel schedule's first GROUPS lines of tests (each depends only on those before it).
@@ -318,23 +350,27 @@ struct regress_cluster {
 std::string build_regress_library(const std::string &regress_source, const std::string &dir) {
   fs::create_directories(dir);
   fs::copy(regress_source + "/regress.c", dir + "/regress.c");
-  std::ofstream(dir + "/Makefile") << "MODULES = regress\nPG_CONFIG = pg_config\n"
+  std::ofstream(dir + "/Makefile") << "MODULES = regress\nPG_CONFIG = " + pg_bin + "/pg_config\n"
                                       "PGXS := $(shell $(PG_CONFIG) --pgxs)\ninclude $(PGXS)\n";
   auto made = test_support::run({"make", "-C", dir, "-s", "with_llvm=no"});
   if (made.status != 0) return "building regress.so: " + made.out + made.err;
   for (std::string library : {"autoinc.so", "refint.so"})
-    fs::create_symlink("/usr/lib/postgresql/15/lib/" + library, dir + "/" + library);
+    fs::create_symlink(pg_lib + "/lib/" + library, dir + "/" + library);
   return "";
 }
 
 TEST(ServerSuites, PostgresRegressSameWithHugify) {
-  if (!fs::exists(pg_bin + "/postgres") || !fs::exists(pg_regress))
-    GTEST_SKIP() << "PostgreSQL 15 is not installed (Debian: postgresql-15, which ships pg_regress)";
-  if (!test_support::installed("pg_config") || !fs::exists("/usr/include/postgresql/15/server/postgres.h"))
-    GTEST_SKIP() << "the server's headers for regress.c are not installed (Debian: postgresql-server-dev-15)";
+  if (pg_major.empty())
+    REQUIRE_PREREQUISITE("PostgreSQL is not installed (Debian: postgresql, whose postgresql-N ships pg_regress)");
+  if (!fs::exists(pg_regress))
+    REQUIRE_PREREQUISITE("PostgreSQL " + pg_major + "'s pg_regress is missing (Debian: postgresql-" + pg_major + ")");
+  if (!fs::exists(pg_bin + "/pg_config") || !fs::exists("/usr/include/postgresql/" + pg_major + "/server/postgres.h"))
+    REQUIRE_PREREQUISITE("the server's headers for regress.c are not installed (Debian: postgresql-server-dev-" +
+                         pg_major + ")");
   if (geteuid() != 0) GTEST_SKIP() << "the server runs as user postgres, and collapsing it needs CAP_SYS_NICE (root)";
-  std::string why, source = suite_source("postgresql-15", &why);
-  if (source.empty()) GTEST_SKIP() << why;
+  std::printf("%s\n", first_line({pg_bin + "/postgres", "--version"}).c_str());
+  std::string why, source = suite_source("postgresql-" + pg_major, &why);
+  REQUIRE_PREREQUISITE(why);
   std::string regress_source = source + "/src/test/regress";
   test_support::scratch_dir dir("hugify-server-suites-pg");
   fs::permissions(dir.path, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
@@ -381,20 +417,29 @@ TEST(ServerSuites, PostgresRegressSameWithHugify) {
 const std::vector<std::string> cpython_modules = {"test_mmap", "test_gc", "test_dict", "test_list", "test_bytes",
                                                   "test_threading", "test_ctypes", "test_weakref"};
 
-command_result regrtest(const std::vector<std::string> &prefix, const std::string &junit) {
-  auto argv = with(prefix, {"/usr/bin/python3.11", "-m", "test", "-j2", "--timeout", "600", "--junit-xml", junit});
+// The installed python3's version ("3.11" on Debian 12, "3.13" on 13), "" when there is none.
+std::string python_version() {
+  return first_line({"python3", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"});
+}
+
+command_result regrtest(const std::string &python, const std::vector<std::string> &prefix, const std::string &junit) {
+  auto argv = with(prefix, {python, "-m", "test", "-j2", "--timeout", "600", "--junit-xml", junit});
   argv.insert(argv.end(), cpython_modules.begin(), cpython_modules.end());
   return test_support::run(argv);
 }
 
 TEST(ServerSuites, CpythonRegressionSameUnderRun) {
-  if (!fs::exists("/usr/bin/python3.11") || !fs::exists("/usr/lib/python3.11/test/libregrtest"))
-    GTEST_SKIP() << "Debian's CPython 3.11 test suite is not installed (Debian: libpython3.11-testsuite)";
+  std::string version = python_version(), python = "/usr/bin/python" + version;
+  if (version.empty()) REQUIRE_PREREQUISITE("python3 is not installed (Debian: python3)");
+  if (!fs::exists(python) || !fs::exists("/usr/lib/python" + version + "/test/libregrtest"))
+    REQUIRE_PREREQUISITE("Debian's CPython " + version + " test suite is not installed (Debian: libpython" + version +
+                         "-testsuite)");
+  std::printf("CPython %s\n", version.c_str());
   test_support::scratch_dir dir("hugify-server-suites-py");
   command_result plain_run, hugify_run;
   auto seen = side_by_side(
-      [&] { plain_run = regrtest({}, dir.path + "/plain.xml"); },
-      [&] { hugify_run = regrtest({HUGIFY_CLI_PATH, "run", "--"}, dir.path + "/hugify.xml"); },
+      [&] { plain_run = regrtest(python, {}, dir.path + "/plain.xml"); },
+      [&] { hugify_run = regrtest(python, {HUGIFY_CLI_PATH, "run", "--"}, dir.path + "/hugify.xml"); },
       [&] { return outcomes{results("junit", dir.path + "/plain.xml"), results("junit", dir.path + "/hugify.xml")}; });
   std::string logs = "plain:\n" + plain_run.out.substr(0, 6000) + "\n----\nhugify:\n" + hugify_run.out.substr(0, 6000);
   expect_same(seen, plain_run, hugify_run, logs);

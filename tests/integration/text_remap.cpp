@@ -733,7 +733,7 @@ std::string find_program(const std::string &name) {
 TEST(TextRemapThirdParty, NodeGetsAtLeastWhatItsOwnLargePagesGive) {
   REQUIRE_KERNEL_FEATURE("thp");
   std::string node = find_program("node");
-  if (node.empty()) GTEST_SKIP() << "node is not installed";
+  if (node.empty()) REQUIRE_PREREQUISITE("node is not installed (Debian: nodejs)");
   const std::string smaps_script = "process.stdout.write(require('fs').readFileSync('/proc/self/smaps', 'utf8'))";
   command_result own = test_support::run({node, "--use-largepages=on", "-e", smaps_script});
   ASSERT_EQ(own.status, 0) << own.err;
@@ -797,7 +797,9 @@ TEST(TextRemapThirdParty, Cc1plusCompilesTheSameBytes) {
 
 TEST(TextRemapThirdParty, RustcDriverSharedObjectMoves) {
   std::string rustc = find_program("rustc");
-  if (rustc.empty()) GTEST_SKIP() << "rustc is not installed";
+  // Not installed by scripts/test: measured with rustup's toolchain, whose driver holds LLVM (Debian's links
+  // its own libLLVM apart).
+  if (rustc.empty()) GTEST_SKIP() << "rustc is not installed (a rustup toolchain: https://rustup.rs)";
   // rustup's rustc is a proxy that execs the toolchain's: ask it for the real one.
   command_result sysroot = test_support::run({rustc, "--print", "sysroot"});
   if (sysroot.status == 0) {

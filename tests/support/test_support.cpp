@@ -381,6 +381,11 @@ thp_setting::~thp_setting() {
 
 bool installed(const std::string &program) { return run({"sh", "-c", "command -v " + program}).status == 0; }
 
+bool strict_prerequisites() {
+  const char *strict = std::getenv("HUGIFY_TEST_STRICT");
+  return strict && std::string(strict) == "1";
+}
+
 int free_port() {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in address{};

@@ -137,6 +137,21 @@ std::string thp_mode();
 
 // Whether a program is on PATH (an optional package's command: the test skips naming it when not).
 bool installed(const std::string &program);
+
+// Whether what CI provides must be there: HUGIFY_TEST_STRICT=1, which .ci/run sets (the one environment
+// knob of the tests, read here). A prerequisite that scripts/test installs or fetches (a Debian package,
+// a server's source package, Debian's Go toolchain) is then a failure naming what is missing, never a skip
+// that would let CI pass without the test; elsewhere (a developer's machine) it is a skip with the reason.
+bool strict_prerequisites();
+#define REQUIRE_PREREQUISITE(missing_reason)                                                                  \
+  do {                                                                                                        \
+    std::string missing_prerequisite_ = (missing_reason);                                                     \
+    if (!missing_prerequisite_.empty()) {                                                                     \
+      if (test_support::strict_prerequisites())                                                               \
+        FAIL() << missing_prerequisite_ << " (HUGIFY_TEST_STRICT=1: scripts/test provides it, so CI fails)"; \
+      GTEST_SKIP() << missing_prerequisite_;                                                                  \
+    }                                                                                                         \
+  } while (0)
 // A TCP port on 127.0.0.1 that was free a moment ago.
 int free_port();
 

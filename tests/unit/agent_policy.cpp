@@ -549,3 +549,45 @@ TEST(Pause, HistogramCountsAndBoundsTheQuantile) {
 }
 
 }  // namespace
+
+// Issue 44: a process another owner's DAMOS scheme makes huge is the kernel's. Only a running scheme of action
+// collapse or hugepage on virtual addresses counts, never the agent's own kdamond, and only for its targets.
+namespace {
+probe_damon_scheme damos(unsigned kdamond, const char *state, const char *action, std::vector<int> targets,
+                         const char *operations = "vaddr") {
+  probe_damon_scheme s{};
+  s.kdamond = kdamond;
+  snprintf(s.state, sizeof s.state, "%s", state);
+  snprintf(s.action, sizeof s.action, "%s", action);
+  snprintf(s.operations, sizeof s.operations, "%s", operations);
+  s.target_count = static_cast<unsigned>(targets.size());
+  for (size_t i = 0; i < targets.size() && i < PROBE_DAMON_TARGETS_MAX; i++) s.targets[i] = targets[i];
+  return s;
+}
+}  // namespace
+
+TEST(AgentDamos, ARunningCollapseOrHugepageSchemeOfAnotherOwnerTakesItsTargets) {
+  std::vector<probe_damon_scheme> s = {damos(0, "on", "stat", {10, 11}), damos(1, "on", "collapse", {11, 12}),
+                                       damos(2, "on", "hugepage", {13})};
+  EXPECT_EQ(agent_damos_scheme_of(s.data(), s.size(), -1, 10), nullptr) << "stat changes nothing";
+  ASSERT_NE(agent_damos_scheme_of(s.data(), s.size(), -1, 11), nullptr);
+  EXPECT_EQ(agent_damos_scheme_of(s.data(), s.size(), -1, 11)->kdamond, 1u);
+  EXPECT_STREQ(agent_damos_scheme_of(s.data(), s.size(), -1, 13)->action, "hugepage");
+  EXPECT_EQ(agent_damos_scheme_of(s.data(), s.size(), -1, 14), nullptr) << "not a target";
+  EXPECT_EQ(agent_damos_scheme_of(s.data(), s.size(), 2, 13), nullptr) << "the agent's own kdamond";
+  EXPECT_EQ(agent_damos_scheme_of(nullptr, 0, -1, 13), nullptr);
+}
+
+TEST(AgentDamos, AnOffKdamondOrPhysicalAddressesActOnNoProcess) {
+  std::vector<probe_damon_scheme> s = {damos(0, "off", "collapse", {20}), damos(1, "on", "hugepage", {21}, "paddr"),
+                                       damos(2, "on", "collapse", {22}, "fvaddr")};
+  EXPECT_EQ(agent_damos_scheme_of(s.data(), s.size(), -1, 20), nullptr) << "off: the kernel does nothing";
+  EXPECT_EQ(agent_damos_scheme_of(s.data(), s.size(), -1, 21), nullptr) << "paddr has no process";
+  EXPECT_NE(agent_damos_scheme_of(s.data(), s.size(), -1, 22), nullptr) << "fvaddr targets processes too";
+  // past the targets probe_damon_schemes keeps, a pid is not found
+  std::vector<int> many(PROBE_DAMON_TARGETS_MAX + 4);
+  for (size_t i = 0; i < many.size(); i++) many[i] = 100 + static_cast<int>(i);
+  probe_damon_scheme wide = damos(3, "on", "collapse", many);
+  EXPECT_NE(agent_damos_scheme_of(&wide, 1, -1, 100 + PROBE_DAMON_TARGETS_MAX - 1), nullptr);
+  EXPECT_EQ(agent_damos_scheme_of(&wide, 1, -1, 100 + PROBE_DAMON_TARGETS_MAX), nullptr);
+}

@@ -195,3 +195,14 @@ TEST(Heat, SignalNames) {
 }
 
 }  // namespace
+
+// --first-touch marks a region only when DAMON found at least the bloat guard's share of its samples accessed:
+// 50 % of DAMON's 20 samples an aggregation is 10; a region 10 % present (2 of 20 at most) stays unmarked.
+TEST(FirstTouch, MinAccessesFollowTheBloatGuard) {
+  EXPECT_EQ(heat_first_touch_min_accesses(0.5, 5000, 100000), 10u);
+  EXPECT_EQ(heat_first_touch_min_accesses(0.51, 5000, 100000), 11u) << "rounded up: never below the guard";
+  EXPECT_EQ(heat_first_touch_min_accesses(1.0, 5000, 100000), 20u);
+  EXPECT_EQ(heat_first_touch_min_accesses(0.0, 5000, 100000), 1u) << "at least one access: never a cold region";
+  EXPECT_EQ(heat_first_touch_min_accesses(0.5, 0, 100000), 1u);
+  EXPECT_GT(heat_first_touch_min_accesses(0.5, 5000, 100000), 2u) << "10 % present: not marked";
+}

@@ -65,6 +65,7 @@ TEST(Planner, EveryCutHasItsReason) {
   for (int c = 0; c < PLAN_CUT_COUNT; c++) total += r.cut_bytes[c];
   EXPECT_EQ(total, 8 * W) << "every window is accounted for";
   EXPECT_STREQ(plan_cut_name(PLAN_CUT_KERNEL), "kernel");
+  EXPECT_STREQ(plan_cut_name(PLAN_CUT_DAMOS), "damos");
   EXPECT_STREQ(plan_cut_name(PLAN_CUT_SPARSE), "sparse");
 }
 

@@ -145,7 +145,10 @@ static int run_daemon(struct agent *a, FILE *json) {
     return rc;
   }
   char heat_reason[HUGIFY_REASON_MAX] = "";
-  if ((rc = heat_open(&a->heat, (enum heat_mode)c->heat, heat_reason, sizeof heat_reason)) != 0) {
+  if ((rc = heat_open(&a->heat, (enum heat_mode)c->heat, heat_reason, sizeof heat_reason)) != 0 ||
+      (c->first_touch && (rc = heat_first_touch(&a->heat, c->min_present, page_kind_size(HUGIFY_PAGE_THP), heat_reason,
+                                                 sizeof heat_reason)) != 0)) {
+    heat_close(&a->heat);
     json_output_close(json, &a->cl.json, COMMAND);
     return fail(rc == -EINVAL ? EXIT_USAGE : EXIT_PRIVILEGE, COMMAND, "%s", heat_reason);
   }
@@ -156,8 +159,9 @@ static int run_daemon(struct agent *a, FILE *json) {
     return rc;
   }
   fprintf(stderr, "hugify agent: started (pid %d): interval %.3g s, CPU budget %.3g %% of a core, bloat guard %.3g "
-          "%%, heat %s (%s)%s%s%s\n", (int)getpid(), c->interval, c->cpu_budget * 100, c->min_present * 100,
-          heat_signal_name(a->heat.signal), a->heat.reason, c->dry_run ? ", dry run" : "",
+          "%%, heat %s (%s)%s%s%s%s\n", (int)getpid(), c->interval, c->cpu_budget * 100, c->min_present * 100,
+          heat_signal_name(a->heat.signal), a->heat.reason, a->heat.first_touch ? ", first touch" : "",
+          c->dry_run ? ", dry run" : "",
           c->listen[0] ? ", metrics on http://" : "", c->listen);
   while (!a->stop_requested) {
     agent_budget_refill(&a->budget, measure_clock_seconds(CLOCK_MONOTONIC));
@@ -200,6 +204,8 @@ int cmd_agent(int argc, char **argv) {
   if ((rc = agent_load_config(&a->config, &a->cl, true)) != 0) return rc;
   struct agent_config *c = &a->config;
   bool status = a->cl.status;
+  if (c->first_touch && (c->once || status))
+    return usage_error(COMMAND, "--first-touch marks what DAMON finds hot between passes: not with --once or --status");
   if ((rc = check_privileges(c, status)) != 0) return rc;
   if (status && (rc = agent_read_state(&a->daemon, a->config.state_file, a->config.interval)) != 0) return rc;
   a->cpu_mark = measure_clock_seconds(CLOCK_PROCESS_CPUTIME_ID);

@@ -34,6 +34,7 @@
 #define COMMAND "agent"
 #define BACKOFF_MAX_SECONDS 3600.0
 #define AGENT_THP_DISABLED_SHOWN 16
+#define AGENT_DAMOS_SCHEMES 64 /* DAMON schemes read a pass: the first ones, in kdamond order */
 #define CAP_SYS_PTRACE_BIT 19
 #define CAP_SYS_NICE_BIT 23
 
@@ -53,6 +54,7 @@ struct agent_config {
   uint64_t metrics_cgroups; /* cgroups with series of their own; the rest are summed as cgroup="other" */
   int heat;                 /* --heat: enum heat_mode, which access signal orders the windows (heat.h) */
   bool once, dry_run;
+  bool first_touch;         /* --first-touch: a DAMOS hugepage scheme of the agent's own marks hot regions */
   /* the command line only (never in the file): */
   const char *config_path;
   bool status;
@@ -112,6 +114,9 @@ struct process_state {
   double last_action_time;         /* Unix time of last_action's collapse, 0 none */
   enum heat_signal heat_signal;    /* the access signal its last plan used (HEAT_NONE: densest first) */
   unsigned heat_waits;             /* passes it waited for a first heat snapshot */
+  bool left_to_damos;              /* another owner's DAMOS collapse/hugepage scheme targets it: the kernel's,
+                                      measured and never planned (agent_damos_scheme_of) */
+  struct probe_damon_scheme damos; /* that scheme, as the pass read it */
 };
 
 
@@ -142,6 +147,12 @@ struct agent {
    * started (host-wide: khugepaged and MADV_COLLAPSE by anyone, the agent's own calls included) */
   uint64_t kernel_bytes, kernel_collapse_allocs, vmstat_collapse_alloc;
   bool vmstat_read;                /* vmstat_collapse_alloc holds a first reading */
+  /* DAMON's schemes as the pass read them (probe_damon_schemes), and the selected processes another owner's
+   * collapse or hugepage scheme targets: left to the kernel, their huge bytes the kernel's and their
+   * collapsible bytes cut as "damos" */
+  struct probe_damon_scheme damos[AGENT_DAMOS_SCHEMES];
+  size_t damos_count;
+  uint64_t damos_processes, damos_huge_bytes, damos_cut_bytes;
   /* processes that match the selectors but disabled THP (prctl PR_SET_THP_DISABLE, e.g. systemd's
    * MemoryTHP=): not served, shown with that reason by --once and --status */
   struct thp_disabled_process { pid_t pid; char comm[16]; } thp_disabled[AGENT_THP_DISABLED_SHOWN];

@@ -133,6 +133,11 @@ static const struct option_spec agent_options[] = {
              "CONFIG_DAMON_VADDR) or the soft-dirty bits of what was written (CONFIG_MEM_SOFT_DIRTY);\n"
              "none: the densest first (default auto: DAMON where the kernel has it, else none;\n"
              "soft-dirty only when asked: it leaves memory that is only read on 4 KiB pages)"),
+    OPT_FLAG("first-touch", 0, struct agent_config, first_touch,
+             "mark the hot regions of the selected processes MADV_HUGEPAGE (DAMON's action 'hugepage',\n"
+             "in the agent's own kdamond), so memory faulted there later is huge under THP 'madvise';\n"
+             "only regions of 2 MiB+ accessed at least as densely as --min-present (needs --heat\n"
+             "auto|damon with DAMON, Linux 5.18+; off by default; not with --once)"),
     OPT_FLAG("dry-run", 0, struct agent_config, dry_run, "decide and report, collapse nothing"),
     OPT_FLAG("once", 0, struct agent_config, once,
              "one pass, then exit (cron, CI, tests); the CPU budget does not limit it"),
@@ -168,7 +173,7 @@ const struct command_help help_agent = {
     "usage: hugify agent [--config FILE] [--pid PID]... [--comm NAME]... [--exe PATH]... [--cgroup PATH]...\n"
     "                    [--uid UID]... [--min-rss SIZE] [--exclude-comm NAME]... [--interval SECONDS]\n"
     "                    [--cpu-budget PERCENT] [--min-present PERCENT] [--free-floor SIZE]\n"
-    "                    [--max-pressure PERCENT] [--heat auto|damon|soft-dirty|none]\n"
+    "                    [--max-pressure PERCENT] [--heat auto|damon|soft-dirty|none] [--first-touch]\n"
     "                    [--metrics-file FILE] [--state-file FILE|none]\n"
     "                    [--listen [ADDR:]PORT]"
 " [--once] [--dry-run] [--status] [--json[=FILE]]\n"

@@ -202,6 +202,9 @@ static void heat_family(const struct agent *a, FILE *out) {
        w->kdamond_cpu, w->kdamond_cpu >= 0 && a->heat.signal == HEAT_DAMON},
       {"hugify_agent_heat_soft_dirty_clears_total", "counter",
        "Soft-dirty resets (clear_refs 4) of the selected processes.", (double)w->clears, true},
+      {"hugify_agent_first_touch_applied_bytes_total", "counter",
+       "Bytes the agent's DAMOS hugepage scheme (--first-touch) marked MADV_HUGEPAGE (DAMON's sz_applied).",
+       (double)w->first_touch_applied_bytes, a->heat.first_touch},
   };
   for (size_t k = 0; k < sizeof work / sizeof work[0]; k++)
     if (work[k].shown) host_gauge(out, work[k].name, work[k].type, work[k].help, work[k].value);
@@ -244,6 +247,12 @@ static void render_metrics(struct agent *a, FILE *out) {
   host_gauge(out, "hugify_agent_kernel_collapse_allocs_total", "counter",
              "The kernel's thp_collapse_alloc (/proc/vmstat) since the agent started: host-wide, the agent's own "
              "collapses included.", (double)a->kernel_collapse_allocs);
+  host_gauge(out, "hugify_agent_damos_processes", "gauge",
+             "Selected processes left to the kernel: another owner's DAMOS collapse or hugepage scheme targets them.",
+             (double)a->damos_processes);
+  host_gauge(out, "hugify_agent_damos_huge_bytes", "gauge",
+             "Huge bytes of the processes left to another owner's DAMOS scheme (made huge by the kernel).",
+             (double)a->damos_huge_bytes);
   host_gauge(out, "hugify_agent_thp_disabled_processes", "gauge",
              "Processes the selectors match that disabled THP (prctl PR_SET_THP_DISABLE, e.g. systemd MemoryTHP=).",
              (double)a->thp_disabled_count);

@@ -75,6 +75,12 @@ static void print_kernel(const struct agent *a, bool status) {
     printf("  made huge: by the agent %s; by the kernel without it (khugepaged) %s in the selected processes; "
          "thp_collapse_alloc +%llu host-wide since the agent started\n",
          agent, kernel, (unsigned long long)a->kernel_collapse_allocs);
+  if (a->damos_processes) {
+    char huge[32];
+    format_bytes(a->damos_huge_bytes, huge, sizeof huge);
+    printf("  left to the kernel: %llu processes another owner's DAMOS collapse or hugepage scheme targets, %s huge\n",
+           (unsigned long long)a->damos_processes, huge);
+  }
   for (size_t i = 0; i < a->thp_disabled_count && i < AGENT_THP_DISABLED_SHOWN; i++)
     printf("  %d %s: not served: the process disabled THP (prctl PR_SET_THP_DISABLE; systemd's MemoryTHP= "
            "sets it for a service)\n", (int)a->thp_disabled[i].pid, a->thp_disabled[i].comm);
@@ -240,6 +246,10 @@ static void put_heat(struct json_writer *j, const struct agent *a) {
   if (w->kdamond_cpu >= 0 && a->heat.signal == HEAT_DAMON) json_put_double(j, "kdamond_cpu_seconds", w->kdamond_cpu);
   else json_put_null(j, "kdamond_cpu_seconds");
   json_put_u64(j, "soft_dirty_clears", w->clears);
+  json_put_bool(j, "first_touch", a->heat.first_touch);
+  json_put_u64(j, "first_touch_tried_regions", w->first_touch_tried_regions);
+  json_put_u64(j, "first_touch_applied_regions", w->first_touch_applied_regions);
+  json_put_u64(j, "first_touch_applied_bytes", w->first_touch_applied_bytes);
   json_close(j);
 }
 
@@ -319,6 +329,22 @@ static void put_looks(struct json_writer *j, const struct process_state *p) {
   json_close(j);
 }
 
+/* The scheme of another owner that makes the process huge (the cut "damos"), or null. */
+static void put_left_to_damos(struct json_writer *j, const struct process_state *p) {
+  if (!p->left_to_damos) {
+    json_put_null(j, "left_to_kernel");
+    return;
+  }
+  json_open_object(j, "left_to_kernel");
+  json_put_string(j, "cut", plan_cut_name(PLAN_CUT_DAMOS));
+  json_put_string(j, "action", p->damos.action);
+  json_put_u64(j, "kdamond", p->damos.kdamond);
+  json_put_u64(j, "context", p->damos.context);
+  json_put_u64(j, "scheme", p->damos.scheme);
+  json_put_u64(j, "cut_bytes", p->collapsible);
+  json_close(j);
+}
+
 static void put_process(struct json_writer *j, const struct agent *a, const struct process_state *p) {
   json_open_object(j, NULL);
   json_put_i64(j, "pid", p->pid);
@@ -338,6 +364,7 @@ static void put_process(struct json_writer *j, const struct agent *a, const stru
   json_put_u64(j, "collapsible_bytes", p->collapsible);
   json_put_u64(j, "collapsed_bytes", p->collapsed_bytes);
   json_put_u64(j, "kernel_collapsed_bytes", p->ledger.kernel_bytes);
+  put_left_to_damos(j, p);
   json_put_string(j, "order", p->order[0] ? p->order : NULL);
   json_open_object(j, "failed_windows");
   for (size_t k = 0; k < FAILURE_KINDS && p->failures[k].reason[0]; k++)
@@ -379,6 +406,9 @@ void agent_print_json(const struct agent *a, FILE *out, const char *mode) {
   json_open_object(&j, "kernel");
   json_put_u64(&j, "collapsed_bytes", a->kernel_bytes);
   json_put_u64(&j, "thp_collapse_alloc", a->kernel_collapse_allocs);
+  json_put_u64(&j, "damos_processes", a->damos_processes);
+  json_put_u64(&j, "damos_huge_bytes", a->damos_huge_bytes);
+  json_put_u64(&j, "damos_cut_bytes", a->damos_cut_bytes);
   json_close(&j);
   put_thp_disabled(&j, a);
   put_pauses(&j, &a->harm);

@@ -305,9 +305,22 @@ static void collapse_process(struct agent *a, struct process_state *p, uint64_t 
   heat_after_plan(&a->heat, p->pid);
 }
 
+/* Another owner's DAMOS scheme makes the process huge: it is the kernel's, measured and never planned. */
+static bool left_to_damos(struct agent *a, struct process_state *p) {
+  int own = a->heat.signal == HEAT_DAMON ? a->heat.kdamond : -1; /* --once and --status never open the heat */
+  const struct probe_damon_scheme *s = agent_damos_scheme_of(a->damos, a->damos_count, own, p->pid);
+  p->left_to_damos = s != NULL;
+  if (!s) return false;
+  p->damos = *s;
+  snprintf(p->last_action, sizeof p->last_action, "left to the kernel: DAMOS %s scheme %u of kdamond %u targets it",
+           s->action, s->scheme, s->kdamond);
+  return true;
+}
+
 /* Work on one selected process: its signals, and the planner's word on what to do with them. */
 static void serve_process(struct agent *a, struct process_state *p, uint64_t rss, uint64_t faults, bool may_collapse,
                           double now) {
+  if (left_to_damos(a, p)) may_collapse = false;
   uint64_t window = page_kind_size(HUGIFY_PAGE_THP);
   struct plan_change change = {.faults_then = p->look_faults, .faults_now = faults, .rss_then = p->look_rss,
                                .rss_now = rss, .page_bytes = (uint64_t)sysconf(_SC_PAGESIZE),
@@ -347,6 +360,25 @@ static void read_kernel_collapses(struct agent *a) {
   if (a->vmstat_read && now >= a->vmstat_collapse_alloc) a->kernel_collapse_allocs += now - a->vmstat_collapse_alloc;
   a->vmstat_collapse_alloc = now;
   a->vmstat_read = true;
+}
+
+/* DAMON's schemes, once a pass (a few sysfs reads; none where DAMON's sysfs is absent). */
+static void read_damos(struct agent *a) {
+  int count = probe_damon_schemes(PROBE_DAMON_ADMIN, a->damos, AGENT_DAMOS_SCHEMES);
+  a->damos_count = count < 0 ? 0 : count > AGENT_DAMOS_SCHEMES ? AGENT_DAMOS_SCHEMES : (size_t)count;
+}
+
+/* The selected processes left to another owner's DAMOS scheme: what the kernel made huge there, and what the
+ * agent would have planned (PLAN_CUT_DAMOS). */
+static void count_damos(struct agent *a) {
+  a->damos_processes = a->damos_huge_bytes = a->damos_cut_bytes = 0;
+  for (size_t i = 0; i < a->process_count; i++) {
+    const struct process_state *p = &a->processes[i];
+    if (!p->seen || !p->left_to_damos) continue;
+    a->damos_processes++;
+    a->damos_huge_bytes += hugify_usage_huge(&p->total);
+    a->damos_cut_bytes += p->collapsible;
+  }
 }
 
 static void read_memory_state(struct agent *a) {
@@ -418,6 +450,7 @@ void agent_run_pass(struct agent *a, bool collapse) {
   if (collapse) heat_refresh(&a->heat, a->heat_error, sizeof a->heat_error);
   read_memory_state(a);
   read_kernel_collapses(a);
+  read_damos(a);
   a->thp_disabled_count = 0;
   if (!a->memory_open) a->memory_gate_closed_passes++;
   for (size_t i = 0; i < a->process_count; i++) a->processes[i].seen = false;
@@ -431,6 +464,7 @@ void agent_run_pass(struct agent *a, bool collapse) {
    * so then only those that exited leave: the rest keep their ledgers in the state file for the restart */
   agent_retire_processes(a, a->stop_requested);
   agent_give_back_table_tail(a);
+  count_damos(a);
   if (collapse) heat_follow(a);
   budget_keep_going(a); /* charge the rest of the pass */
   a->last_pass_end = measure_clock_seconds(CLOCK_REALTIME);

@@ -199,6 +199,12 @@ static void read_report(const char *path, struct coverage *out) {
   json_doc_string(report, "allocator", out->allocator, sizeof out->allocator);
   out->data_at_peak = json_doc_count(report, "peak.allocated.resident_bytes", &out->data_resident) &&
                       json_doc_count(report, "peak.allocated.huge_bytes", &out->data_huge);
+  /* a static program's tree has no preload to report: its anonymous memory as run measured it from outside */
+  if (!out->present && json_doc_count(report, "outside.peak.allocated.resident_bytes", &out->anon_resident) &&
+      json_doc_count(report, "outside.peak.allocated.huge_bytes", &out->anon_huge)) {
+    out->present = out->data_at_peak = true;
+    out->data_resident = out->anon_resident, out->data_huge = out->anon_huge;
+  }
   if (!out->data_at_peak) {
     out->data_resident = out->heap_resident + out->anon_resident;
     out->data_huge = out->heap_huge + out->anon_huge;
@@ -715,6 +721,16 @@ static struct config *new_config(enum config_id id) {
   return config;
 }
 
+/* Why nothing can be preloaded into the program at path, a script's interpreter's when it is one (`hugify run`
+ * collapses it from outside), or NULL. */
+static const char *program_outside(const char *path) {
+  if (!path[0]) return NULL;
+  char interpreter[PATH_MAX];
+  struct run_program_elf elf;
+  run_program_elf(run_script_interpreter(path, false, interpreter, sizeof interpreter) ? interpreter : path, &elf);
+  return elf.outside;
+}
+
 /* Plain, then the configurations asked for (or the default set) that work here. */
 static int choose_configs(struct check *c, struct check_options *o) {
   if (!(c->configs[c->config_count] = new_config(CONFIG_PLAIN))) return fail(EXIT_SHORT, "check", "out of memory");
@@ -733,13 +749,22 @@ static int choose_configs(struct check *c, struct check_options *o) {
   run_find_command(c->command[0], path, sizeof path, &not_executable);
   const char *owner = path[0] ? run_program_heap_owner(path) : NULL;
   enum allocator_kind runtime = path[0] ? run_program_runtime(path) : ALLOCATOR_UNKNOWN;
+  const char *outside = program_outside(path);
   for (int id = 1; id < CONFIG_COUNT && !o->explicit_configs; id++) /* a runtime's setting: for that runtime */
     if (config_kinds[id].runtime != ALLOCATOR_UNKNOWN) wanted[id] = config_kinds[id].runtime == runtime;
+  for (int id = 1; id < CONFIG_COUNT && !o->explicit_configs; id++) /* a static program: outside (the rest are */
+    wanted[id] = outside ? wanted[id] || id == CONFIG_OUTSIDE : wanted[id] && id != CONFIG_OUTSIDE; /* skipped) */
   for (int id = 1; id < CONFIG_COUNT; id++) {
     if (!wanted[id]) continue;
     struct config *config = new_config((enum config_id)id);
     if (!config) return fail(EXIT_SHORT, "check", "out of memory");
-    if (owner && (id == CONFIG_MIMALLOC || id == CONFIG_JEMALLOC || id == CONFIG_TCMALLOC))
+    if (outside && id != CONFIG_OUTSIDE)
+      snprintf(c->skipped[id], HUGIFY_REASON_MAX, "%.300s is %s: nothing can be preloaded into it; its configuration "
+               "is outside", path, outside);
+    else if (!outside && id == CONFIG_OUTSIDE)
+      snprintf(c->skipped[id], HUGIFY_REASON_MAX, "%.300s is dynamically linked: the preload reaches its heap "
+               "(heap); outside is for a static program", path[0] ? path : c->command[0]);
+    else if (owner && (id == CONFIG_MIMALLOC || id == CONFIG_JEMALLOC || id == CONFIG_TCMALLOC))
       snprintf(c->skipped[id], HUGIFY_REASON_MAX, "%.300s is built with %s, which brings its own malloc: a preloaded "
                "%s would replace it and crash it (or go unused)", path, owner, config_kinds[id].name);
     else

@@ -27,8 +27,9 @@
 
 /* ---- configurations ------------------------------------------------------------------------------ */
 
+/* CONFIG_OUTSIDE is a static program's only one, and only a static program's (run_program_elf's outside). */
 enum config_id { CONFIG_PLAIN, CONFIG_HEAP, CONFIG_HEAP_TEXT, CONFIG_TEXT, CONFIG_PYMALLOC_OFF, CONFIG_HUGETLB,
-                 CONFIG_MIMALLOC, CONFIG_JEMALLOC, CONFIG_TCMALLOC, CONFIG_COUNT };
+                 CONFIG_MIMALLOC, CONFIG_JEMALLOC, CONFIG_TCMALLOC, CONFIG_OUTSIDE, CONFIG_COUNT };
 
 /* In order of simplicity: the verdict prefers an earlier one unless a later one is measurably better. */
 struct config_kind {

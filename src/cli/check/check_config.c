@@ -22,6 +22,9 @@ const struct config_kind config_kinds[CONFIG_COUNT] = {
     [CONFIG_MIMALLOC] = {"mimalloc", {"--text", "off", "--heap", "mimalloc", NULL}, "mimalloc, large OS pages"},
     [CONFIG_JEMALLOC] = {"jemalloc", {"--text", "off", "--heap", "jemalloc", NULL}, "jemalloc, thp:always"},
     [CONFIG_TCMALLOC] = {"tcmalloc", {"--text", "off", "--heap", "tcmalloc", NULL}, "TCMalloc (gperftools), advised"},
+    /* a static program: `hugify run` collapses its anonymous memory from outside while it runs (run_outside.c) */
+    [CONFIG_OUTSIDE] = {"outside", {"--text", "off", "--heap", "auto", NULL},
+                        "a static program's memory collapsed from outside"},
 };
 
 const char *const latency_figure_names[LATENCY_FIGURES] = {"p50", "p99", "max"};

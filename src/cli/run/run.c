@@ -19,6 +19,8 @@
 #include "options.h"
 #include "os.h"
 #include "probe.h"
+#include "procfs.h"
+#include "run_outside.h"
 #include "run_tree.h"
 #include "safe_file.h"
 
@@ -57,7 +59,7 @@ const struct command_help help_run = {
     "  hugetlb   glibc.malloc.hugetlb=2: malloc from the 2 MiB hugetlb pool (checked first),\n"
     "            normal pages when it runs short; the shortfall is in the report\n"
     "  mimalloc  preload mimalloc with MIMALLOC_LARGE_OS_PAGES=1, MIMALLOC_EAGER_COMMIT_DELAY=0\n"
-    "            (Debian: libmimalloc2.0)\n"
+    "            (Debian 12: libmimalloc2.0; not Debian 13's mimalloc 3)\n"
     "  jemalloc  preload jemalloc with MALLOC_CONF=thp:always,metadata_thp:always (Debian: libjemalloc2)\n"
     "  tcmalloc  preload gperftools' TCMalloc with TCMALLOC_SKIP_SBRK=true, TCMALLOC_RELEASE_RATE=0; its\n"
     "            mmap()s 2 MiB-aligned and advised (Debian: libtcmalloc-minimal4)\n"
@@ -71,11 +73,17 @@ const struct command_help help_run = {
     "The preload is chosen by CMD's interpreter: glibc's, or libhugify-preload-musl.so for a musl program\n"
     "(Alpine); a program of another C library runs without one, said on stderr.\n"
     "\n"
+    "Static programs (Go, musl or glibc -static, static-pie) and those of another C library: nothing can be\n"
+    "preloaded, so hugify run stays CMD's parent and collapses its tree's anonymous memory from outside while\n"
+    "it runs, as hugify agent does: a pass a second, the gentle pace, the bloat guard (50 % of a window\n"
+    "present), at most half of one core; it needs CAP_SYS_NICE. The report's \"outside\" says what it\n"
+    "collapsed, what the guard left, the pauses and the CPU it cost.\n"
+    "\n"
     "Programs built with a sanitizer: ASAN_OPTIONS gets verify_asan_link_order=0 in front (the user's own\n"
     "setting wins), the report names the sanitizer's allocator, --heap mimalloc|jemalloc|tcmalloc is refused.\n"
     "\n"
     "Exit status: CMD's own; 127 when CMD is not found, 126 when it cannot be executed; 2 bad usage (also\n"
-    "--heap mimalloc|jemalloc|tcmalloc for a program built with a sanitizer, or for a musl program);\n"
+    "--heap mimalloc|jemalloc|tcmalloc for a program built with a sanitizer, a musl or a static program);\n"
     "3 when --heap mimalloc/jemalloc/tcmalloc names an allocator that is not installed, or the preload is missing.\n"
     "\n"
     "Examples:\n"
@@ -111,41 +119,17 @@ static const char *secure_execution(const char *path) {
   return NULL;
 }
 
-/* A program of a C library hugify has no preload for: it runs as it would without hugify. */
-static void say_no_preload(const char *shown, const char *interpreter) {
-  fail(EXIT_SHORT, "run",
-       "%s: its program interpreter %s is neither glibc's (ld-linux) nor musl's (ld-musl): hugify has no preload "
-       "for its C library, so it runs without one (no mmap cover, no text remap, no report)", shown, interpreter);
-}
-
-/* A statically linked program, a Go program, and one of another C library: what reaches their memory.
- * *libc: the program's C library by its interpreter (glibc when it cannot be read: the preload as always). */
-static int check_static_and_go(const char *shown, const char *binary, enum elf_libc *libc) {
-  size_t size = 0;
-  void *image = NULL;
-  struct hugify_elf_info elf;
-  bool mapped = elf_map_file(binary, &image, &size) == 0; /* one mapping for all the questions */
-  bool go = mapped && elf_is_go(image, size);
-  bool parsed = mapped && hugify_elf_parse(image, size, &elf) == 0;
-  bool is_static = parsed && !elf.interpreter[0];
-  elf_unmap(image, size);
-  *libc = parsed ? elf_libc_of_interpreter(elf.interpreter) : ELF_LIBC_GLIBC;
-  if (*libc == ELF_LIBC_OTHER) say_no_preload(shown, elf.interpreter);
-  /* Go's runtime takes its heap with its own system calls and reads no malloc tunables: nothing run sets
-   * reaches a static Go program, so running it would only pretend. */
-  if (go && is_static)
-    return usage_error("run", "%s is a statically linked Go program: the Go runtime maps its heap with its own "
-                       "system calls and ignores LD_PRELOAD and GLIBC_TUNABLES, so hugify run can do nothing for it. "
-                       "Put its heap on huge pages while it runs: hugify collapse PID, or hugify agent --comm NAME "
-                       "(docs/runtimes.md, Go)", shown);
-  /* A static glibc program still runs its own malloc, which reads GLIBC_TUNABLES at start without a loader:
-   * --heap's tunables apply, so it runs, with the warning. */
-  if (is_static)
-    fail(EXIT_SHORT, "run",
-         "%s is statically linked (no program interpreter): LD_PRELOAD is ignored, so there is no text remap, "
-         "no mmap cover and no report; glibc's malloc tunables still apply. Use libhugify in the program "
-         "(hugify_alloc, hugify_remap_text; link with -lhugify) or relink it dynamically", shown);
-  else if (go)
+/* A Go program, and one of another C library: what reaches their memory. *libc: the program's C library;
+ * *outside: why nothing can be preloaded into it (run then collapses its memory from outside), or NULL. */
+static void check_static_and_go(const char *shown, const char *binary, enum elf_libc *libc, const char **outside) {
+  struct run_program_elf elf;
+  run_program_elf(binary, &elf);
+  *libc = elf.libc;
+  *outside = elf.outside;
+  if (elf.libc == ELF_LIBC_OTHER && elf.interpreter[0])
+    fail(EXIT_SHORT, "run", "%s: its program interpreter %s is neither glibc's (ld-linux) nor musl's (ld-musl): "
+         "hugify has no preload for its C library (no mmap cover, no text remap)", shown, elf.interpreter);
+  else if (elf.go && !elf.outside)
     /* Measured (docs/runtimes.md, Go): with cgo the runtime commits its arenas through the C library's mmap
      * (runtime/cgo routes mmap there on linux amd64, arm64 and loong64), which the cover advises; it exits
      * by exit_group, never through libc's exit, so the preload's report is never written. */
@@ -155,13 +139,30 @@ static int check_static_and_go(const char *shown, const char *binary, enum elf_l
          "without the C library's exit, so it writes no report: see its memory with hugify inspect PID while it "
          "runs. For a Go program's heap whatever its build: hugify collapse PID, or hugify agent --comm NAME "
          "(docs/runtimes.md, Go)", shown);
-  return EXIT_DONE;
+}
+
+/* Whether this process may collapse another's memory (process_madvise needs CAP_SYS_NICE) and the kernel
+ * takes MADV_COLLAPSE from another process: "" when it may, else why not and the fix. */
+static void outside_allowed(char *reason, size_t cap) {
+  reason[0] = '\0';
+  char *status = NULL;
+  size_t length;
+  uint64_t effective = 0;
+  if (os_read_file("/proc/self/status", &status, &length) == 0) parse_capabilities(status, &effective);
+  free(status);
+  if (!(effective & (UINT64_C(1) << 23))) /* CAP_SYS_NICE */
+    snprintf(reason, cap, "collapsing another process's memory (process_madvise) needs CAP_SYS_NICE: run hugify "
+             "as root, or setcap cap_sys_nice+ep $(command -v hugify)");
+  else
+    probe_require(PROBE_PROCESS_MADVISE_COLLAPSE, reason, cap);
 }
 
 /* Say what cannot work for this program (it still runs: the user asked for it); EXIT_USAGE (printed) for
  * what would break it. *libc: its C library, which chooses the preload (run_environment_build). */
-static int check_program(const char *command, const char *path, enum heap_mode heap, enum elf_libc *libc) {
+static int check_program(const char *command, const char *path, enum heap_mode heap, enum elf_libc *libc,
+                         const char **outside) {
   *libc = ELF_LIBC_GLIBC;
+  *outside = NULL;
   char interpreter[PATH_MAX];
   const char *binary = path;
   if (run_script_interpreter(path, false, interpreter, sizeof interpreter)) binary = interpreter;
@@ -190,14 +191,38 @@ static int check_program(const char *command, const char *path, enum heap_mode h
                        "would replace it and crash the program (or, linked statically, go unused). Use --heap auto "
                        "(the sanitizer's heap stays its own; the report says so)", options_heap_name(heap),
                        binary, owner, options_heap_name(heap));
-  int rc = check_static_and_go(binary == path ? command : binary, binary, libc);
-  if (rc == EXIT_DONE && options_heap_is_engine(heap) && (*libc == ELF_LIBC_MUSL || *libc == ELF_LIBC_OTHER))
+  check_static_and_go(binary == path ? command : binary, binary, libc, outside);
+  if (options_heap_is_engine(heap) && *outside)
+    return usage_error("run", "--heap %s: %s is %s: no allocator can be preloaded into it. Use --heap auto (its "
+                       "memory is collapsed from outside while it runs)", options_heap_name(heap), binary, *outside);
+  if (options_heap_is_engine(heap) && (*libc == ELF_LIBC_MUSL || *libc == ELF_LIBC_OTHER))
     /* Debian's allocator libraries are linked against glibc: musl's loader stops the program, exit 127, on
      * their glibc-only symbols. */
     return usage_error("run", "--heap %s: %s runs on %s, and the allocator libraries hugify preloads are built "
                        "for glibc: preloaded, one would stop the program from starting. Use --heap auto",
                        options_heap_name(heap), binary, *libc == ELF_LIBC_MUSL ? "musl" : "a C library other than glibc");
-  return rc;
+  return EXIT_DONE;
+}
+
+/* A program nothing can be preloaded into: say what happens to it, and whether its memory is collapsed from
+ * outside (NULL: it is exec'd as it is). */
+static struct run_outside *start_outside(const char *shown, const char *why, enum heap_mode heap) {
+  if (heap == HEAP_OFF) {
+    fail(EXIT_SHORT, "run", "%s is %s: nothing can be preloaded into it, and --heap off leaves its memory alone: "
+         "it runs as it is", shown, why);
+    return NULL;
+  }
+  char reason[HUGIFY_REASON_MAX];
+  outside_allowed(reason, sizeof reason);
+  struct run_outside *outside = reason[0] ? NULL : run_outside_new(why);
+  if (outside)
+    fail(EXIT_SHORT, "run", "%s is %s: nothing can be preloaded into it (no text remap, no mmap cover); hugify run "
+         "stays its parent and collapses its anonymous memory from outside while it runs, as hugify agent would "
+         "(docs/run.md, Static programs)", shown, why);
+  else
+    fail(EXIT_SHORT, "run", "%s is %s: nothing can be preloaded into it, and its memory cannot be collapsed from "
+         "outside: %s; it runs without huge pages", shown, why, reason[0] ? reason : "out of memory");
+  return outside;
 }
 
 /* --verbose: the environment CMD starts with. The HUGIFY_* settings as options.c reads them, like every
@@ -234,7 +259,8 @@ int cmd_run(int argc, char **argv) {
   }
 
   enum elf_libc libc;
-  if ((rc = check_program(args.command[0], path, args.settings.heap, &libc)) != EXIT_DONE) return rc;
+  const char *static_why;
+  if ((rc = check_program(args.command[0], path, args.settings.heap, &libc, &static_why)) != EXIT_DONE) return rc;
   static struct run_environment environment; /* large: off the stack */
   rc = run_environment_build("run", &args.settings, libc, path, &environment);
   if (rc == EXIT_DONE) rc = run_environment_apply("run", &environment);
@@ -263,8 +289,15 @@ int cmd_run(int argc, char **argv) {
     unsetenv("HUGIFY_REPORT_JSON");
   }
   if (args.settings.verbose) print_environment();
+  struct run_outside *outside = static_why ? start_outside(args.command[0], static_why, args.settings.heap) : NULL;
   fflush(stderr);
-  if (report) return run_tree_run(path, args.command, report_dir, report, args.json_report);
+  if (outside) { /* stays CMD's parent: the collapse from outside goes on while it runs */
+    struct run_watcher watcher = run_outside_watcher(outside);
+    rc = run_tree_run(path, args.command, report ? report_dir : NULL, report, args.json_report, &watcher);
+    run_outside_free(outside);
+    return rc;
+  }
+  if (report) return run_tree_run(path, args.command, report_dir, report, args.json_report, NULL);
   execv(path, args.command);
   int err = errno;
   fprintf(stderr, "hugify run: %s: %s\n", path, strerror(err));

@@ -78,6 +78,18 @@ const char *run_program_heap_owner(const char *binary);
  * `through_env` the program "#!/usr/bin/env python3" looks up ("python3"). False when the file is not a
  * script (or cannot be read). */
 bool run_script_interpreter(const char *path, bool through_env, char *out, size_t cap);
+/* What the ELF file `binary` says of how run can reach the program: its C library by its interpreter (glibc
+ * when it cannot be read: the preload as always), whether it is a Go program, and why nothing can be preloaded
+ * into it (`outside`: statically linked, or a C library hugify has no preload for; NULL when the preload
+ * can): then run collapses its memory from outside (run_outside.c) and check compares plain with that. */
+struct run_program_elf {
+  enum elf_libc libc;
+  bool go;
+  const char *outside;
+  char interpreter[256]; /* "" none */
+};
+void run_program_elf(const char *binary, struct run_program_elf *out);
+
 /* The runtime whose own allocator will hold the program's data, by its file's name or else its script's
  * program's ("python3.11", a pyenv shim named python3, "#!/usr/bin/env python3" -> ALLOCATOR_PYMALLOC);
  * UNKNOWN when the names say none. */

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "os.h"
 #include "safe_file.h"
 #include "units.h"
 
@@ -219,6 +221,7 @@ void run_tree_write_json(FILE *out, const struct run_tree *tree, const char *com
   }
   json_close(&j);
   put_value(&j, "processes", tree->processes);
+  if (tree->watcher && tree->watcher->json) tree->watcher->json(tree->watcher->context, &j);
   json_end(&j);
 }
 
@@ -242,6 +245,12 @@ static void process_row(struct table *t, const char *pid, const char *command, c
 
 void run_tree_write_text(FILE *out, const struct run_tree *tree, const char *command) {
   size_t count = json_array_size(tree->processes);
+  if (count == 0 && tree->watcher && tree->watcher->text) { /* a static program: nothing inside it reports */
+    fprintf(out, "hugify run: %s\n", command);
+    tree->watcher->text(tree->watcher->context, out);
+    fflush(out);
+    return;
+  }
   const json_t *largest = largest_process(tree);
   json_t *sums = tree_sums(tree);
   char memory[32];
@@ -252,6 +261,7 @@ void run_tree_write_text(FILE *out, const struct run_tree *tree, const char *com
     fprintf(out, "; the most: pid %" PRIu64 " %s", count_at(largest, "pid", NULL),
             json_string_value(json_object_get(largest, "command")) ?: "?");
   fputc('\n', out);
+  if (tree->watcher && tree->watcher->text) tree->watcher->text(tree->watcher->context, out);
   if (count == 0) {
     fprintf(out, "  no process wrote a report: one that ends with _exit() or by a signal does not (docs/run.md)\n");
     json_decref(sums);
@@ -360,12 +370,32 @@ static int end_like(int status) {
   return 128 + signal_number;
 }
 
-int run_tree_run(const char *path, char *const argv[], const char *dir, const char *target, bool json) {
+/* Wait for CMD (pid), with the watcher's passes while it runs: the pidfd wakes the wait as soon as CMD ends,
+ * so its end is not noticed a pass late. */
+static void wait_watching(pid_t pid, const struct run_watcher *watcher, int *status) {
+  int pidfd = watcher ? os_pidfd_open(pid) : -1;
+  double wait = watcher ? watcher->interval : 0;
+  for (;;) {
+    if (watcher && pidfd >= 0) {
+      struct pollfd ready = {.fd = pidfd, .events = POLLIN};
+      poll(&ready, 1, (int)(wait * 1000));
+    } else if (watcher) {
+      os_sleep(wait); /* no pidfd (before 5.3): CMD's end is seen at the next look */
+    }
+    pid_t done = waitpid(pid, status, watcher ? WNOHANG : 0);
+    if (done == pid || (done < 0 && errno != EINTR)) break;
+    if (done == 0) wait = watcher->pass(watcher->context, pid);
+  }
+  if (pidfd >= 0) close(pidfd);
+}
+
+int run_tree_run(const char *path, char *const argv[], const char *dir, const char *target, bool json,
+                 const struct run_watcher *watcher) {
   pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
     int err = errno;
-    remove_dir(dir);
+    if (dir) remove_dir(dir);
     return fail(EXIT_PRIVILEGE, "run", "cannot start %s: %s", path, strerror(err));
   }
   if (pid == 0) {
@@ -384,15 +414,20 @@ int run_tree_run(const char *path, char *const argv[], const char *dir, const ch
   sigemptyset(&action.sa_mask);
   for (size_t i = 0; i < sizeof passed_on / sizeof passed_on[0]; i++) sigaction(passed_on[i], &action, NULL);
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  wait_watching(pid, watcher, &status);
   child_pid = 0;
+  if (!dir) return end_like(status); /* no report asked */
 
   struct run_tree tree;
   char reason[512] = "", command[4096];
   join_command(argv, command, sizeof command);
   int exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  if (run_tree_read(dir, &tree, reason, sizeof reason) == 0) deliver(&tree, target, json, command, exit_status);
-  else fprintf(stderr, "hugify run: no report: %s\n", reason);
+  if (run_tree_read(dir, &tree, reason, sizeof reason) == 0) {
+    tree.watcher = watcher;
+    deliver(&tree, target, json, command, exit_status);
+  } else {
+    fprintf(stderr, "hugify run: no report: %s\n", reason);
+  }
   run_tree_free(&tree);
   remove_dir(dir);
   return end_like(status);
