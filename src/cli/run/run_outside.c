@@ -28,7 +28,7 @@
 #include "procfs.h"
 #include "units.h"
 
-#define RUN_OUTSIDE_FREE_FLOOR (UINT64_C(512) << 20) /* the agent's defaults for its memory gate */
+#define RUN_OUTSIDE_FREE_FLOOR OS_MIB(512) /* the agent's defaults for its memory gate */
 #define RUN_OUTSIDE_MAX_PRESSURE 10.0
 
 /* A process of the tree, and what the collapse keeps of it between passes (the agent's process_state, less
