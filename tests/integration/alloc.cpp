@@ -76,7 +76,9 @@ void expect_backed_by(void *p, size_t size, hugify_page_kind kind, double fracti
     // The kernel may count a private hugetlb page as Shared_Hugetlb (its "maybe shared" test is loose).
     independent = test_support::smaps_field(0, at, size, "Private_Hugetlb") +
                   test_support::smaps_field(0, at, size, "Shared_Hugetlb");
-    EXPECT_EQ(test_support::smaps_field(0, at, size, "KernelPageSize"), kind == HUGIFY_PAGE_2M ? 2048 * 1024 : k1G / 1024 * 1024);
+    // HUGIFY_PAGE_2M: the PMD-size pool (2 MiB on x86-64, 32 MiB on arm64's 16 KiB pages)
+    EXPECT_EQ(test_support::smaps_field(0, at, size, "KernelPageSize"),
+              kind == HUGIFY_PAGE_2M ? test_support::pmd_size() : k1G / 1024 * 1024);
   }
   EXPECT_GE(static_cast<double>(independent), fraction * static_cast<double>(size)) << "independent smaps read";
 }

@@ -56,8 +56,9 @@ void expect_consistent_pause(const hugify_collapse_report &r) {
 TEST(Collapse, PutsA4KHeapOnHugePagesWhileItIsWrittenAndLeavesNoHugePageAlone) {
   REQUIRE_KERNEL_FEATURE("madv_collapse");
   child c;
-  // 20 windows at least: the unaligned heap's partial windows at its ends stay small (under 5 %)
-  start(c, {"--heap", size_arg(at_least_windows(256 * MiB, 20)), "--writer", "--nohuge", "16M"});
+  // 24 windows at least: the unaligned heap's partial windows at its ends stay small (under 5 %)
+  start(c, {"--heap", size_arg(at_least_windows(256 * MiB, 24)), "--writer", "--nohuge",
+             size_arg(at_least_windows(16 * MiB, 2))}); // a NOHUGEPAGE region with whole windows
   ASSERT_GT(c.pid, 0);
   EXPECT_LT(thp_share(c.pid, c.at("heap")), 0.05) << "the heap should start on base pages";
 
@@ -171,7 +172,7 @@ TEST(Collapse, TargetThatExitsMidwayGivesAPartialReport) {
 TEST(Collapse, GentlePaceSendsOneWindowPerCallAndReportsThePause) {
   REQUIRE_KERNEL_FEATURE("madv_collapse");
   child gentle, full;
-  uint64_t heap = at_least_windows(64 * MiB, 20); // 0.95 of it huge: its partial end windows under 5 %
+  uint64_t heap = at_least_windows(64 * MiB, 24); // 0.95 of it huge: its partial end windows under 5 %
   start(gentle, {"--heap", size_arg(heap), "--writer"});
   start(full, {"--heap", size_arg(heap), "--writer"});
   ASSERT_GT(gentle.pid, 0);
