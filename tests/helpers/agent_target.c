@@ -5,12 +5,12 @@
  *   agent_target [--dense SIZE] [--sparse SIZE] [--nohuge SIZE] [--step SIZE] [--thp-disable]
  *                [--churn SIZE] [--exit-after MS]
  *
- * --dense SIZE   a 2 MiB-aligned region, every page written (THP off while filling: 4 KiB pages).
- * --sparse SIZE  a 2 MiB-aligned region with every tenth page written (10 % present).
- * --nohuge SIZE  a 2 MiB-aligned region marked MADV_NOHUGEPAGE, every page written.
+ * --dense SIZE   a PMD-aligned region, every page written (THP off while filling: 4 KiB pages).
+ * --sparse SIZE  a PMD-aligned region with every tenth page written (10 % present).
+ * --nohuge SIZE  a PMD-aligned region marked MADV_NOHUGEPAGE, every page written.
  * --step SIZE    on every SIGUSR1, malloc another SIZE (glibc mmaps it) and write every page; prints
  *                "grown 0xADDRESS SIZE".
- * --churn SIZE   a 2 MiB-aligned dense region that, on every SIGUSR2, gives a quarter of each 2 MiB window
+ * --churn SIZE   a PMD-aligned dense region that, on every SIGUSR2, gives a quarter of each PMD window
  *                back (MADV_DONTNEED, as jemalloc's decay or glibc's trim do: a huge page there is split)
  *                and writes it again, as an allocator reusing freed memory; prints "churned N".
  * --thp-disable  prctl(PR_SET_THP_DISABLE) for good, after filling.

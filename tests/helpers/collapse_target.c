@@ -7,17 +7,17 @@
  *                   [--faulted SIZE]
  *
  * --heap SIZE    malloc(SIZE) (glibc mmaps it), filled with a pattern while THP is off for the process
- *                (prctl), so it sits on 4 KiB pages whatever the system THP mode; never madvised.
+ *                (prctl), so it sits on base pages whatever the system THP mode; never madvised.
  * --writer       a thread keeps writing one word per heap page (sweep after sweep) until SIGUSR1; the
  *                check then proves no write was lost while the memory was collapsed under it.
- * --nohuge SIZE  a 2 MiB-aligned region marked MADV_NOHUGEPAGE, filled.
- * --thp SIZE     a 2 MiB-aligned region, MADV_HUGEPAGE, filled and MADV_COLLAPSEd (on THP).
+ * --nohuge SIZE  a PMD-aligned region marked MADV_NOHUGEPAGE, filled.
+ * --thp SIZE     a PMD-aligned region, MADV_HUGEPAGE, filled and MADV_COLLAPSEd (on THP).
  * --hugetlb SIZE a private MAP_HUGETLB 2 MiB region (needs free pool pages), filled.
- * --small SIZE   a 2 MiB-aligned region filled on 4 KiB pages (prctl off while filling), never madvised.
+ * --small SIZE   a PMD-aligned region filled on base pages (prctl off while filling), never madvised.
  * --shm SIZE     a shared anonymous region, filled.
  * --threads N    N extra threads, blocked in sigwait.
- * --advised SIZE a 2 MiB-aligned region marked MADV_HUGEPAGE, filled on 4 KiB pages (prctl off while filling).
- * --faulted SIZE a 2 MiB-aligned region marked MADV_HUGEPAGE and filled, never collapsed: folios of the sizes
+ * --advised SIZE a PMD-aligned region marked MADV_HUGEPAGE, filled on base pages (prctl off while filling).
+ * --faulted SIZE a PMD-aligned region marked MADV_HUGEPAGE and filled, never collapsed: folios of the sizes
  *                the per-size controls let faults take (mTHP), or the PMD's.
  * --thp-disable  prctl(PR_SET_THP_DISABLE, 1) at the end (the process keeps THP disabled).
  * --except-advised prctl(PR_SET_THP_DISABLE, 1, PR_THP_DISABLE_EXCEPT_ADVISED) at the end (Linux 6.18: THP
@@ -40,8 +40,8 @@
 
 #include "os.h" /* MADV_COLLAPSE, MAP_HUGE_SHIFT, PR_THP_DISABLE_EXCEPT_ADVISED on older headers */
 
-#define HUGE (UINT64_C(2) << 20)
-#define PAGE 4096
+#define HUGE os_pmd_size()  /* the kernel's PMD huge page: 2 MiB, 32 MiB on arm64's 16 KiB pages */
+#define PAGE os_base_page()
 
 struct region {
   const char *name;
@@ -64,7 +64,7 @@ static void fill(struct region *r, uint64_t salt) {
   for (size_t i = 0; i < r->size / sizeof(uint64_t); i++) r->words[i] = pattern(i, salt);
 }
 
-/* A 2 MiB-aligned region with read-only, never touched neighbours: a mapping of different protection on
+/* A PMD-aligned region with read-only, never touched neighbours: a mapping of different protection on
  * each side keeps the kernel from merging the region with a later mapping, so tests find it as one
  * mapping. (Read-only, not PROT_NONE: a PROT_NONE page below read-write memory looks like a thread stack's
  * guard page.) */
@@ -172,7 +172,7 @@ int main(int argc, char **argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, NULL);
 
-  /* THP off while filling: the 4 KiB regions stay on 4 KiB pages in any system THP mode. */
+  /* THP off while filling: the 4 KiB regions stay on base pages in any system THP mode. */
   prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0);
   if (heap_size) fill(heap = add("heap", malloc(heap_size), heap_size), 1);
   if (nohuge) {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* exact_pagemap_target - a child whose memory has known shapes, for the plan's walk on every kernel (with and
- * without PAGEMAP_SCAN): each region is 4 MiB (two 2 MiB windows), 2 MiB-aligned, a mapping of its own.
+ * without PAGEMAP_SCAN): each region is two PMD windows (4 MiB on x86-64), PMD-aligned, a mapping of its own.
  *
  *   dense   every page written, THP off while writing: 4 KiB pages
  *   sparse  every tenth page written (pages 0, 10, 20, ... of the region), 4 KiB pages

@@ -9,10 +9,13 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
-#define TARGET_HUGE (UINT64_C(2) << 20)
-#define TARGET_PAGE 4096
+#include "os.h"
 
-/* 2 MiB-aligned, between read-only neighbours so it stays one mapping of its own. */
+/* The kernel's PMD huge page (2 MiB on x86-64 and arm64's 4 KiB pages, 32 MiB on 16 KiB pages) and base page. */
+#define TARGET_HUGE os_pmd_size()
+#define TARGET_PAGE os_base_page()
+
+/* PMD-aligned, between read-only neighbours so it stays one mapping of its own. */
 static inline char *target_aligned_map(size_t size) {
   char *raw = mmap(NULL, size + 2 * TARGET_HUGE, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) { perror("mmap"); exit(2); }

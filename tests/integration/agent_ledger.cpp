@@ -18,7 +18,7 @@ using namespace agent_test;
 TEST(Agent, BacksOffAProcessWhoseCollapsesDoNotLast) {
   REQUIRE_COLLAPSE();
   process target;
-  auto regions = start_target(target, {"--churn", "32M"});
+  auto regions = start_target(target, {"--churn", windows_arg(32 * MiB, 4)});
   std::string dir = temp_dir(), metrics = dir + "/agent.prom", json = dir + "/agent.json";
   process agent;
   agent.start(agent_argv({"--pid", std::to_string(target.pid), "--min-rss", "0", "--interval", "0.3",
@@ -63,7 +63,7 @@ TEST(Agent, BacksOffAProcessWhoseCollapsesDoNotLast) {
 TEST(Agent, StatusShowsTheDaemonsLedgerFromItsStateFile) {
   REQUIRE_COLLAPSE();
   process target;
-  auto regions = start_target(target, {"--churn", "16M"});
+  auto regions = start_target(target, {"--churn", windows_arg(16 * MiB, 2)});
   std::string dir = temp_dir(), metrics = dir + "/agent.prom", state = dir + "/agent.json", config = dir + "/agent.conf";
   std::ofstream(config) << "state-file = " << state << "\n";
   std::string pid = std::to_string(target.pid);

@@ -76,7 +76,9 @@ void expect_backed_by(void *p, size_t size, hugify_page_kind kind, double fracti
     // The kernel may count a private hugetlb page as Shared_Hugetlb (its "maybe shared" test is loose).
     independent = test_support::smaps_field(0, at, size, "Private_Hugetlb") +
                   test_support::smaps_field(0, at, size, "Shared_Hugetlb");
-    EXPECT_EQ(test_support::smaps_field(0, at, size, "KernelPageSize"), kind == HUGIFY_PAGE_2M ? 2048 * 1024 : k1G / 1024 * 1024);
+    // HUGIFY_PAGE_2M: the PMD-size pool (2 MiB on x86-64, 32 MiB on arm64's 16 KiB pages)
+    EXPECT_EQ(test_support::smaps_field(0, at, size, "KernelPageSize"),
+              kind == HUGIFY_PAGE_2M ? test_support::pmd_size() : k1G / 1024 * 1024);
   }
   EXPECT_GE(static_cast<double>(independent), fraction * static_cast<double>(size)) << "independent smaps read";
 }
@@ -98,13 +100,15 @@ TEST(Probe, MatchesTheMachine) {
   for (unsigned i = 0; i < sys.hugetlb_size_count; i++) has_2m |= sys.hugetlb[i].page_size == k2M;
   EXPECT_EQ(has_2m, access("/sys/kernel/mm/hugepages/hugepages-2048kB", F_OK) == 0);
   // MADV_COLLAPSE, independently: the kernel rejects unknown advice with EINVAL.
-  void *scratch = mmap(nullptr, 4 * MiB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  // One PMD window (2 MiB on x86-64, 32 MiB on arm64's 16 KiB pages) of a mapping twice its size.
+  const uint64_t pmd = test_support::pmd_size();
+  void *scratch = mmap(nullptr, 2 * pmd, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(scratch, MAP_FAILED);
-  auto *window = reinterpret_cast<char *>((reinterpret_cast<uintptr_t>(scratch) + k2M - 1) & ~(k2M - 1));
+  auto *window = reinterpret_cast<char *>((reinterpret_cast<uintptr_t>(scratch) + pmd - 1) & ~(pmd - 1));
   window[0] = 1;
-  int rc = madvise(window, k2M, 25 /* MADV_COLLAPSE */);
+  int rc = madvise(window, pmd, 25 /* MADV_COLLAPSE */);
   bool kernel_knows = rc == 0 || errno != EINVAL;
-  munmap(scratch, 4 * MiB);
+  munmap(scratch, 2 * pmd);
   EXPECT_EQ(sys.madv_collapse == HUGIFY_FEATURE_YES, kernel_knows) << sys.reason;
   EXPECT_EQ(sys.can_change_pools, access("/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages", W_OK) == 0);
   if (sys.pmu != HUGIFY_FEATURE_YES) {
@@ -125,7 +129,7 @@ TEST(Alloc, ThpBlockOf256MiBIsOnHugePages) {
   ASSERT_NE(p, nullptr) << info.reason;
   EXPECT_EQ(info.kind, HUGIFY_PAGE_THP) << info.reason;
   EXPECT_EQ(info.measured, 1);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % k2M, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % test_support::pmd_size(), 0u) << "PMD-aligned";
   EXPECT_GE(hugify_backing_huge_fraction(&info.backing), 0.95);
   expect_backed_by(p, size, HUGIFY_PAGE_THP, 0.95);
   std::memset(p, 0x5a, size);
@@ -134,11 +138,14 @@ TEST(Alloc, ThpBlockOf256MiBIsOnHugePages) {
 }
 
 TEST(Alloc, Hugetlb2MIsWhatItClaims) {
-  std::string why = test_support::ensure_free_hugetlb(k2M, 32);
+  // HUGIFY_PAGE_2M is the PMD-size pool: 2 MiB on x86-64, 32 MiB on arm64's 16 KiB pages. 40 MiB of it (two
+  // 32 MiB pages there), with 12 pages to spare.
+  const uint64_t pmd = test_support::pmd_size();
+  size_t size = (40 * MiB + pmd - 1) / pmd * pmd;
+  std::string why = test_support::ensure_free_hugetlb(pmd, size / pmd + 12);
   if (!why.empty()) GTEST_SKIP() << why;
   hugify_opts opts = only(HUGIFY_PAGE_2M);
   hugify_info info{};
-  size_t size = 40 * MiB;
   void *p = hugify_alloc(size, &opts, &info);
   ASSERT_NE(p, nullptr) << info.reason;
   EXPECT_EQ(info.kind, HUGIFY_PAGE_2M);

@@ -31,7 +31,7 @@ using namespace collapse_test;
 
 // ---- what a program excluded from THP ----------------------------------------------------------------
 // Each exclusion, under THP "always" and "madvise", through `hugify collapse` and `hugify agent --once`:
-// what the program excluded stays on 4 KiB pages, the rest is collapsed. THP `enabled` is changed only for
+// what the program excluded stays on base pages, the rest is collapsed. THP `enabled` is changed only for
 // one run (other experiments share the machine) and put back also when the test fails (thp_setting).
 
 enum class tool { collapse, agent };
@@ -63,9 +63,11 @@ void run_under(const std::string &mode, const std::vector<std::string> &target_a
   run.result = test_support::hugify(argv);
 }
 
-const std::vector<std::string> kDisabled = {"--small", "8M", "--thp-disable"};
-const std::vector<std::string> kExceptAdvised = {"--small", "8M", "--advised", "8M", "--except-advised"};
-const std::vector<std::string> kNoHugepage = {"--small", "8M", "--nohuge", "8M"};
+// Regions of four PMD windows: 8 MiB on x86-64, 128 MiB on arm64's 16 KiB pages.
+const std::string kRegion = size_arg(4 * kPmd);
+const std::vector<std::string> kDisabled = {"--small", kRegion, "--thp-disable"};
+const std::vector<std::string> kExceptAdvised = {"--small", kRegion, "--advised", kRegion, "--except-advised"};
+const std::vector<std::string> kNoHugepage = {"--small", kRegion, "--nohuge", kRegion};
 
 // The exclusion `collapse --json` lists for the mapping at `start`, with its reason.
 void expect_excluded(const opt_out_run &run, uintptr_t start, const std::string &reason, bool overridden = false) {

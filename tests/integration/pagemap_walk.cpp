@@ -10,6 +10,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -27,7 +28,8 @@ extern "C" {
 
 namespace {
 
-constexpr uint64_t PMD = uint64_t{2} << 20, PAGE = 4096;
+// The kernel's PMD and base page (2 MiB and 4 KiB on x86-64; 32 MiB and 16 KiB on arm64's 16 KiB pages).
+const uint64_t PMD = test_support::pmd_size(), PAGE = test_support::base_page();
 
 struct region {
   uintptr_t start = 0;
@@ -162,7 +164,7 @@ TEST(PagemapWalk, ChurnedWindowsAreJudgedAsPagemapScanJudgesThem) {
   if (probe_pagemap_scan(nullptr, 0) != HUGIFY_FEATURE_YES) GTEST_SKIP() << "PAGEMAP_SCAN needs Linux 6.7+";
   if (probe_madv_collapse(nullptr, 0) != HUGIFY_FEATURE_YES) GTEST_SKIP() << "MADV_COLLAPSE needs Linux 6.1+";
   if (geteuid() != 0) GTEST_SKIP() << "needs root (kpageflags, process_madvise)";
-  target t("agent_target", "--churn 32M");
+  target t("agent_target", "--churn " + test_support::size_arg(std::max<uint64_t>(32 << 20, 2 * PMD)));
   ASSERT_GT(t.pid, 0);
   os_walk scan, entries;
   ASSERT_EQ(os_walk_open(t.pid, true, &scan), 0);
@@ -177,7 +179,7 @@ TEST(PagemapWalk, ChurnedWindowsAreJudgedAsPagemapScanJudgesThem) {
     }
   };
   for (int round = 0; round < 8; round++) {
-    auto c = test_support::hugify({"collapse", std::to_string(t.pid), "--min-size", "2M"});
+    auto c = test_support::hugify({"collapse", std::to_string(t.pid), "--min-size", test_support::size_arg(PMD)});
     compare();
     kill(t.pid, SIGUSR2);
     char line[256];
@@ -234,7 +236,7 @@ TEST(PagemapWalk, MeasureBackingIsExactAsRoot) {
   ASSERT_EQ(os_map_aligned(4 * PMD, PMD, PROT_READ | PROT_WRITE, &p), 0);
   prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0);
   char *c = static_cast<char *>(p);
-  for (uint64_t at = 0; at < 2 * PMD; at += PAGE) c[at] = 1;           // 2 MiB dense
+  for (uint64_t at = 0; at < 2 * PMD; at += PAGE) c[at] = 1;           // two windows dense
   for (uint64_t at = 2 * PMD; at < 3 * PMD; at += 10 * PAGE) c[at] = 1; // every tenth page
   volatile char sum = 0;
   for (uint64_t at = 3 * PMD; at < 4 * PMD; at += PAGE) sum += c[at];  // the zero page

@@ -56,6 +56,16 @@ std::string pool_file(uint64_t page_size, const std::string &leaf) {
 uint64_t pool_value(uint64_t page_size, const std::string &leaf) {
   return test_support::read_u64(pool_file(page_size, leaf));
 }
+// The hugetlb page sizes the kernel offers (its hugepages-<N>kB directories), ascending.
+std::vector<uint64_t> kernel_pool_sizes() {
+  std::vector<uint64_t> sizes;
+  for (const auto &entry : std::filesystem::directory_iterator("/sys/kernel/mm/hugepages")) {
+    std::string name = entry.path().filename().string();
+    if (name.compare(0, 10, "hugepages-") == 0) sizes.push_back(std::strtoull(name.c_str() + 10, nullptr, 10) * KiB);
+  }
+  std::sort(sizes.begin(), sizes.end());
+  return sizes;
+}
 uint64_t persistent_pages(uint64_t page_size) {
   return pool_value(page_size, "nr_hugepages") - pool_value(page_size, "surplus_hugepages");
 }
@@ -584,31 +594,34 @@ TEST(PoolLive, RelativeCountsArePlannedFromThePoolAsItIs) {
 }
 
 TEST(PoolLive, DryRunPlansAndShowsThePersistDiff) {
-  uint64_t two = pool_value(2 * MiB, "nr_hugepages");
+  // The default size's pool: the one vm.nr_hugepages sets (2 MiB on x86-64, 32 MiB on arm64's 16 KiB pages).
+  uint64_t size = test_support::default_hugetlb_size();
+  std::string size_name = test_support::size_arg(size);
+  uint64_t two = pool_value(size, "nr_hugepages");
   bool had_sysctl = access("/etc/sysctl.d/80-hugify.conf", F_OK) == 0;
   // Plans only what fits this machine: a guest (scripts/kernels) has a few GiB, and its emulated CPU may have no
   // 1G pages (no pdpe1gb: no hugepages-1048576kB), where 8G or 1G=2 is rightly refused.
   std::string meminfo = test_support::read_file("/proc/meminfo");
   uint64_t memory = std::strtoull(meminfo.c_str() + meminfo.find("MemTotal:") + 9, nullptr, 10) * KiB;
   bool gigantic = access(pool_file(GiB, "nr_hugepages").c_str(), F_OK) == 0 && memory >= 8 * GiB;
-  std::vector<std::string> args = {"pool", "set", "2M=" + std::to_string(two + 16), "--persist", "--dry-run"};
+  std::vector<std::string> args = {"pool", "set", size_name + "=" + std::to_string(two + 16), "--persist", "--dry-run"};
   if (gigantic) args.push_back("1G=2");
   auto result = test_support::hugify(args);
   ASSERT_EQ(result.status, 0) << result.err;
-  EXPECT_EQ(pool_value(2 * MiB, "nr_hugepages"), two);
+  EXPECT_EQ(pool_value(size, "nr_hugepages"), two);
   EXPECT_EQ(access("/etc/sysctl.d/80-hugify.conf", F_OK) == 0, had_sysctl);
   EXPECT_NE(result.out.find("+vm.nr_hugepages = " + std::to_string(two + 16)), std::string::npos) << result.out;
   if (gigantic) {
     EXPECT_NE(result.out.find("hugepagesz=1G hugepages=2"), std::string::npos) << result.out;
-    // 1G is planned before 2M (bigger pages first, while memory is least fragmented)
-    EXPECT_LT(result.out.find("\n1G "), result.out.find("\n2M ")) << result.out;
+    // 1G is planned before the smaller size (bigger pages first, while memory is least fragmented)
+    EXPECT_LT(result.out.find("\n1G "), result.out.find("\n" + size_name + " ")) << result.out;
   }
-  uint64_t bytes = std::min<uint64_t>(8 * GiB, memory / 4 / (2 * MiB) * (2 * MiB)); // 8G here
+  uint64_t bytes = std::min<uint64_t>(8 * GiB, memory / 4 / size * size); // 8G here
   auto json = test_support::hugify({"pool", "set", "--bytes", std::to_string(bytes / MiB) + "M", "--dry-run", "--json"});
   ASSERT_EQ(json.status, 0) << json.err;
   json_view doc = parse_json(json.out);
   EXPECT_TRUE(doc["dry_run"].flag());
-  EXPECT_EQ(doc["results"][0]["requested"].u64(), bytes / (2 * MiB));
+  EXPECT_EQ(doc["results"][0]["requested"].u64(), bytes / size);
   EXPECT_EQ(doc["results"][0]["got"].is_null(), true);
 }
 
@@ -617,12 +630,18 @@ TEST(PoolLive, ShowEqualsTheKernelFiles) {
   ASSERT_EQ(result.status, 0) << result.err;
   json_view doc = parse_json(result.out);
   EXPECT_EQ(doc["schema"].text(), "hugify.pool/2");
-  ASSERT_GE(doc["pools"].size(), 2u);
-  EXPECT_EQ(doc["pools"][1]["page_size_bytes"].u64(), GiB);
-  EXPECT_EQ(doc["pools"][1]["overcommit"].u64(), pool_value(GiB, "nr_overcommit_hugepages"));
+  // Every size the kernel lists, in ascending order: 2M and 1G on x86-64; 64K, 2M, 32M and 1G on arm64's
+  // 4 KiB pages; 2M, 32M and 1G on its 16 KiB pages.
+  std::vector<uint64_t> sizes = kernel_pool_sizes();
+  ASSERT_GE(sizes.size(), 2u);
+  ASSERT_EQ(doc["pools"].size(), sizes.size()) << result.out;
+  for (size_t i = 0; i < sizes.size(); i++) {
+    EXPECT_EQ(doc["pools"][i]["page_size_bytes"].u64(), sizes[i]) << i;
+    EXPECT_EQ(doc["pools"][i]["overcommit"].u64(), pool_value(sizes[i], "nr_overcommit_hugepages")) << i;
+  }
   auto text = test_support::hugify({"pool"});
   EXPECT_EQ(text.status, 0);
-  EXPECT_NE(text.out.find("2M (default)"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find(test_support::size_arg(test_support::default_hugetlb_size()) + " (default)"), std::string::npos) << text.out;
 }
 
 TEST(PoolLive, MountsHugetlbfsOfASize) {

@@ -513,7 +513,11 @@ TEST(RunPreload, ThpDisabledByPrctlIsRespected) {
 }
 
 TEST(RunPreload, HugetlbHeapComesFromThePool) {
-  std::string why = test_support::ensure_free_hugetlb(2u << 20, 64);
+  // glibc.malloc.hugetlb=2 takes the default size's pool (2 MiB on x86-64, 32 MiB on arm64's 16 KiB pages):
+  // 128 MiB of it
+  uint64_t size = test_support::default_hugetlb_size();
+  ASSERT_GT(size, 0u) << "no Hugepagesize in /proc/meminfo";
+  std::string why = test_support::ensure_free_hugetlb(size, (128u << 20) / size);
   if (!why.empty()) GTEST_SKIP() << why;
   std::string report = temp_path("hugetlb.json");
   auto run = test_support::hugify({"run", "--heap", "hugetlb", "--report", report, "--", workload(), "--mib", "32"});

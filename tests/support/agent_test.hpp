@@ -26,6 +26,13 @@
 namespace agent_test {
 
 inline constexpr uint64_t MiB = uint64_t{1} << 20;
+// The kernel's PMD huge page: a collapse window (2 MiB on x86-64, 32 MiB on arm64's 16 KiB pages).
+inline const uint64_t kPmd = test_support::pmd_size();
+// A region size for agent_target: `bytes`, or `windows` PMD windows where that is more (the sizes the tests
+// name hold that many 2 MiB windows, so on x86-64 this is `bytes`), as its argument ("16M", "64M").
+inline std::string windows_arg(uint64_t bytes, uint64_t windows) {
+  return test_support::size_arg(std::max(bytes, windows * kPmd));
+}
 
 inline double now() {
   timespec ts;

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -25,7 +26,13 @@
 namespace collapse_test {
 
 inline constexpr uint64_t MiB = uint64_t{1} << 20;
-inline constexpr uint64_t k2M = 2 * MiB;
+inline constexpr uint64_t k2M = 2 * MiB; // a hugetlb page size (on x86-64 and on arm64's 4 and 16 KiB pages)
+// The kernel's PMD huge page: a collapse window (2 MiB on x86-64, 32 MiB on arm64's 16 KiB pages).
+inline const uint64_t kPmd = test_support::pmd_size();
+// A region of at least `bytes` that holds at least `windows` whole PMD windows wherever it lies (a malloc'd
+// heap is not PMD-aligned): `bytes` on x86-64 for the sizes the tests use, more where the PMD is larger.
+inline uint64_t at_least_windows(uint64_t bytes, uint64_t windows) { return std::max(bytes, windows * kPmd); }
+inline std::string size_arg(uint64_t bytes) { return test_support::size_arg(bytes); }
 inline constexpr uintptr_t kEverything = ~uintptr_t{0}; // smaps_field over the whole address space
 
 // A running collapse_target: its regions by name, killed on destruction unless finished.

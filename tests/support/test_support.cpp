@@ -106,6 +106,33 @@ std::string read_file(const std::string &path) {
 
 uint64_t read_u64(const std::string &path) { return std::strtoull(read_file(path).c_str(), nullptr, 10); }
 
+uint64_t base_page() { return static_cast<uint64_t>(sysconf(_SC_PAGESIZE)); }
+
+uint64_t pmd_size() {
+  uint64_t pmd = read_u64("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size");
+  return pmd ? pmd : base_page() / 8 * base_page();
+}
+
+uint64_t default_hugetlb_size() {
+  std::string meminfo = read_file("/proc/meminfo");
+  size_t at = meminfo.find("Hugepagesize:");
+  return at == std::string::npos ? 0 : std::strtoull(meminfo.c_str() + at + 13, nullptr, 10) * 1024;
+}
+
+static std::string size_in_units(uint64_t bytes, const char *const units[4]) {
+  int unit = 0;
+  while (unit < 3 && bytes >= 1024 && bytes % 1024 == 0) bytes /= 1024, unit++;
+  return std::to_string(bytes) + units[unit];
+}
+std::string size_arg(uint64_t bytes) {
+  static const char *const units[4] = {"", "K", "M", "G"};
+  return size_in_units(bytes, units);
+}
+std::string size_text(uint64_t bytes) {
+  static const char *const units[4] = {" bytes", " KiB", " MiB", " GiB"};
+  return size_in_units(bytes, units);
+}
+
 std::string allocator_missing(const std::string &engine) {
   command_result probe = hugify({"run", "--heap", engine, "--", "true"});
   if (probe.status == 3 && probe.err.find("is not installed") != std::string::npos) {

@@ -56,6 +56,19 @@ std::string source_path(const std::string &relative); // <the source tree>/<rela
 // (scripts/suite-source redis, scripts/glibc-root), or "" with what it said in *why when it could not.
 std::string fetched_dir(const std::vector<std::string> &script_and_args, std::string *why);
 
+// The kernel's page sizes, read here from sysfs and sysconf (not through libhugify): the base page (4 KiB on
+// x86-64, 4 or 16 KiB on arm64) and the PMD huge page (2 MiB, 32 MiB on 16 KiB pages) that MADV_COLLAPSE and
+// khugepaged make, from transparent_hugepage/hpage_pmd_size (a kernel without THP: one page table of
+// base/8 entries). Tests size and align their regions in PMDs, so that they hold whole windows on any kernel.
+uint64_t base_page();
+uint64_t pmd_size();
+// The default hugetlb page size (/proc/meminfo's Hugepagesize: 2 MiB on x86-64, the PMD's on arm64): the pool
+// of vm.nr_hugepages, MAP_HUGETLB without a size, and glibc.malloc.hugetlb=2.
+uint64_t default_hugetlb_size();
+// A size as the CLI takes it ("2M", "32M", "1G", "64K") and as hugify writes it ("2 MiB", "32 MiB").
+std::string size_arg(uint64_t bytes);
+std::string size_text(uint64_t bytes);
+
 // Sum of one smaps field (in bytes) over the mappings that overlap [start, start+size), each prorated to
 // the overlap — an independent read of /proc/PID/smaps, written without libhugify's parser.
 uint64_t smaps_field(int pid, uintptr_t start, size_t size, const std::string &field);
